@@ -1,0 +1,51 @@
+//! `conformance`: the harness around `engine-protocol`. Loads golden corpora
+//! written to `shared/golden-format.md` ([`corpus`]), checks every case
+//! against the reference implementation ([`check`]), reports as a table,
+//! JSON or JUnit ([`report`]) and times the codec on any corpus ([`bench`]).
+
+pub mod bench;
+pub mod check;
+pub mod corpus;
+pub mod report;
+
+use std::path::Path;
+
+use check::Verdict;
+use report::CaseResult;
+
+/// The group of a case for reports: `<dialect>/<version>/<group>` where the
+/// group is the first segment of the case id.
+pub fn group_of(case: &corpus::Case) -> String {
+    let g = case.id.split('/').next().unwrap_or("");
+    format!("{}/{}/{}", case.dialect, case.version, g)
+}
+
+/// Loads and checks every case under `dir`. Load errors become failures
+/// naming their file.
+pub fn verify_dir(dir: &Path) -> Result<Vec<CaseResult>, String> {
+    let (cases, errors) = corpus::load(dir)?;
+    let mut results: Vec<CaseResult> = errors
+        .into_iter()
+        .map(|e| CaseResult {
+            id: e.file.display().to_string(),
+            file: e.file.display().to_string(),
+            group: "load".into(),
+            verdict: Verdict::Fail(format!("malformed case file: {}", e.message)),
+        })
+        .collect();
+    let mut seen = std::collections::HashMap::new();
+    for case in &cases {
+        let key = (case.dialect.clone(), case.version.clone(), case.id.clone());
+        let verdict = match seen.insert(key, case.file.clone()) {
+            Some(other) => Verdict::Fail(format!("duplicate case id (also in {})", other.display())),
+            None => check::check(case),
+        };
+        results.push(CaseResult {
+            id: format!("{}/{}/{}", case.dialect, case.version, case.id),
+            file: case.file.display().to_string(),
+            group: group_of(case),
+            verdict,
+        });
+    }
+    Ok(results)
+}

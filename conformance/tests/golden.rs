@@ -1,0 +1,45 @@
+//! Every golden case under `golden/` as its own named test
+//! (`vllm/0.33.0/request/add_default`), plus corpus-level checks: the corpus
+//! loads without a malformed file and is not empty.
+
+use std::path::PathBuf;
+
+use conformance::check::{check, Verdict};
+use conformance::corpus;
+use libtest_mimic::{Arguments, Failed, Trial};
+
+/// The committed corpus must hold at least this many message cases (issue
+/// #2: at least 150 per version, two versions).
+const MIN_MESSAGE_CASES: usize = 300;
+
+fn main() {
+    let args = Arguments::from_args();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../golden");
+    let (cases, errors) = corpus::load(&root).expect("golden/ is readable");
+    let mut trials = Vec::new();
+    let n_messages = cases.iter().filter(|c| c.kind == "message").count();
+    let load_errors: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.message)).collect();
+    trials.push(Trial::test("corpus_has_no_malformed_case_files", move || {
+        if load_errors.is_empty() { Ok(()) } else { Err(Failed::from(load_errors.join("\n"))) }
+    }));
+    trials.push(Trial::test("corpus_holds_at_least_300_message_cases", move || {
+        if n_messages >= MIN_MESSAGE_CASES {
+            Ok(())
+        } else {
+            Err(Failed::from(format!("{n_messages} message cases, expected at least {MIN_MESSAGE_CASES}")))
+        }
+    }));
+    for case in cases {
+        let name = format!("{}/{}/{}", case.dialect, case.version, case.id);
+        let ignored = matches!(check(&case), Verdict::Skip(_));
+        trials.push(
+            Trial::test(name, move || match check(&case) {
+                Verdict::Pass => Ok(()),
+                Verdict::Fail(why) => Err(Failed::from(why)),
+                Verdict::Skip(why) => Err(Failed::from(format!("skipped: {why}"))),
+            })
+            .with_ignored_flag(ignored),
+        );
+    }
+    libtest_mimic::run(&args, trials).exit();
+}

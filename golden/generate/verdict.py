@@ -1,0 +1,325 @@
+"""Verdicts from vLLM's own decoders, reject classification, and case files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+import view
+
+
+# --------------------------------------------------------------------------
+# vLLM environment
+
+
+class Env:
+    """Holds vLLM's classes (imported once)."""
+
+    def __init__(self):
+        import numpy as np
+        import torch
+
+        import vllm
+        import vllm.v1.engine as eng
+        from vllm.lora.request import LoRARequest
+        from vllm.sampling_params import (
+            RepetitionDetectionParams,
+            RequestOutputKind,
+            SamplingParams,
+            StructuredOutputsParams,
+        )
+        from vllm.v1.engine.utils import EngineHandshakeMetadata, EngineZmqAddresses
+        from vllm.v1.metrics import stats
+        from vllm.v1.outputs import LogprobsLists, LogprobsTensors
+        from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder, UtilityResult
+
+        self.np, self.torch, self.vllm = np, torch, vllm
+        self.version = vllm.__version__
+        self.eng = eng
+        self.EngineCoreRequest = eng.EngineCoreRequest
+        self.EngineCoreOutputs = eng.EngineCoreOutputs
+        self.EngineCoreOutput = eng.EngineCoreOutput
+        self.UtilityOutput = eng.UtilityOutput
+        self.FinishReason = eng.FinishReason
+        self.EngineCoreEvent = eng.EngineCoreEvent
+        self.EngineCoreEventType = eng.EngineCoreEventType
+        self.EngineCoreRequestType = eng.EngineCoreRequestType
+        self.EngineCoreReadyResponse = eng.EngineCoreReadyResponse
+        self.RequestError = getattr(eng, "RequestError", None)
+        self.LoRARequest = LoRARequest
+        self.SamplingParams = SamplingParams
+        self.StructuredOutputsParams = StructuredOutputsParams
+        self.RepetitionDetectionParams = RepetitionDetectionParams
+        self.RequestOutputKind = RequestOutputKind
+        self.EngineHandshakeMetadata = EngineHandshakeMetadata
+        self.EngineZmqAddresses = EngineZmqAddresses
+        self.stats = stats
+        self.PrefillStats = stats.PrefillStats
+        self.SchedulerStats = stats.SchedulerStats
+        self.LogprobsLists = LogprobsLists
+        self.LogprobsTensors = LogprobsTensors
+        self.MsgpackDecoder = MsgpackDecoder
+        self.MsgpackEncoder = MsgpackEncoder
+        self.UtilityResult = UtilityResult
+
+        import msgspec.inspect as mi
+
+        self.output_fields = [f.name for f in mi.type_info(eng.EngineCoreOutput).fields]
+        self.request_fields = [f.name for f in mi.type_info(eng.EngineCoreRequest).fields]
+        self.sp_fields = [f.name for f in mi.type_info(SamplingParams).fields]
+        self.ready_fields = [f.name for f in mi.type_info(eng.EngineCoreReadyResponse).fields]
+
+    def schema_roots(self):
+        roots = [
+            self.EngineCoreRequest,
+            self.EngineCoreOutputs,
+            self.UtilityOutput,
+            self.EngineCoreReadyResponse,
+            self.EngineHandshakeMetadata,
+        ]
+        return roots
+
+    def encode(self, obj) -> list[bytes]:
+        return [bytes(f) for f in self.MsgpackEncoder().encode(obj)]
+
+
+# --------------------------------------------------------------------------
+# message kinds
+
+INPUT_KINDS = {
+    "EngineCoreRequest": b"\x00",
+    "AbortRequest": b"\x01",
+    "StartDpWave": b"\x02",
+    "UtilityRequest": b"\x03",
+}
+
+
+def decode(env: Env, message: str, frames: list[bytes]):
+    """Decode exactly the way vLLM does for this message kind. Returns the
+    decoded object; raises whatever vLLM raises."""
+    if message in INPUT_KINDS:
+        # EngineCoreProc.process_input_sockets: type frame, then data frames.
+        type_frame, *data_frames = frames
+        request_type = env.EngineCoreRequestType(bytes(type_frame))
+        RT = env.EngineCoreRequestType
+        if request_type == RT.ADD:
+            return env.MsgpackDecoder(env.EngineCoreRequest).decode(data_frames)
+        request = env.MsgpackDecoder().decode(data_frames)
+        if request_type == RT.UTILITY:
+            client_idx, call_id, method, args = request
+        elif request_type == RT.START_DP_WAVE:
+            # DPEngineCoreProc._handle_client_request
+            new_wave, exclude_eng_index = request
+        return request
+    if message == "EngineCoreOutputs":
+        return env.MsgpackDecoder(env.EngineCoreOutputs).decode(frames)
+    if message == "UtilityOutput":
+        return env.MsgpackDecoder(env.UtilityOutput).decode(frames)
+    if message == "EngineCoreReadyResponse":
+        (payload,) = frames
+        return msgspec.msgpack.decode(payload, type=env.EngineCoreReadyResponse)
+    if message == "HandshakeInit":
+        (payload,) = frames
+        return msgspec.msgpack.decode(payload, type=env.EngineHandshakeMetadata)
+    if message in ("HandshakeHello", "HandshakeReady"):
+        (payload,) = frames
+        msg = msgspec.msgpack.decode(payload)
+        # vllm/v1/engine/utils.py wait_for_engine_startup reads these keys.
+        status, local, headless = msg["status"], msg["local"], msg["headless"]
+        return msg
+    raise ValueError(f"unknown message kind {message}")
+
+
+def reencode(env: Env, message: str, obj) -> list[bytes]:
+    """Re-encode a decoded object the way vLLM encodes that message kind."""
+    if message in INPUT_KINDS:
+        return [INPUT_KINDS[message]] + env.encode(obj)
+    if message in ("EngineCoreOutputs", "UtilityOutput"):
+        return env.encode(obj)
+    return [msgspec.msgpack.encode(obj)]
+
+
+def view_of(env: Env, message: str, frames: list[bytes]):
+    """Canonical view (value, drift) rendered from the raw wire bytes."""
+    if message == "EngineCoreRequest":
+        return view.render_message(env.EngineCoreRequest, frames[1:], "EngineCoreRequest")
+    if message == "EngineCoreOutputs":
+        return view.render_message(env.EngineCoreOutputs, frames, "EngineCoreOutputs")
+    if message == "UtilityOutput":
+        return view.render_message(env.UtilityOutput, frames, "UtilityOutput")
+    if message == "EngineCoreReadyResponse":
+        return view.render_message(env.EngineCoreReadyResponse, frames, "EngineCoreReadyResponse")
+    if message == "HandshakeInit":
+        return view.render_message(env.EngineHandshakeMetadata, frames, "HandshakeInit")
+    if message in ("AbortRequest", "UtilityRequest", "StartDpWave"):
+        return view.plain(msgspec.msgpack.decode(frames[1])), []
+    if message in ("HandshakeHello", "HandshakeReady"):
+        return view.plain(msgspec.msgpack.decode(frames[0])), []
+    raise ValueError(message)
+
+
+VIEW_NOTES_KINDS = {"EngineCoreRequest", "EngineCoreOutputs", "UtilityOutput", "EngineCoreReadyResponse", "HandshakeInit"}
+
+# --------------------------------------------------------------------------
+# reject classification (documented in golden/README.md)
+
+FRAME_PATTERNS = (
+    "buffer size must be a multiple of element size",
+    "cannot reshape array",
+    "is invalid for input of size",
+    "buffer is smaller than requested size",
+)
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """Map the exception vLLM raised to a reject class. Returns (class, rule)."""
+    from vllm.exceptions import VLLMValidationError
+
+    msg = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        if "Invalid enum value" in msg:
+            return "enum", "ValidationError 'Invalid enum value'"
+        if "Object missing required field" in msg or "of at least length" in msg:
+            return "missing-field", "ValidationError 'Object missing required field' / 'Expected `array` of at least length'"
+        m = re.match(r"Expected `array` of length (\d+) to (\d+), got (\d+)", msg)
+        if m and int(m.group(3)) < int(m.group(1)):
+            return "missing-field", "ValidationError 'Expected `array` of length N to M, got K' with K < N"
+        if m:
+            return "type", "ValidationError 'Expected `array` of length N to M, got K' with K > M"
+        if any(p in msg for p in FRAME_PATTERNS):
+            return "frames", "ValidationError wrapping a numpy/torch buffer-size error"
+        if re.match(r"Expected `[^`]+`( of length at most \d+)?, got `[^`]+`", msg) or re.match(
+            r"Expected `[^`]+`, got `", msg
+        ):
+            return "type", "ValidationError 'Expected `X`, got `Y`'"
+        if "Expected `array` of length" in msg:
+            return "type", "ValidationError 'Expected `array` of length ...'"
+        return "validation", "other ValidationError (ValueError/TypeError from __post_init__ or a decode hook)"
+    if isinstance(exc, msgspec.DecodeError):
+        return "malformed", "msgspec.DecodeError (not ValidationError)"
+    if isinstance(exc, VLLMValidationError):
+        return "validation", "VLLMValidationError from __post_init__"
+    if isinstance(exc, AssertionError):
+        return "validation", "AssertionError from vLLM validation"
+    if isinstance(exc, IndexError):
+        return "frames", "IndexError (aux frame index / missing payload frame)"
+    if isinstance(exc, RuntimeError) and any(p in msg for p in FRAME_PATTERNS):
+        return "frames", "torch RuntimeError on buffer size"
+    if isinstance(exc, ValueError) and "is not a valid EngineCoreRequestType" in msg:
+        return "frames", "ValueError from EngineCoreRequestType(bytes)"
+    if isinstance(exc, ValueError) and "not enough values to unpack" in msg:
+        return "missing-field", "ValueError unpacking a short UTILITY/START_DP_WAVE array"
+    if isinstance(exc, ValueError) and "too many values to unpack" in msg:
+        return "type", "ValueError unpacking a long UTILITY/START_DP_WAVE array"
+    if isinstance(exc, KeyError):
+        return "missing-field", "KeyError reading a HELLO/READY key"
+    if isinstance(exc, AttributeError) and "torch" in msg:
+        return "validation", "AttributeError: unknown torch dtype name"
+    if isinstance(exc, NotImplementedError) and "Extension type" in msg:
+        return "type", "NotImplementedError: unsupported ext type"
+    if isinstance(exc, TypeError):
+        return "type", "TypeError"
+    raise RuntimeError(f"unclassified exception {type(exc).__name__}: {exc}")
+
+
+# --------------------------------------------------------------------------
+# cases
+
+
+@dataclass
+class Case:
+    group: str
+    name: str
+    message: str
+    doc: str
+    frames: list[bytes]
+    source: str = "vllm-encoder"
+    derived_from: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.group}/{self.name}"
+
+
+def finalize_and_write(env: Env, built: list[Case], out: str, info: dict) -> list[dict]:
+    ids = set()
+    for c in built:
+        if c.id in ids:
+            raise RuntimeError(f"duplicate case id {c.id}")
+        ids.add(c.id)
+    for c in built:
+        if c.derived_from and c.derived_from not in ids:
+            raise RuntimeError(f"{c.id}: derived_from {c.derived_from} is not a case")
+
+    if os.path.isdir(out):
+        for g in os.listdir(out):
+            p = os.path.join(out, g)
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+    written = []
+    for c in built:
+        frames = [bytes(f) for f in c.frames]
+        prov: dict[str, Any] = {"source": c.source, "vllm": info["vllm"], "msgspec": info["msgspec"], "python": info["python"], "pythonhashseed": os.environ.get("PYTHONHASHSEED", "")}
+        if c.derived_from:
+            prov["derived_from"] = c.derived_from
+        doc = c.doc
+        try:
+            obj = decode(env, c.message, frames)
+            exc = None
+        except Exception as e:  # noqa: BLE001 - verdict is whatever vLLM raises
+            exc = e
+        d: dict[str, Any] = {
+            "case": c.id,
+            "dialect": "vllm",
+            "version": env.version,
+            "kind": "message",
+            "doc": doc,
+            "provenance": prov,
+            "message": c.message,
+            "frames": [f.hex() for f in frames],
+        }
+        if exc is None:
+            d["expect"] = "accept"
+            value, drift = view_of(env, c.message, frames)
+            d["value"] = value
+            notes = list(view.NOTES) if c.message in VIEW_NOTES_KINDS else []
+            if c.source == "vllm-encoder":
+                again = reencode(env, c.message, obj)
+                if again != frames:
+                    raise RuntimeError(f"{c.id}: vLLM re-encode is not byte-identical")
+                if notes:
+                    # vLLM's encoder made these bytes, but they are not a
+                    # function of the view alone (see README).
+                    d["encode"] = "equivalent"
+                    d["encode_note"] = notes
+                else:
+                    d["encode"] = "exact"
+            else:
+                d["encode"] = "equivalent"
+            if drift:
+                d["drift"] = drift
+        else:
+            cls, rule = classify(exc)
+            d["expect"] = {"reject": cls}
+            err = f"{type(exc).__name__}: {exc}"
+            if len(err) > 300:
+                err = err[:297] + "..."
+            prov["engine_error"] = err
+            if c.source == "vllm-encoder":
+                # vLLM's encoder produced it, vLLM's decoder refuses it.
+                d["encode"] = "exact"
+        d.update(c.extra)
+        path = os.path.join(out, c.group, c.name + ".json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(d, f, indent=1, ensure_ascii=False, allow_nan=False)
+            f.write("\n")
+        written.append(d)
+    return written

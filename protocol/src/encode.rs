@@ -1,0 +1,317 @@
+//! The schema-driven encoder, byte-identical to vLLM's `MsgpackEncoder`
+//! (msgspec 0.23) for values built the way vLLM builds them.
+//!
+//! Rules (wire reference §4 rules 1-8, §3.16; live-vllm-cpu.md §2):
+//! - positional structs and named tuples: every field, in order;
+//! - omit-defaults maps (`SamplingParams`): only fields whose value differs
+//!   from the default, in declaration order;
+//! - dataclass maps: every field;
+//! - struct maps of more than 15 fields get a `map16` header whatever the
+//!   entry count;
+//! - integers in their smallest form, floats as float64, `str` and `bin`
+//!   kept apart;
+//! - a tensor goes inline as ext 3 when its byte count is under the
+//!   zero-copy threshold (256, `VLLM_MSGPACK_ZERO_COPY_THRESHOLD`) or it is
+//!   0-d, otherwise into a new aux frame whose index (from 1, in encounter
+//!   order) replaces the data.
+
+use crate::error::{Error, RejectClass};
+use crate::msgpack::write;
+use crate::schema::{Layout, StructSchema, Ty};
+use crate::value::{is_default, StructValue, Tensor, Value};
+
+/// vLLM's default `VLLM_MSGPACK_ZERO_COPY_THRESHOLD`.
+pub const ZERO_COPY_THRESHOLD: usize = 256;
+
+/// Encodes `value` as `ty`, returning the payload followed by aux frames.
+pub fn encode_payload(root: &'static str, ty: &'static Ty, value: &Value) -> Result<Vec<Vec<u8>>, Error> {
+    let mut e = Encoder { out: Vec::with_capacity(256), aux: Vec::new(), path: vec![root.to_string()] };
+    e.value(ty, value)?;
+    let mut frames = Vec::with_capacity(1 + e.aux.len());
+    frames.push(e.out);
+    frames.extend(e.aux);
+    Ok(frames)
+}
+
+/// Encodes into an existing buffer (the payload only); aux frames are
+/// appended to `aux`. For hot paths that reuse buffers.
+pub fn encode_into(
+    root: &'static str,
+    ty: &'static Ty,
+    value: &Value,
+    out: &mut Vec<u8>,
+    aux: &mut Vec<Vec<u8>>,
+) -> Result<(), Error> {
+    let mut e = Encoder { out: std::mem::take(out), aux: std::mem::take(aux), path: vec![root.to_string()] };
+    let r = e.value(ty, value);
+    *out = e.out;
+    *aux = e.aux;
+    r
+}
+
+struct Encoder {
+    out: Vec<u8>,
+    aux: Vec<Vec<u8>>,
+    path: Vec<String>,
+}
+
+fn value_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "null",
+        Value::Bool(_) => "bool",
+        Value::Int(_) | Value::UInt(_) => "int",
+        Value::Float(_) => "float",
+        Value::Str(_) => "str",
+        Value::Bytes(_) => "bytes",
+        Value::Array(_) | Value::IntArray(_) => "array",
+        Value::Map(_) => "object",
+        Value::Ext(..) => "ext",
+        Value::Struct(_) => "struct",
+        Value::Tensor(_) => "tensor",
+    }
+}
+
+impl Encoder {
+    fn err(&self, detail: String) -> Error {
+        Error::new(RejectClass::Type, self.path.join(""), detail)
+    }
+
+    fn mismatch(&self, want: &str, got: &Value) -> Error {
+        self.err(format!("cannot encode {} as {want}", value_kind(got)))
+    }
+
+    fn value(&mut self, ty: &'static Ty, v: &Value) -> Result<(), Error> {
+        match (ty, v) {
+            (Ty::Any, v) => self.any(v),
+            (Ty::Optional(_), Value::Nil) => {
+                write::nil(&mut self.out);
+                Ok(())
+            }
+            (Ty::Optional(inner), v) => self.value(inner, v),
+            (Ty::Bool, Value::Bool(b)) => {
+                write::bool(&mut self.out, *b);
+                Ok(())
+            }
+            (Ty::Int | Ty::IntEnum(_), Value::Int(i)) => {
+                if let Ty::IntEnum(e) = ty {
+                    if !e.contains(*i) {
+                        return Err(Error::new(
+                            RejectClass::Enum,
+                            self.path.join(""),
+                            format!("invalid enum value {i} for {}", e.name),
+                        ));
+                    }
+                }
+                write::int(&mut self.out, *i);
+                Ok(())
+            }
+            (Ty::Int | Ty::Float, Value::UInt(u)) => {
+                write::uint(&mut self.out, *u);
+                Ok(())
+            }
+            // An integer in a float field stays an integer on the wire, as
+            // msgspec writes the Python int it was given.
+            (Ty::Float, Value::Int(i)) => {
+                write::int(&mut self.out, *i);
+                Ok(())
+            }
+            (Ty::Float, Value::Float(f)) => {
+                write::float(&mut self.out, *f);
+                Ok(())
+            }
+            (Ty::Str, Value::Str(s)) => {
+                write::str(&mut self.out, s);
+                Ok(())
+            }
+            (Ty::StrLiteral(allowed), Value::Str(s)) => {
+                if !allowed.contains(&s.as_str()) {
+                    return Err(Error::new(RejectClass::Enum, self.path.join(""), format!("invalid enum value {s:?}")));
+                }
+                write::str(&mut self.out, s);
+                Ok(())
+            }
+            (Ty::Bytes, Value::Bytes(b)) => {
+                write::bin(&mut self.out, b);
+                Ok(())
+            }
+            (Ty::List(inner) | Ty::Set(inner), Value::IntArray(xs)) => {
+                if !matches!(inner, Ty::Int | Ty::Any | Ty::Float) {
+                    return Err(self.mismatch("a list of non-integers", v));
+                }
+                write::array_len(&mut self.out, xs.len() as u32);
+                for &x in xs {
+                    write::int(&mut self.out, x);
+                }
+                Ok(())
+            }
+            (Ty::List(inner) | Ty::Set(inner), Value::Array(xs)) => {
+                write::array_len(&mut self.out, xs.len() as u32);
+                for (i, x) in xs.iter().enumerate() {
+                    self.path.push(format!("[{i}]"));
+                    self.value(inner, x)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Ty::Dict(k, val), Value::Map(entries)) => {
+                write::map_len(&mut self.out, entries.len() as u32);
+                for (key, x) in entries {
+                    self.value(k, key)?;
+                    self.path.push(match key {
+                        Value::Str(s) => format!(".{s}"),
+                        other => format!("[{other:?}]"),
+                    });
+                    self.value(val, x)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Ty::Union(members), v) => {
+                let m = members.iter().find(|m| value_fits(m, v)).ok_or_else(|| self.mismatch("this union", v))?;
+                self.value(m, v)
+            }
+            (Ty::Struct(s), Value::Struct(sv)) => {
+                if !std::ptr::eq(*s, sv.schema) && s.name != sv.schema.name {
+                    return Err(self.err(format!("expected struct {}, got {}", s.name, sv.schema.name)));
+                }
+                self.struct_value(s, sv)
+            }
+            (Ty::Tensor(_), Value::Tensor(t)) => {
+                self.tensor(t);
+                Ok(())
+            }
+            (Ty::UtilityResult, Value::Array(xs)) if xs.len() == 2 => {
+                write::array_len(&mut self.out, 2);
+                self.any(&xs[0])?;
+                self.any(&xs[1])
+            }
+            (ty, v) => Err(self.mismatch(&format!("{ty:?}").chars().take(40).collect::<String>(), v)),
+        }
+    }
+
+    fn any(&mut self, v: &Value) -> Result<(), Error> {
+        match v {
+            Value::Nil => write::nil(&mut self.out),
+            Value::Bool(b) => write::bool(&mut self.out, *b),
+            Value::Int(i) => write::int(&mut self.out, *i),
+            Value::UInt(u) => write::uint(&mut self.out, *u),
+            Value::Float(f) => write::float(&mut self.out, *f),
+            Value::Str(s) => write::str(&mut self.out, s),
+            Value::Bytes(b) => write::bin(&mut self.out, b),
+            Value::Ext(t, b) => write::ext(&mut self.out, *t, b),
+            Value::IntArray(xs) => {
+                write::array_len(&mut self.out, xs.len() as u32);
+                for &x in xs {
+                    write::int(&mut self.out, x);
+                }
+            }
+            Value::Array(xs) => {
+                write::array_len(&mut self.out, xs.len() as u32);
+                for x in xs {
+                    self.any(x)?;
+                }
+            }
+            Value::Map(entries) => {
+                write::map_len(&mut self.out, entries.len() as u32);
+                for (k, x) in entries {
+                    self.any(k)?;
+                    self.any(x)?;
+                }
+            }
+            Value::Struct(sv) => self.struct_value(sv.schema, sv)?,
+            Value::Tensor(t) => self.tensor(t),
+        }
+        Ok(())
+    }
+
+    fn struct_value(&mut self, s: &'static StructSchema, v: &StructValue) -> Result<(), Error> {
+        if s.layout != Layout::OpenMap && v.fields.len() != s.fields.len() {
+            return Err(self.err(format!("{} has {} fields, value has {}", s.name, s.fields.len(), v.fields.len())));
+        }
+        match s.layout {
+            Layout::Positional | Layout::NamedTuple | Layout::Tuple => {
+                write::array_len(&mut self.out, s.fields.len() as u32);
+                for (field, x) in s.fields.iter().zip(&v.fields) {
+                    self.field(field.name, field.ty, x)?;
+                }
+            }
+            Layout::SparseMap => {
+                let n = s.fields.iter().zip(&v.fields).filter(|(f, x)| !is_default(x, &f.default)).count();
+                self.map_header(s, n);
+                for (field, x) in s.fields.iter().zip(&v.fields) {
+                    if !is_default(x, &field.default) {
+                        write::str(&mut self.out, field.name);
+                        self.field(field.name, field.ty, x)?;
+                    }
+                }
+            }
+            Layout::FullMap => {
+                self.map_header(s, s.fields.len());
+                for (field, x) in s.fields.iter().zip(&v.fields) {
+                    write::str(&mut self.out, field.name);
+                    self.field(field.name, field.ty, x)?;
+                }
+            }
+            Layout::OpenMap => {
+                write::map_len(&mut self.out, v.extra.len() as u32);
+                for (k, x) in &v.extra {
+                    write::str(&mut self.out, k);
+                    let ty = s.fields.iter().find(|f| f.name == k).map_or(&Ty::Any, |f| f.ty);
+                    self.path.push(format!(".{k}"));
+                    self.value(ty, x)?;
+                    self.path.pop();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, name: &'static str, ty: &'static Ty, v: &Value) -> Result<(), Error> {
+        self.path.push(format!(".{name}"));
+        self.value(ty, v)?;
+        self.path.pop();
+        Ok(())
+    }
+
+    fn map_header(&mut self, s: &StructSchema, n: usize) {
+        if s.uses_map16() {
+            write::map16_len(&mut self.out, n as u16);
+        } else {
+            write::map_len(&mut self.out, n as u32);
+        }
+    }
+
+    fn tensor(&mut self, t: &Tensor) {
+        write::array_len(&mut self.out, 3);
+        write::str(&mut self.out, &t.dtype);
+        write::array_len(&mut self.out, t.shape.len() as u32);
+        for &d in &t.shape {
+            write::int(&mut self.out, d);
+        }
+        if t.data.len() < ZERO_COPY_THRESHOLD || t.shape.is_empty() {
+            write::ext(&mut self.out, 3, &t.data);
+        } else {
+            self.aux.push(t.data.clone());
+            write::int(&mut self.out, self.aux.len() as i64);
+        }
+    }
+}
+
+/// Whether a value can be encoded as a union member (by MessagePack kind).
+fn value_fits(ty: &Ty, v: &Value) -> bool {
+    match (ty, v) {
+        (Ty::Any, _) => true,
+        (Ty::Optional(inner), v) => matches!(v, Value::Nil) || value_fits(inner, v),
+        (Ty::Bool, Value::Bool(_)) => true,
+        (Ty::Int | Ty::IntEnum(_), Value::Int(_) | Value::UInt(_)) => true,
+        (Ty::Float, Value::Float(_)) => true,
+        (Ty::Str | Ty::StrLiteral(_), Value::Str(_)) => true,
+        (Ty::Bytes, Value::Bytes(_)) => true,
+        (Ty::List(_) | Ty::Set(_), Value::Array(_) | Value::IntArray(_)) => true,
+        (Ty::Dict(..), Value::Map(_)) => true,
+        (Ty::Struct(_), Value::Struct(_)) => true,
+        (Ty::Tensor(_), Value::Tensor(_)) => true,
+        (Ty::Union(ms), v) => ms.iter().any(|m| value_fits(m, v)),
+        _ => false,
+    }
+}

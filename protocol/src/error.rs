@@ -1,0 +1,128 @@
+//! Errors and the one outcome classification shared by `conformance verify`,
+//! the fuzz targets and the live runner.
+//!
+//! Reject classes are those of `shared/golden-format.md`: `malformed`,
+//! `type`, `missing-field`, `enum`, `validation`, `limits`, `frames`.
+
+use std::fmt;
+
+/// Why a message was rejected, in the golden format's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectClass {
+    /// Not MessagePack, truncated, trailing bytes, invalid UTF-8.
+    Malformed,
+    /// A field holds the wrong MessagePack type.
+    Type,
+    /// A field without default is absent.
+    MissingField,
+    /// A value outside its enum.
+    Enum,
+    /// Well-typed but violates a rule vLLM's decoder runs.
+    Validation,
+    /// Beyond a documented decoder limit (depth, size, count).
+    Limits,
+    /// Wrong frame count, unknown request-type byte, aux index out of range,
+    /// buffer size not matching dtype and shape.
+    Frames,
+}
+
+impl RejectClass {
+    pub const ALL: [RejectClass; 7] = [
+        RejectClass::Malformed,
+        RejectClass::Type,
+        RejectClass::MissingField,
+        RejectClass::Enum,
+        RejectClass::Validation,
+        RejectClass::Limits,
+        RejectClass::Frames,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectClass::Malformed => "malformed",
+            RejectClass::Type => "type",
+            RejectClass::MissingField => "missing-field",
+            RejectClass::Enum => "enum",
+            RejectClass::Validation => "validation",
+            RejectClass::Limits => "limits",
+            RejectClass::Frames => "frames",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RejectClass> {
+        RejectClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for RejectClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A decode or encode failure: its class, the path of the offending value
+/// (`EngineCoreRequest.sampling_params.temperature`) and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub class: RejectClass,
+    pub path: String,
+    pub detail: String,
+}
+
+impl Error {
+    pub fn new(class: RejectClass, path: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error { class, path: path.into(), detail: detail.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{} ({})", self.detail, self.class)
+        } else {
+            write!(f, "{}: {} ({})", self.path, self.detail, self.class)
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A rule violation found by a validator; the decoder turns it into an
+/// `Error` of class `validation` at the struct's path plus `field`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The field (or comma-separated fields) at fault, relative to the struct.
+    pub field: String,
+    pub message: String,
+}
+
+impl Violation {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Violation { field: field.into(), message: message.into() }
+    }
+}
+
+/// The outcome of running a message through a decoder: accepted (with the
+/// drift it showed: extra trailing elements and unknown keys, by path) or
+/// rejected with a class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Accept { drift: Vec<String> },
+    Reject(RejectClass),
+}
+
+impl Outcome {
+    /// True when accepted with drift: the bytes come from an engine newer
+    /// than the schema they were read with.
+    pub fn is_drift(&self) -> bool {
+        matches!(self, Outcome::Accept { drift } if !drift.is_empty())
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            Outcome::Accept { drift } if drift.is_empty() => "accept".into(),
+            Outcome::Accept { drift } => format!("accept (drift: {})", drift.join(", ")),
+            Outcome::Reject(c) => format!("reject {c}"),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The ZeroMQ multipart layer: request-type bytes, engine identities, the
+//! death sentinel, and which message travels in which frames.
+//!
+//! Wire facts (wire reference §1.3-§1.5, live-vllm-cpu.md §2):
+//! - on the engine's input socket a message is `[type(1 byte), payload,
+//!   aux...]` after the ROUTER's routing-identity frame: `00` ADD, `01`
+//!   ABORT, `02` START_DP_WAVE, `03` UTILITY. `04` (EXECUTOR_FAILED) and
+//!   `05` (WAKEUP) are engine-internal sentinels a client must never send;
+//!   any other byte makes the engine's input thread die;
+//! - engine identities are the engine index as 2 bytes little-endian;
+//! - engine to client: `[payload, aux...]`, or the single frame
+//!   `ENGINE_CORE_DEAD`;
+//! - aux frames are referenced by index from the payload; index 0 is the
+//!   payload frame itself; unreferenced extra frames are accepted.
+
+use crate::error::{Error, RejectClass};
+
+/// The one-byte request type that precedes every payload on the input socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestType {
+    Add = 0,
+    Abort = 1,
+    StartDpWave = 2,
+    Utility = 3,
+}
+
+impl RequestType {
+    pub fn byte(self) -> u8 {
+        self as u8
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestType::Add => "ADD",
+            RequestType::Abort => "ABORT",
+            RequestType::StartDpWave => "START_DP_WAVE",
+            RequestType::Utility => "UTILITY",
+        }
+    }
+
+    /// Parses a request-type frame: exactly one byte, a client-sendable type.
+    pub fn from_frame(frame: &[u8]) -> Result<RequestType, Error> {
+        let path = "request_type";
+        match frame {
+            [0] => Ok(RequestType::Add),
+            [1] => Ok(RequestType::Abort),
+            [2] => Ok(RequestType::StartDpWave),
+            [3] => Ok(RequestType::Utility),
+            [4] => Err(Error::new(RejectClass::Frames, path, "request type 0x04 (EXECUTOR_FAILED) is engine-internal")),
+            [5] => Err(Error::new(RejectClass::Frames, path, "request type 0x05 (WAKEUP) is engine-internal")),
+            [b] => Err(Error::new(RejectClass::Frames, path, format!("unknown request type byte 0x{b:02x}"))),
+            other => Err(Error::new(
+                RejectClass::Frames,
+                path,
+                format!("request-type frame must be 1 byte, got {}", other.len()),
+            )),
+        }
+    }
+}
+
+/// The frame a dying engine sends on every output socket.
+pub const ENGINE_CORE_DEAD: &[u8] = b"ENGINE_CORE_DEAD";
+
+/// True when `frames` is the death sentinel.
+pub fn is_engine_dead(frames: &[&[u8]]) -> bool {
+    matches!(frames, [only] if *only == ENGINE_CORE_DEAD)
+}
+
+/// The routing identity of engine `index`: 2 bytes, little-endian.
+pub fn engine_identity(index: u16) -> [u8; 2] {
+    index.to_le_bytes()
+}
+
+/// The engine index from a 2-byte routing identity.
+pub fn engine_index(identity: &[u8]) -> Result<u16, Error> {
+    match identity {
+        [a, b] => Ok(u16::from_le_bytes([*a, *b])),
+        other => Err(Error::new(
+            RejectClass::Frames,
+            "identity",
+            format!("engine identity must be 2 bytes, got {}", other.len()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_identity_is_two_bytes_little_endian() {
+        // Wire reference §7.1 case 1.
+        assert_eq!(engine_identity(0), [0, 0]);
+        assert_eq!(engine_identity(1), [1, 0]);
+        assert_eq!(engine_identity(258), [2, 1]);
+        assert_eq!(engine_index(&[2, 1]), Ok(258));
+        assert_eq!(engine_index(&[2]).unwrap_err().class, RejectClass::Frames);
+    }
+
+    #[test]
+    fn request_type_frame_rejects_internal_and_unknown_bytes() {
+        assert_eq!(RequestType::from_frame(&[3]), Ok(RequestType::Utility));
+        for bad in [&[4u8][..], &[5], &[9], &[], &[0, 0]] {
+            assert_eq!(RequestType::from_frame(bad).unwrap_err().class, RejectClass::Frames, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn death_sentinel_is_recognised_only_alone() {
+        assert!(is_engine_dead(&[b"ENGINE_CORE_DEAD"]));
+        assert!(!is_engine_dead(&[b"ENGINE_CORE_DEAD", b""]));
+        assert_eq!(hex(ENGINE_CORE_DEAD), "454e47494e455f434f52455f44454144");
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+}

@@ -1,0 +1,353 @@
+//! MessagePack at the token level: a bounds-checked reader over a byte slice
+//! and a writer that picks the byte forms msgspec 0.23 picks.
+//!
+//! Wire facts relied on (MessagePack spec; msgspec behaviour verified in
+//! `shared/reference/vllm-enginecore-wire.md` §4):
+//! - integers are written in their smallest form, non-negative values always
+//!   with the unsigned markers (`cc`..`cf`), negative ones with `d0`..`d3`;
+//! - floats are always written as float64 (`cb`); float32 (`ca`) is accepted
+//!   on read and widened exactly;
+//! - `str` (`a0`-`bf`, `d9`-`db`) and `bin` (`c4`-`c6`) are distinct types;
+//! - maps for structs of more than 15 fields use a `map16` header (`de`)
+//!   whatever the entry count; that choice is the caller's (see `encode`).
+//!
+//! Markers are classified with `rmp::Marker`; writes go through `rmp::encode`.
+//! The reader never allocates: strings, binaries and ext bodies are borrowed
+//! from the input, and every declared length is checked against the bytes
+//! that remain before the caller can act on it.
+
+use rmp::Marker;
+
+/// One MessagePack token, with borrowed payloads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Token<'a> {
+    Nil,
+    Bool(bool),
+    /// Any integer that fits `i64`.
+    Int(i64),
+    /// A non-negative integer above `i64::MAX`.
+    UInt(u64),
+    F32(f32),
+    F64(f64),
+    /// UTF-8 is not checked here: the typed decoder checks it where it
+    /// matters (msgspec rejects invalid UTF-8 in `str`).
+    Str(&'a [u8]),
+    Bin(&'a [u8]),
+    Array(u32),
+    Map(u32),
+    Ext(i8, &'a [u8]),
+}
+
+impl Token<'_> {
+    /// The MessagePack type name used in error messages (msgspec's words).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Token::Nil => "null",
+            Token::Bool(_) => "bool",
+            Token::Int(_) | Token::UInt(_) => "int",
+            Token::F32(_) | Token::F64(_) => "float",
+            Token::Str(_) => "str",
+            Token::Bin(_) => "bytes",
+            Token::Array(_) => "array",
+            Token::Map(_) => "object",
+            Token::Ext(..) => "ext",
+        }
+    }
+}
+
+/// Why the reader stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadError {
+    /// The input ends inside a token or inside a declared length.
+    Truncated,
+    /// Byte `0xc1`, which MessagePack reserves and never uses.
+    ReservedMarker,
+}
+
+/// A cursor over one MessagePack buffer.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+
+    /// The next byte, without consuming it.
+    pub fn peek_byte(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ReadError> {
+        if self.remaining() < n {
+            return Err(ReadError::Truncated);
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn be<const N: usize>(&mut self) -> Result<[u8; N], ReadError> {
+        let s = self.take(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    /// Reads one token. Container tokens only carry their declared length;
+    /// the caller reads the elements.
+    #[inline]
+    pub fn token(&mut self) -> Result<Token<'a>, ReadError> {
+        let b = self.take(1)?[0];
+        Ok(match Marker::from_u8(b) {
+            Marker::FixPos(v) => Token::Int(v as i64),
+            Marker::FixNeg(v) => Token::Int(v as i64),
+            Marker::Null => Token::Nil,
+            Marker::True => Token::Bool(true),
+            Marker::False => Token::Bool(false),
+            Marker::U8 => Token::Int(self.be::<1>()?[0] as i64),
+            Marker::U16 => Token::Int(u16::from_be_bytes(self.be()?) as i64),
+            Marker::U32 => Token::Int(u32::from_be_bytes(self.be()?) as i64),
+            Marker::U64 => {
+                let v = u64::from_be_bytes(self.be()?);
+                if v <= i64::MAX as u64 {
+                    Token::Int(v as i64)
+                } else {
+                    Token::UInt(v)
+                }
+            }
+            Marker::I8 => Token::Int(self.be::<1>()?[0] as i8 as i64),
+            Marker::I16 => Token::Int(i16::from_be_bytes(self.be()?) as i64),
+            Marker::I32 => Token::Int(i32::from_be_bytes(self.be()?) as i64),
+            Marker::I64 => Token::Int(i64::from_be_bytes(self.be()?)),
+            Marker::F32 => Token::F32(f32::from_be_bytes(self.be()?)),
+            Marker::F64 => Token::F64(f64::from_be_bytes(self.be()?)),
+            Marker::FixStr(n) => Token::Str(self.take(n as usize)?),
+            Marker::Str8 => {
+                let n = self.be::<1>()?[0] as usize;
+                Token::Str(self.take(n)?)
+            }
+            Marker::Str16 => {
+                let n = u16::from_be_bytes(self.be()?) as usize;
+                Token::Str(self.take(n)?)
+            }
+            Marker::Str32 => {
+                let n = u32::from_be_bytes(self.be()?) as usize;
+                Token::Str(self.take(n)?)
+            }
+            Marker::Bin8 => {
+                let n = self.be::<1>()?[0] as usize;
+                Token::Bin(self.take(n)?)
+            }
+            Marker::Bin16 => {
+                let n = u16::from_be_bytes(self.be()?) as usize;
+                Token::Bin(self.take(n)?)
+            }
+            Marker::Bin32 => {
+                let n = u32::from_be_bytes(self.be()?) as usize;
+                Token::Bin(self.take(n)?)
+            }
+            Marker::FixArray(n) => Token::Array(n as u32),
+            Marker::Array16 => Token::Array(u16::from_be_bytes(self.be()?) as u32),
+            Marker::Array32 => Token::Array(u32::from_be_bytes(self.be()?)),
+            Marker::FixMap(n) => Token::Map(n as u32),
+            Marker::Map16 => Token::Map(u16::from_be_bytes(self.be()?) as u32),
+            Marker::Map32 => Token::Map(u32::from_be_bytes(self.be()?)),
+            Marker::FixExt1 => self.ext_body(1)?,
+            Marker::FixExt2 => self.ext_body(2)?,
+            Marker::FixExt4 => self.ext_body(4)?,
+            Marker::FixExt8 => self.ext_body(8)?,
+            Marker::FixExt16 => self.ext_body(16)?,
+            Marker::Ext8 => {
+                let n = self.be::<1>()?[0] as usize;
+                self.ext_body(n)?
+            }
+            Marker::Ext16 => {
+                let n = u16::from_be_bytes(self.be()?) as usize;
+                self.ext_body(n)?
+            }
+            Marker::Ext32 => {
+                let n = u32::from_be_bytes(self.be()?) as usize;
+                self.ext_body(n)?
+            }
+            Marker::Reserved => return Err(ReadError::ReservedMarker),
+        })
+    }
+
+    fn ext_body(&mut self, n: usize) -> Result<Token<'a>, ReadError> {
+        let ty = self.be::<1>()?[0] as i8;
+        Ok(Token::Ext(ty, self.take(n)?))
+    }
+
+    /// Skips one complete value (containers included), iteratively, so no
+    /// input can make it recurse. Each element costs at least one byte, so the
+    /// pending count is bounded by the input length.
+    pub fn skip_value(&mut self) -> Result<(), ReadError> {
+        let mut pending: u64 = 1;
+        while pending > 0 {
+            pending -= 1;
+            match self.token()? {
+                Token::Array(n) => pending += n as u64,
+                Token::Map(n) => pending += 2 * n as u64,
+                _ => {}
+            }
+            if pending > self.remaining() as u64 {
+                return Err(ReadError::Truncated);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writer helpers producing msgspec's byte forms. Writing into a `Vec` cannot
+/// fail, so the `rmp` results are unwrapped through `ok()`.
+pub mod write {
+    use rmp::encode;
+
+    #[inline]
+    pub fn nil(out: &mut Vec<u8>) {
+        out.push(0xc0);
+    }
+
+    #[inline]
+    pub fn bool(out: &mut Vec<u8>, v: bool) {
+        out.push(if v { 0xc3 } else { 0xc2 });
+    }
+
+    /// Smallest form; non-negative values as unsigned (msgspec's choice).
+    #[inline]
+    pub fn int(out: &mut Vec<u8>, v: i64) {
+        if (0..128).contains(&v) {
+            out.push(v as u8);
+        } else {
+            let _ = encode::write_sint(out, v);
+        }
+    }
+
+    #[inline]
+    pub fn uint(out: &mut Vec<u8>, v: u64) {
+        let _ = encode::write_uint(out, v);
+    }
+
+    /// Always float64, as msgspec writes Python floats.
+    #[inline]
+    pub fn float(out: &mut Vec<u8>, v: f64) {
+        out.push(0xcb);
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+
+    #[inline]
+    pub fn str(out: &mut Vec<u8>, s: &str) {
+        let _ = encode::write_str_len(out, s.len() as u32);
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    pub fn bin(out: &mut Vec<u8>, b: &[u8]) {
+        let _ = encode::write_bin_len(out, b.len() as u32);
+        out.extend_from_slice(b);
+    }
+
+    #[inline]
+    pub fn array_len(out: &mut Vec<u8>, n: u32) {
+        let _ = encode::write_array_len(out, n);
+    }
+
+    pub fn map_len(out: &mut Vec<u8>, n: u32) {
+        let _ = encode::write_map_len(out, n);
+    }
+
+    /// A `map16` header whatever the count, as msgspec writes structs and
+    /// dataclasses of more than 15 fields.
+    pub fn map16_len(out: &mut Vec<u8>, n: u16) {
+        out.push(0xde);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+
+    /// Ext header in its smallest form (fixext for 1/2/4/8/16-byte bodies).
+    pub fn ext(out: &mut Vec<u8>, ty: i8, body: &[u8]) {
+        let _ = encode::write_ext_meta(out, body.len() as u32, ty);
+        out.extend_from_slice(body);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut v = Vec::new();
+        f(&mut v);
+        v
+    }
+
+    #[test]
+    fn integers_use_msgspec_smallest_forms() {
+        // Byte forms from the wire reference §4 rule 5 (msgspec 0.23.0).
+        assert_eq!(written(|o| write::int(o, 127)), [0x7f]);
+        assert_eq!(written(|o| write::int(o, 128)), [0xcc, 0x80]);
+        assert_eq!(written(|o| write::int(o, 256)), [0xcd, 0x01, 0x00]);
+        assert_eq!(written(|o| write::int(o, 1 << 32)), [0xcf, 0, 0, 0, 1, 0, 0, 0, 0]);
+        assert_eq!(written(|o| write::int(o, -1)), [0xff]);
+        assert_eq!(written(|o| write::int(o, -33)), [0xd0, 0xdf]);
+        assert_eq!(written(|o| write::uint(o, 0x8000_0000_0000_0001)), [0xcf, 0x80, 0, 0, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn floats_are_always_float64() {
+        assert_eq!(written(|o| write::float(o, 1.0)), [0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn ext_headers_use_fixext_for_exact_sizes() {
+        assert_eq!(written(|o| write::ext(o, 3, &[0; 8]))[..2], [0xd7, 0x03]);
+        assert_eq!(written(|o| write::ext(o, 3, &[0; 12]))[..3], [0xc7, 12, 0x03]);
+    }
+
+    #[test]
+    fn reader_consumes_exactly_one_token() {
+        let bytes = [0xcd, 0x01, 0x00, 0xc0];
+        let mut r = Reader::new(&bytes);
+        assert_eq!(r.token(), Ok(Token::Int(256)));
+        assert_eq!(r.position(), 3);
+        assert_eq!(r.token(), Ok(Token::Nil));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn reader_reports_truncation_inside_a_declared_length() {
+        let mut r = Reader::new(&[0xa5, b'a', b'b']);
+        assert_eq!(r.token(), Err(ReadError::Truncated));
+        let mut r = Reader::new(&[0xdd, 0xff, 0xff]);
+        assert_eq!(r.token(), Err(ReadError::Truncated));
+    }
+
+    #[test]
+    fn skip_value_rejects_declared_lengths_beyond_the_input() {
+        let mut r = Reader::new(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0]);
+        assert_eq!(r.skip_value(), Err(ReadError::Truncated));
+    }
+
+    #[test]
+    fn uint64_above_i64_max_stays_unsigned() {
+        let mut r = Reader::new(&[0xcf, 0x80, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(r.token(), Ok(Token::UInt(0x8000_0000_0000_0001)));
+    }
+}

@@ -1,0 +1,344 @@
+//! Decoded values: a MessagePack value tree in which structs are typed by
+//! their schema (every field present, in declaration order, defaults filled)
+//! and tensors keep their dtype, shape and raw bytes.
+
+use crate::schema::{Default, StructSchema};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    /// A non-negative integer above `i64::MAX` (uint64 call ids).
+    UInt(u64),
+    Float(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    Array(Vec<Value>),
+    /// A `list[int]` (token ids): kept unboxed for speed.
+    IntArray(Vec<i64>),
+    /// Key-value pairs in wire order.
+    Map(Vec<(Value, Value)>),
+    Ext(i8, Vec<u8>),
+    Struct(Box<StructValue>),
+    Tensor(Box<Tensor>),
+}
+
+/// A struct value: `fields[i]` belongs to `schema.fields[i]`.
+#[derive(Debug, Clone)]
+pub struct StructValue {
+    pub schema: &'static StructSchema,
+    pub fields: Vec<Value>,
+    /// For open maps (HELLO/READY dicts): keys beyond the schema, in wire
+    /// order, which the view keeps. Empty for every other layout.
+    pub extra: Vec<(String, Value)>,
+}
+
+impl PartialEq for StructValue {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.schema, other.schema) && self.fields == other.fields && self.extra == other.extra
+    }
+}
+
+impl StructValue {
+    /// A struct holding every default; required fields hold nil until set.
+    pub fn with_defaults(schema: &'static StructSchema) -> Self {
+        StructValue {
+            schema,
+            fields: schema.fields.iter().map(default_for).collect(),
+            extra: Vec::new(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.schema.index_of(name).map(|i| &self.fields[i])
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Value> {
+        self.schema.index_of(name).map(move |i| &mut self.fields[i])
+    }
+
+    /// Sets a field by name; panics on a name the schema lacks (a programming
+    /// error in the caller, never reachable from wire input).
+    pub fn set(&mut self, name: &str, v: Value) -> &mut Self {
+        let i = self
+            .schema
+            .index_of(name)
+            .unwrap_or_else(|| panic!("{} has no field {name}", self.schema.name));
+        self.fields[i] = v;
+        self
+    }
+
+    pub fn str_field(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(Value::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn int_field(&self, name: &str) -> Option<i64> {
+        match self.get(name) {
+            Some(Value::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn float_field(&self, name: &str) -> Option<f64> {
+        match self.get(name) {
+            Some(Value::Float(v)) => Some(*v),
+            Some(Value::Int(v)) => Some(*v as f64),
+            _ => None,
+        }
+    }
+
+    pub fn struct_field(&self, name: &str) -> Option<&StructValue> {
+        match self.get(name) {
+            Some(Value::Struct(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn is_nil(&self, name: &str) -> bool {
+        matches!(self.get(name), Some(Value::Nil) | None)
+    }
+}
+
+/// The default value of a field (nil for required fields).
+pub fn default_for(field: &crate::schema::Field) -> Value {
+    if field.default == Default::NewStruct {
+        if let Some(s) = field.ty.as_struct() {
+            return Value::Struct(Box::new(StructValue::with_defaults(s)));
+        }
+    }
+    default_value(&field.default)
+}
+
+/// The value a default stands for.
+pub fn default_value(d: &Default) -> Value {
+    match *d {
+        Default::NewStruct => Value::Nil,
+        Default::Required | Default::Nil => Value::Nil,
+        Default::Bool(b) => Value::Bool(b),
+        Default::Int(i) => Value::Int(i),
+        Default::Float(f) => Value::Float(f),
+        Default::Str(s) => Value::Str(s.to_owned()),
+        Default::EmptyList | Default::EmptySet => Value::Array(Vec::new()),
+        Default::EmptyDict => Value::Map(Vec::new()),
+    }
+}
+
+/// True when `v` equals default `d` (what msgspec's `omit_defaults` omits for
+/// values built from defaults; collections compare by emptiness).
+pub fn is_default(v: &Value, d: &Default) -> bool {
+    match (d, v) {
+        (Default::Required, _) => false,
+        (Default::Nil, Value::Nil) => true,
+        (Default::Bool(a), Value::Bool(b)) => a == b,
+        (Default::Int(a), Value::Int(b)) => a == b,
+        (Default::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits() || (a == b && *a != 0.0),
+        (Default::Str(a), Value::Str(b)) => a == b,
+        (Default::EmptyList | Default::EmptySet, Value::Array(a)) => a.is_empty(),
+        (Default::EmptyList | Default::EmptySet, Value::IntArray(a)) => a.is_empty(),
+        (Default::EmptyDict, Value::Map(m)) => m.is_empty(),
+        _ => false,
+    }
+}
+
+/// An element type of a tensor, from its dtype string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elem {
+    Bool,
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F16,
+    BF16,
+    F32,
+    F64,
+}
+
+impl Elem {
+    pub fn size(self) -> usize {
+        match self {
+            Elem::Bool | Elem::I8 | Elem::U8 => 1,
+            Elem::I16 | Elem::U16 | Elem::F16 | Elem::BF16 => 2,
+            Elem::I32 | Elem::U32 | Elem::F32 => 4,
+            Elem::I64 | Elem::U64 | Elem::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Elem::F16 | Elem::BF16 | Elem::F32 | Elem::F64)
+    }
+}
+
+/// A parsed dtype string: element type and whether the bytes are big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DType {
+    pub elem: Elem,
+    pub big_endian: bool,
+}
+
+/// Parses a torch dtype name (`int32`, `float32`, `bfloat16`, `bool`, ...).
+pub fn torch_dtype(s: &str) -> Option<DType> {
+    let elem = match s {
+        "bool" => Elem::Bool,
+        "int8" => Elem::I8,
+        "uint8" => Elem::U8,
+        "int16" | "short" => Elem::I16,
+        "uint16" => Elem::U16,
+        "int32" | "int" => Elem::I32,
+        "uint32" => Elem::U32,
+        "int64" | "long" => Elem::I64,
+        "uint64" => Elem::U64,
+        "float16" | "half" => Elem::F16,
+        "bfloat16" => Elem::BF16,
+        "float32" | "float" => Elem::F32,
+        "float64" | "double" => Elem::F64,
+        _ => return None,
+    };
+    Some(DType { elem, big_endian: false })
+}
+
+/// Parses a numpy dtype string: `<i4`, `>f8`, `|u1`, `|b1`, `=i8`, or a plain
+/// name numpy also accepts (`int32`, `float32`).
+pub fn numpy_dtype(s: &str) -> Option<DType> {
+    let b = s.as_bytes();
+    if b.len() == 3 && matches!(b[0], b'<' | b'>' | b'|' | b'=') {
+        let big_endian = b[0] == b'>';
+        let elem = match (b[1], b[2]) {
+            (b'b', b'1') => Elem::Bool,
+            (b'i', b'1') => Elem::I8,
+            (b'u', b'1') => Elem::U8,
+            (b'i', b'2') => Elem::I16,
+            (b'u', b'2') => Elem::U16,
+            (b'i', b'4') => Elem::I32,
+            (b'u', b'4') => Elem::U32,
+            (b'i', b'8') => Elem::I64,
+            (b'u', b'8') => Elem::U64,
+            (b'f', b'2') => Elem::F16,
+            (b'f', b'4') => Elem::F32,
+            (b'f', b'8') => Elem::F64,
+            _ => return None,
+        };
+        return Some(DType { elem, big_endian });
+    }
+    match s {
+        "bfloat16" | "short" | "long" | "half" | "double" | "float" | "int" => None,
+        _ => torch_dtype(s),
+    }
+}
+
+/// A tensor or ndarray: `[dtype, shape, data]` on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    /// The dtype string exactly as sent.
+    pub dtype: String,
+    pub shape: Vec<i64>,
+    /// Raw C-order element bytes, in the byte order the dtype names.
+    pub data: Vec<u8>,
+}
+
+/// Numbers of a tensor, read by dtype.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Numbers {
+    Ints(Vec<i64>),
+    UInts(Vec<u64>),
+    Floats(Vec<f64>),
+    Bools(Vec<bool>),
+}
+
+impl Tensor {
+    /// The dtype, parsed with the rules of either kind (numpy's first).
+    pub fn parsed_dtype(&self) -> Option<DType> {
+        numpy_dtype(&self.dtype).or_else(|| torch_dtype(&self.dtype))
+    }
+
+    /// Element count from the shape, or `None` on a negative dimension or
+    /// overflow.
+    pub fn element_count(shape: &[i64]) -> Option<usize> {
+        shape.iter().try_fold(1usize, |acc, &d| {
+            if d < 0 {
+                None
+            } else {
+                acc.checked_mul(usize::try_from(d).ok()?)
+            }
+        })
+    }
+
+    /// The elements as numbers, or `None` when the dtype is unknown or the
+    /// byte count does not match.
+    pub fn numbers(&self) -> Option<Numbers> {
+        let dt = self.parsed_dtype()?;
+        let size = dt.elem.size();
+        if self.data.len() % size != 0 {
+            return None;
+        }
+        let chunks = self.data.chunks_exact(size);
+        fn arr<const N: usize>(c: &[u8], be: bool) -> [u8; N] {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            if be {
+                a.reverse();
+            }
+            a
+        }
+        let be = dt.big_endian;
+        Some(match dt.elem {
+            Elem::Bool => Numbers::Bools(self.data.iter().map(|&b| b != 0).collect()),
+            Elem::I8 => Numbers::Ints(self.data.iter().map(|&b| b as i8 as i64).collect()),
+            Elem::U8 => Numbers::Ints(self.data.iter().map(|&b| b as i64).collect()),
+            Elem::I16 => Numbers::Ints(chunks.map(|c| i16::from_le_bytes(arr(c, be)) as i64).collect()),
+            Elem::U16 => Numbers::Ints(chunks.map(|c| u16::from_le_bytes(arr(c, be)) as i64).collect()),
+            Elem::I32 => Numbers::Ints(chunks.map(|c| i32::from_le_bytes(arr(c, be)) as i64).collect()),
+            Elem::U32 => Numbers::Ints(chunks.map(|c| u32::from_le_bytes(arr(c, be)) as i64).collect()),
+            Elem::I64 => Numbers::Ints(chunks.map(|c| i64::from_le_bytes(arr(c, be))).collect()),
+            Elem::U64 => Numbers::UInts(chunks.map(|c| u64::from_le_bytes(arr(c, be))).collect()),
+            Elem::F16 => Numbers::Floats(chunks.map(|c| f16_to_f64(u16::from_le_bytes(arr(c, be)))).collect()),
+            Elem::BF16 => Numbers::Floats(
+                chunks.map(|c| f32::from_bits((u16::from_le_bytes(arr(c, be)) as u32) << 16) as f64).collect(),
+            ),
+            Elem::F32 => Numbers::Floats(chunks.map(|c| f32::from_le_bytes(arr(c, be)) as f64).collect()),
+            Elem::F64 => Numbers::Floats(chunks.map(|c| f64::from_le_bytes(arr(c, be))).collect()),
+        })
+    }
+}
+
+/// IEEE half precision to double (exact).
+pub fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = ((h >> 10) & 0x1f) as i32;
+    let frac = (h & 0x3ff) as f64;
+    match exp {
+        0 => sign * frac * 2f64.powi(-24),
+        31 if frac == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        e => sign * (1.0 + frac / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
+/// Double to IEEE half, exact for values that came from a half.
+pub fn f64_to_f16(v: f64) -> u16 {
+    if v.is_nan() {
+        return 0x7e00;
+    }
+    let sign: u16 = if v.is_sign_negative() { 0x8000 } else { 0 };
+    let a = v.abs();
+    if a.is_infinite() || a >= 65520.0 {
+        return sign | 0x7c00;
+    }
+    if a < 2f64.powi(-14) {
+        return sign | (a / 2f64.powi(-24)).round() as u16;
+    }
+    let e = a.log2().floor() as i32;
+    let frac = ((a / 2f64.powi(e) - 1.0) * 1024.0).round() as u16;
+    if frac == 1024 {
+        return sign | (((e + 16) as u16) << 10);
+    }
+    sign | (((e + 15) as u16) << 10) | frac
+}

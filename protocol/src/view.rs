@@ -1,0 +1,476 @@
+//! The canonical view of `shared/golden-format.md`: a JSON rendering of a
+//! decoded message, and back.
+//!
+//! Rules (golden-format.md "The canonical view"): structs are objects of
+//! every schema field in declaration order (defaults filled); enums are
+//! their integer values; tensors are `{dtype, shape, data}` with data the
+//! flat C-order numbers; non-finite floats are `"NaN"`, `"Infinity"`,
+//! `"-Infinity"`; bin is `{"$bytes": hex}`, other ext `{"$ext": T, "hex"}`;
+//! sets are sorted arrays; non-string map keys are decimal strings; `Any`
+//! fields are plain JSON of their MessagePack value. Floats compare by value
+//! ([`diff`]).
+
+use serde_json::{Map, Number, Value as Json};
+
+use crate::error::{Error, RejectClass};
+use crate::schema::{Layout, StructSchema, Ty};
+use crate::value::{default_for, f64_to_f16, numpy_dtype, torch_dtype, Elem, Numbers, StructValue, Tensor, Value};
+
+// ===== value -> view =====
+
+/// Renders `value` (of type `ty`) as its canonical view.
+pub fn to_view(ty: &'static Ty, value: &Value) -> Json {
+    match (ty, value) {
+        (_, Value::Nil) => Json::Null,
+        (Ty::Optional(inner), v) => to_view(inner, v),
+        (Ty::Set(inner), Value::Array(xs)) => {
+            let mut items: Vec<Json> = xs.iter().map(|x| to_view(inner, x)).collect();
+            items.sort_by(json_order);
+            Json::Array(items)
+        }
+        (Ty::Set(_), Value::IntArray(xs)) => {
+            let mut xs = xs.clone();
+            xs.sort_unstable();
+            Json::Array(xs.into_iter().map(Json::from).collect())
+        }
+        (Ty::List(inner), Value::Array(xs)) => Json::Array(xs.iter().map(|x| to_view(inner, x)).collect()),
+        (Ty::Dict(_, vt), Value::Map(entries)) => {
+            let mut m = Map::with_capacity(entries.len());
+            for (k, v) in entries {
+                m.insert(key_string(k), to_view(vt, v));
+            }
+            Json::Object(m)
+        }
+        (Ty::Union(members), v) => match members.iter().find(|m| fits(m, v)) {
+            Some(m) => to_view(m, v),
+            None => any_view(v),
+        },
+        (Ty::Struct(_), Value::Struct(sv)) => struct_view(sv),
+        (Ty::UtilityResult, Value::Array(xs)) => Json::Array(xs.iter().map(any_view).collect()),
+        (_, v) => any_view(v),
+    }
+}
+
+fn fits(ty: &Ty, v: &Value) -> bool {
+    matches!(
+        (ty, v),
+        (Ty::Any, _)
+            | (Ty::Str | Ty::StrLiteral(_), Value::Str(_))
+            | (Ty::Int | Ty::IntEnum(_), Value::Int(_) | Value::UInt(_))
+            | (Ty::Float, Value::Float(_))
+            | (Ty::Bool, Value::Bool(_))
+            | (Ty::List(_) | Ty::Set(_), Value::Array(_) | Value::IntArray(_))
+            | (Ty::Dict(..), Value::Map(_))
+    )
+}
+
+/// The view of a struct value.
+pub fn struct_view(sv: &StructValue) -> Json {
+    let s = sv.schema;
+    if s.layout == Layout::OpenMap {
+        let mut m = Map::with_capacity(sv.extra.len());
+        for (k, v) in &sv.extra {
+            let ty = s.fields.iter().find(|f| f.name == k).map_or(&Ty::Any, |f| f.ty);
+            m.insert(k.clone(), to_view(ty, v));
+        }
+        return Json::Object(m);
+    }
+    if s.layout == Layout::Tuple {
+        return Json::Array(s.fields.iter().zip(&sv.fields).map(|(f, v)| to_view(f.ty, v)).collect());
+    }
+    let mut m = Map::with_capacity(s.fields.len());
+    for (f, v) in s.fields.iter().zip(&sv.fields) {
+        m.insert(f.name.to_string(), to_view(f.ty, v));
+    }
+    Json::Object(m)
+}
+
+fn float_view(f: f64) -> Json {
+    if f.is_nan() {
+        Json::String("NaN".into())
+    } else if f.is_infinite() {
+        Json::String(if f > 0.0 { "Infinity" } else { "-Infinity" }.into())
+    } else {
+        Number::from_f64(f).map_or(Json::Null, Json::Number)
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+fn key_string(k: &Value) -> String {
+    match k {
+        Value::Str(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Nil => "None".into(),
+        Value::Float(f) => format!("{f:?}"),
+        other => any_view(other).to_string(),
+    }
+}
+
+fn tensor_view(t: &Tensor) -> Json {
+    let data = match t.numbers() {
+        Some(Numbers::Ints(xs)) => xs.into_iter().map(Json::from).collect(),
+        Some(Numbers::UInts(xs)) => xs.into_iter().map(Json::from).collect(),
+        Some(Numbers::Floats(xs)) => xs.into_iter().map(float_view).collect(),
+        Some(Numbers::Bools(xs)) => xs.into_iter().map(Json::Bool).collect(),
+        None => Vec::new(),
+    };
+    let mut m = Map::with_capacity(3);
+    m.insert("dtype".into(), Json::String(t.dtype.clone()));
+    m.insert("shape".into(), Json::Array(t.shape.iter().map(|&d| Json::from(d)).collect()));
+    m.insert("data".into(), Json::Array(data));
+    Json::Object(m)
+}
+
+/// Plain JSON of a MessagePack value (rules 4-8).
+pub fn any_view(v: &Value) -> Json {
+    match v {
+        Value::Nil => Json::Null,
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Int(i) => Json::from(*i),
+        Value::UInt(u) => Json::from(*u),
+        Value::Float(f) => float_view(*f),
+        Value::Str(s) => Json::String(s.clone()),
+        Value::Bytes(b) => {
+            let mut m = Map::new();
+            m.insert("$bytes".into(), Json::String(hex(b)));
+            Json::Object(m)
+        }
+        Value::Ext(t, b) => {
+            let mut m = Map::new();
+            m.insert("$ext".into(), Json::from(*t));
+            m.insert("hex".into(), Json::String(hex(b)));
+            Json::Object(m)
+        }
+        Value::Array(xs) => Json::Array(xs.iter().map(any_view).collect()),
+        Value::IntArray(xs) => Json::Array(xs.iter().map(|&x| Json::from(x)).collect()),
+        Value::Map(entries) => {
+            let mut m = Map::with_capacity(entries.len());
+            for (k, v) in entries {
+                m.insert(key_string(k), any_view(v));
+            }
+            Json::Object(m)
+        }
+        Value::Struct(sv) => struct_view(sv),
+        Value::Tensor(t) => tensor_view(t),
+    }
+}
+
+fn json_order(a: &Json, b: &Json) -> std::cmp::Ordering {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+            x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+        }
+        (Json::String(x), Json::String(y)) => x.chars().cmp(y.chars()),
+        _ => a.to_string().cmp(&b.to_string()),
+    }
+}
+
+// ===== view -> value =====
+
+struct FromView {
+    path: Vec<String>,
+}
+
+impl FromView {
+    fn err(&self, detail: impl Into<String>) -> Error {
+        Error::new(RejectClass::Type, self.path.concat(), detail)
+    }
+
+    fn value(&mut self, ty: &'static Ty, j: &Json) -> Result<Value, Error> {
+        match (ty, j) {
+            (Ty::Any, j) => Ok(self.any(j)),
+            (Ty::Optional(_), Json::Null) => Ok(Value::Nil),
+            (Ty::Optional(inner), j) => self.value(inner, j),
+            (Ty::Bool, Json::Bool(b)) => Ok(Value::Bool(*b)),
+            (Ty::Int | Ty::IntEnum(_), Json::Number(n)) => int_of(n).ok_or_else(|| self.err(format!("expected int, got {n}"))),
+            (Ty::Float, Json::Number(n)) => Ok(match int_of(n) {
+                Some(v) if !n.is_f64() => v,
+                _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            }),
+            (Ty::Float, Json::String(s)) => match s.as_str() {
+                "NaN" => Ok(Value::Float(f64::NAN)),
+                "Infinity" => Ok(Value::Float(f64::INFINITY)),
+                "-Infinity" => Ok(Value::Float(f64::NEG_INFINITY)),
+                _ => Err(self.err(format!("expected float, got string {s:?}"))),
+            },
+            (Ty::Str | Ty::StrLiteral(_), Json::String(s)) => Ok(Value::Str(s.clone())),
+            (Ty::Bytes, Json::Object(m)) => match m.get("$bytes").and_then(Json::as_str).and_then(unhex) {
+                Some(b) => Ok(Value::Bytes(b)),
+                None => Err(self.err("expected {\"$bytes\": hex}")),
+            },
+            (Ty::List(inner) | Ty::Set(inner), Json::Array(xs)) => {
+                if matches!(inner, Ty::Int) {
+                    if let Some(ints) = xs.iter().map(Json::as_i64).collect::<Option<Vec<i64>>>() {
+                        return Ok(Value::IntArray(ints));
+                    }
+                }
+                let mut out = Vec::with_capacity(xs.len());
+                for (i, x) in xs.iter().enumerate() {
+                    self.path.push(format!("[{i}]"));
+                    out.push(self.value(inner, x)?);
+                    self.path.pop();
+                }
+                Ok(Value::Array(out))
+            }
+            (Ty::Dict(kt, vt), Json::Object(m)) => {
+                let mut out = Vec::with_capacity(m.len());
+                for (k, v) in m {
+                    let key = match kt {
+                        Ty::Int => match k.parse::<i64>() {
+                            Ok(i) => Value::Int(i),
+                            Err(_) => match k.parse::<u64>() {
+                                Ok(u) => Value::UInt(u),
+                                Err(_) => return Err(self.err(format!("expected an integer key, got {k:?}"))),
+                            },
+                        },
+                        _ => Value::Str(k.clone()),
+                    };
+                    self.path.push(format!(".{k}"));
+                    out.push((key, self.value(vt, v)?));
+                    self.path.pop();
+                }
+                Ok(Value::Map(out))
+            }
+            (Ty::Union(members), j) => {
+                let m = members.iter().find(|m| json_fits(m, j)).ok_or_else(|| self.err(format!("no union member fits {j}")))?;
+                self.value(m, j)
+            }
+            (Ty::Struct(s), Json::Object(m)) => Ok(Value::Struct(Box::new(self.struct_value(s, m)?))),
+            (Ty::Struct(s), Json::Array(xs)) if s.layout == Layout::Tuple => {
+                if xs.len() != s.fields.len() {
+                    return Err(self.err(format!("{} is a {}-element array, view has {}", s.name, s.fields.len(), xs.len())));
+                }
+                let mut fields = Vec::with_capacity(xs.len());
+                for (f, x) in s.fields.iter().zip(xs) {
+                    self.path.push(format!(".{}", f.name));
+                    fields.push(self.value(f.ty, x)?);
+                    self.path.pop();
+                }
+                Ok(Value::Struct(Box::new(StructValue { schema: s, fields, extra: Vec::new() })))
+            }
+            (Ty::Tensor(kind), Json::Object(m)) => {
+                let t = self.tensor(*kind, m)?;
+                Ok(Value::Tensor(Box::new(t)))
+            }
+            (Ty::UtilityResult, Json::Array(xs)) if xs.len() == 2 => Ok(Value::Array(xs.iter().map(|x| self.any(x)).collect())),
+            (ty, j) => Err(self.err(format!("view {j} does not fit {}", short_ty(ty)))),
+        }
+    }
+
+    fn struct_value(&mut self, s: &'static StructSchema, m: &Map<String, Json>) -> Result<StructValue, Error> {
+        if s.layout == Layout::OpenMap {
+            let mut v = StructValue::with_defaults(s);
+            for (k, x) in m {
+                let ty = s.fields.iter().find(|f| f.name == k).map_or(&Ty::Any, |f| f.ty);
+                self.path.push(format!(".{k}"));
+                v.extra.push((k.clone(), self.value(ty, x)?));
+                self.path.pop();
+            }
+            return Ok(v);
+        }
+        if let Some(unknown) = m.keys().find(|k| s.index_of(k).is_none()) {
+            return Err(self.err(format!("{} has no field {unknown:?}", s.name)));
+        }
+        let mut fields = Vec::with_capacity(s.fields.len());
+        for f in s.fields {
+            self.path.push(format!(".{}", f.name));
+            let v = match m.get(f.name) {
+                Some(x) => self.value(f.ty, x)?,
+                None => default_for(f),
+            };
+            self.path.pop();
+            fields.push(v);
+        }
+        Ok(StructValue { schema: s, fields, extra: Vec::new() })
+    }
+
+    fn tensor(&self, kind: crate::schema::TensorKind, m: &Map<String, Json>) -> Result<Tensor, Error> {
+        let dtype = m.get("dtype").and_then(Json::as_str).ok_or_else(|| self.err("tensor view needs a dtype string"))?;
+        let parsed = match kind {
+            crate::schema::TensorKind::Numpy => numpy_dtype(dtype),
+            crate::schema::TensorKind::Torch => torch_dtype(dtype),
+        }
+        .ok_or_else(|| self.err(format!("unknown dtype {dtype:?}")))?;
+        let shape: Vec<i64> = m
+            .get("shape")
+            .and_then(Json::as_array)
+            .and_then(|a| a.iter().map(Json::as_i64).collect())
+            .ok_or_else(|| self.err("tensor view needs an integer shape"))?;
+        let data = m.get("data").and_then(Json::as_array).ok_or_else(|| self.err("tensor view needs a data array"))?;
+        let mut bytes = Vec::with_capacity(data.len() * parsed.elem.size());
+        for x in data {
+            let mut b = element_bytes(parsed.elem, x).ok_or_else(|| self.err(format!("tensor element {x} is not a {dtype}")))?;
+            if parsed.big_endian {
+                b.reverse();
+            }
+            bytes.extend_from_slice(&b);
+        }
+        Ok(Tensor { dtype: dtype.to_string(), shape, data: bytes })
+    }
+
+    fn any(&self, j: &Json) -> Value {
+        match j {
+            Json::Null => Value::Nil,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => match int_of(n) {
+                Some(v) if !n.is_f64() => v,
+                _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Json::String(s) => Value::Str(s.clone()),
+            Json::Array(xs) => Value::Array(xs.iter().map(|x| self.any(x)).collect()),
+            Json::Object(m) => {
+                if m.len() == 1 {
+                    if let Some(b) = m.get("$bytes").and_then(Json::as_str).and_then(unhex) {
+                        return Value::Bytes(b);
+                    }
+                }
+                if m.len() == 2 {
+                    if let (Some(t), Some(b)) = (m.get("$ext").and_then(Json::as_i64), m.get("hex").and_then(Json::as_str).and_then(unhex)) {
+                        return Value::Ext(t as i8, b);
+                    }
+                }
+                Value::Map(m.iter().map(|(k, v)| (Value::Str(k.clone()), self.any(v))).collect())
+            }
+        }
+    }
+}
+
+fn short_ty(ty: &Ty) -> String {
+    let s = format!("{ty:?}");
+    s.chars().take(60).collect()
+}
+
+fn int_of(n: &Number) -> Option<Value> {
+    if let Some(i) = n.as_i64() {
+        Some(Value::Int(i))
+    } else {
+        n.as_u64().map(Value::UInt)
+    }
+}
+
+fn json_fits(ty: &Ty, j: &Json) -> bool {
+    match (ty, j) {
+        (Ty::Any, _) => true,
+        (Ty::Str | Ty::StrLiteral(_), Json::String(_)) => true,
+        (Ty::Int | Ty::IntEnum(_), Json::Number(n)) => !n.is_f64(),
+        (Ty::Float, Json::Number(_)) => true,
+        (Ty::Bool, Json::Bool(_)) => true,
+        (Ty::List(_) | Ty::Set(_), Json::Array(_)) => true,
+        (Ty::Dict(..), Json::Object(_)) => true,
+        _ => false,
+    }
+}
+
+fn float_of(x: &Json) -> Option<f64> {
+    match x {
+        Json::Number(n) => n.as_f64(),
+        Json::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Little-endian bytes of one tensor element.
+fn element_bytes(elem: Elem, x: &Json) -> Option<Vec<u8>> {
+    let i = || x.as_i64();
+    Some(match elem {
+        Elem::Bool => vec![x.as_bool().map(u8::from).or_else(|| i().map(|v| (v != 0) as u8))?],
+        Elem::I8 => (i8::try_from(i()?).ok()?).to_le_bytes().to_vec(),
+        Elem::U8 => (u8::try_from(i()?).ok()?).to_le_bytes().to_vec(),
+        Elem::I16 => (i16::try_from(i()?).ok()?).to_le_bytes().to_vec(),
+        Elem::U16 => (u16::try_from(i()?).ok()?).to_le_bytes().to_vec(),
+        Elem::I32 => (i32::try_from(i()?).ok()?).to_le_bytes().to_vec(),
+        Elem::U32 => (u32::try_from(i()?).ok()?).to_le_bytes().to_vec(),
+        Elem::I64 => i()?.to_le_bytes().to_vec(),
+        Elem::U64 => x.as_u64()?.to_le_bytes().to_vec(),
+        Elem::F16 => f64_to_f16(float_of(x)?).to_le_bytes().to_vec(),
+        Elem::BF16 => (((float_of(x)? as f32).to_bits() >> 16) as u16).to_le_bytes().to_vec(),
+        Elem::F32 => (float_of(x)? as f32).to_le_bytes().to_vec(),
+        Elem::F64 => float_of(x)?.to_le_bytes().to_vec(),
+    })
+}
+
+/// Builds a value of type `ty` from its canonical view. `root` names the
+/// message in error paths.
+pub fn from_view(root: &str, ty: &'static Ty, view: &Json) -> Result<Value, Error> {
+    FromView { path: vec![root.to_string()] }.value(ty, view)
+}
+
+// ===== comparison =====
+
+/// The first difference between two views, as `(path, description)`, or
+/// `None` when equal. Numbers compare by value as IEEE doubles (integers
+/// exactly); `"NaN"` equals `"NaN"`; object key order is ignored.
+pub fn diff(expected: &Json, actual: &Json) -> Option<(String, String)> {
+    let mut path = String::new();
+    diff_at(expected, actual, &mut path)
+}
+
+fn diff_at(e: &Json, a: &Json, path: &mut String) -> Option<(String, String)> {
+    match (e, a) {
+        (Json::Number(x), Json::Number(y)) => {
+            let same = match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+                (Some(p), Some(q), _, _) if !x.is_f64() && !y.is_f64() => p == q,
+                (_, _, Some(p), Some(q)) if !x.is_f64() && !y.is_f64() => p == q,
+                _ => x.as_f64() == y.as_f64(),
+            };
+            (!same).then(|| (path.clone(), format!("expected {x}, got {y}")))
+        }
+        (Json::Object(x), Json::Object(y)) => {
+            for (k, ev) in x {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                let r = match y.get(k) {
+                    Some(av) => diff_at(ev, av, path),
+                    None => Some((path.clone(), format!("missing (expected {ev})"))),
+                };
+                path.truncate(len);
+                if r.is_some() {
+                    return r;
+                }
+            }
+            y.keys()
+                .find(|k| !x.contains_key(*k))
+                .map(|k| (format!("{path}.{k}"), format!("unexpected key (value {})", y[k])))
+        }
+        (Json::Array(x), Json::Array(y)) => {
+            if x.len() != y.len() {
+                return Some((path.clone(), format!("expected {} elements, got {}", x.len(), y.len())));
+            }
+            for (i, (ev, av)) in x.iter().zip(y).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let r = diff_at(ev, av, path);
+                path.truncate(len);
+                if r.is_some() {
+                    return r;
+                }
+            }
+            None
+        }
+        (x, y) if x == y => None,
+        (x, y) => Some((path.clone(), format!("expected {x}, got {y}"))),
+    }
+}
