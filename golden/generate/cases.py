@@ -318,6 +318,21 @@ def build_requests(b: B):
     emb = (torch.arange(16, dtype=torch.float32).reshape(2, 8) / 3).to(torch.bfloat16)
     b.request("prompt_embeds_bfloat16", "prompt_embeds as a bfloat16 tensor (dtype string bfloat16).", R("req-emb-bf16", None, SP(max_tokens=4), prompt_embeds=emb))
     emb = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    try:
+        from vllm.multimodal.inputs import (MultiModalBatchedField, MultiModalFeatureSpec, MultiModalFieldElem,
+                                            MultiModalKwargsItem, PlaceholderRange)
+
+        item = MultiModalKwargsItem({
+            "pixel_values": MultiModalFieldElem(data=torch.zeros(1, 64, dtype=torch.float32), field=MultiModalBatchedField(keep_on_cpu=False)),
+            "image_grid_thw": MultiModalFieldElem(data=torch.tensor([1, 2, 3], dtype=torch.int64), field=MultiModalBatchedField(keep_on_cpu=False)),
+        })
+        feat = MultiModalFeatureSpec(data=item, modality="image", identifier="img-hash-1", mm_position=PlaceholderRange(offset=1, length=4), mm_hash="img-hash-1")
+        b.request("mm_image", "Multimodal request: one image feature whose 256-byte pixel_values tensor travels in aux frame 1 and a small int64 tensor inline.",
+                  R("mm1", [5, 9, 9, 9, 9, 6], SP(max_tokens=4), mm_features=[feat]))
+        cached = MultiModalFeatureSpec(data=None, modality="image", identifier="img-hash-1", mm_position=PlaceholderRange(offset=1, length=4), mm_hash="img-hash-1")
+        b.request("mm_image_cached", "Multimodal request whose feature data is nil (engine-side cache hit).", R("mm2", [5, 9, 9, 9, 9, 6], SP(max_tokens=4), mm_features=[cached]))
+    except Exception as e:  # noqa: BLE001
+        print("note: multimodal cases skipped:", e)
     b.request("prompt_embeds_mixed", "Mixed prompt: token ids, embeddings and prompt_is_token_ids.", R("req-mixed", [5, 0, 0, 6], SP(max_tokens=4), prompt_embeds=emb, prompt_is_token_ids=[True, False, False, True]))
 
 

@@ -165,6 +165,11 @@ def build(b):
     b.add(Case("mutant", "embeds_inline_256", base.message, "The 256-byte prompt_embeds sent inline as ext 3 instead of in an aux frame.",
                [base.frames[0], pack(raw)], source="mutant", derived_from=E))
 
+    if "request/mm_image" in b.by_id:
+        mut("mm_aux_index_out_of_range", "request/mm_image", "Multimodal pixel_values tensor referencing aux frame 4 of 2.",
+            lambda r: r[2][0]["data"]["pixel_values"]["data"].__setitem__(2, 4))
+        mut("mm_aux_size_mismatch", "request/mm_image", "Multimodal pixel_values aux frame 8 bytes short.", frames_fn=lambda f: f[:2] + [f[2][:-8]])
+
     # ---- outputs ----------------------------------------------------------
     O1 = "output/one_token"
     mut("out_finish_reason_7", O1, "finish_reason 7 (outside FinishReason).", lambda r: r[1][0].__setitem__(5, 7))

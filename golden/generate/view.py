@@ -324,6 +324,45 @@ def render_tensor(t, raw, path, frames):
     }
 
 
+class _TorchLike:
+    __module__ = "torch"
+
+
+_TORCH_T = mi.CustomType(_TorchLike)
+
+
+def render_nested_tensors(raw, path, frames):
+    """NestedTensors as vLLM's encoder hook writes them: a tensor triple
+    [dtype, shape, data], a number, or a list of those."""
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return fnum(raw) if isinstance(raw, float) else raw
+    if isinstance(raw, list) and raw and isinstance(raw[0], str):
+        return render_tensor(_TORCH_T, raw, path, frames)
+    if isinstance(raw, list):
+        return [render_nested_tensors(x, f"{path}[{i}]", frames) for i, x in enumerate(raw)]
+    return plain(raw)
+
+
+def render_mm_item(raw, path, frames):
+    """MultiModalKwargsItem: {key: {"data": NestedTensors|nil, "field": [factory, kwargs]}}."""
+    if not isinstance(raw, dict):
+        return plain(raw)
+    out = {}
+    for k, elem in raw.items():
+        ks = key_str(k)
+        if isinstance(elem, dict):
+            e = {}
+            for ek, ev in elem.items():
+                if ek == "data" and ev is not None:
+                    e["data"] = render_nested_tensors(ev, f"{path}.{ks}.data", frames)
+                else:
+                    e[key_str(ek)] = plain(ev)
+            out[ks] = e
+        else:
+            out[ks] = plain(elem)
+    return out
+
+
 def _matches(t, raw) -> bool:
     if isinstance(t, mi.NoneType):
         return raw is None
@@ -441,6 +480,8 @@ def render(t, raw, path: str, drift: list, frames) -> Any:
         mod = getattr(t.cls, "__module__", "")
         if mod.startswith("torch") or mod.startswith("numpy"):
             return render_tensor(t, raw, path, frames)
+        if type_name(t.cls) == "MultiModalKwargsItem":
+            return render_mm_item(raw, path, frames)
         return plain(raw)
     raise ViewError(f"{path}: unsupported type {t!r}")
 

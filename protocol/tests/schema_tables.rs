@@ -55,7 +55,7 @@ fn layout_matches(layout: Layout, t: &Json) -> bool {
         Layout::NamedTuple => enc == "namedtuple",
         Layout::SparseMap => enc == "map struct" && omit,
         Layout::FullMap => enc == "dataclass" || (enc == "map struct" && !omit),
-        Layout::OpenMap => false,
+        Layout::OpenMap | Layout::Tuple => false,
     }
 }
 

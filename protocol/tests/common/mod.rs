@@ -1,0 +1,39 @@
+//! Shared helpers for the protocol tests.
+#![allow(dead_code)]
+
+use engine_protocol::{decode_message, release, Decoded, Error, Limits, MessageKind, ReleaseSchema};
+
+pub fn v033() -> &'static ReleaseSchema {
+    release("vllm", "0.33.0").expect("0.33.0 table")
+}
+
+pub fn v032() -> &'static ReleaseSchema {
+    release("vllm", "0.32.0").expect("0.32.0 table")
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    hex::decode(s).expect("test hex")
+}
+
+pub fn decode(rel: &'static ReleaseSchema, kind: MessageKind, frames: &[Vec<u8>]) -> Result<Decoded, Error> {
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    decode_message(rel, kind, &refs, &Limits::default())
+}
+
+/// ADD of `EngineCoreRequest('req-default', [1,2,3,4], SamplingParams())`,
+/// arrival 1700000000.25, captured from vLLM 0.32.0's own MsgpackEncoder
+/// (shared/reference/live-vllm-cpu.md §2, `add_default`).
+pub const ADD_DEFAULT: &str = "dc0016ab7265712d64656661756c749401020304c0de0004a473746f7090ae73746f705f746f6b656e5f69647390a96261645f776f72647390b9736b69705f72656164696e675f7072656669785f6361636865c2c0cb41d954fc40100000c0c0c0c0c0000000c0c2c0c0c0c2c0c0";
+
+/// A live vllm-cpu 0.32.0 engine's final step for request `r1`:
+/// finish_reason 1 (LENGTH), weight_version "default" (live-vllm-cpu.md §3).
+pub const LIVE_LENGTH_OUTPUT: &str = "990091dc0012a2723191cd013ac0c0c001c0c0c0c0c0c0c000c0c0c0c0c0cb409f5ce131d73d94c0c0c0c0a764656661756c74";
+
+/// The frames of a committed golden case (`golden/vllm/<version>/<id>.json`).
+pub fn golden_frames(version: &str, id: &str) -> Vec<Vec<u8>> {
+    let path = format!("{}/../golden/vllm/{version}/{id}.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let json: serde_json::Value = serde_json::from_str(&text).expect("golden JSON");
+    json["frames"].as_array().expect("frames").iter().map(|f| unhex(f.as_str().expect("hex"))).collect()
+}

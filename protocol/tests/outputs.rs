@@ -1,0 +1,118 @@
+//! EngineCoreOutputs: live-engine bytes, typed views, release drift, and the
+//! frame layer of outputs (aux frames, the death sentinel).
+
+mod common;
+
+use common::*;
+use engine_protocol::frames::is_engine_dead;
+use engine_protocol::typed::{FinishReason, OutputsView, StopReason};
+use engine_protocol::value::Numbers;
+use engine_protocol::{encode_message, MessageKind, RejectClass};
+
+#[test]
+fn live_length_output_decodes_as_the_final_step() {
+    let frames = vec![unhex(LIVE_LENGTH_OUTPUT)];
+    let d = decode(v032(), MessageKind::EngineCoreOutputs, &frames).expect("accepted");
+    let batch = OutputsView::new(&d.value).unwrap();
+    assert_eq!(batch.weight_version(), Some("default"));
+    let outs: Vec<_> = batch.outputs().collect();
+    assert_eq!(outs.len(), 1);
+    assert_eq!(outs[0].request_id(), "r1");
+    assert_eq!(outs[0].new_token_ids(), [314]);
+    assert_eq!(outs[0].finish_reason(), Some(FinishReason::Length));
+    assert_eq!(outs[0].stop_reason(), None);
+    assert_eq!(encode_message(v032(), MessageKind::EngineCoreOutputs, &d.value).unwrap(), frames);
+}
+
+#[test]
+fn a_0_33_reader_accepts_0_32_outputs_with_the_error_field_defaulted() {
+    // 18-element outputs are one short of 0.33's 19: the trailing default fills.
+    let d = decode(v033(), MessageKind::EngineCoreOutputs, &[unhex(LIVE_LENGTH_OUTPUT)]).expect("accepted");
+    assert!(d.drift.is_empty());
+    let batch = OutputsView::new(&d.value).unwrap();
+    assert_eq!(batch.outputs().next().unwrap().error(), None);
+}
+
+#[test]
+fn a_0_32_reader_reports_the_0_33_error_field_as_drift() {
+    let frames = golden_frames("0.33.0", "output/error_engine_paused");
+    let d = decode(v032(), MessageKind::EngineCoreOutputs, &frames).expect("accepted");
+    assert_eq!(d.drift, ["EngineCoreOutputs.outputs[0][18]"]);
+    let d33 = decode(v033(), MessageKind::EngineCoreOutputs, &frames).unwrap();
+    let batch = OutputsView::new(&d33.value).unwrap();
+    let (code, _, retryable) = batch.outputs().next().unwrap().error().expect("error field");
+    assert_eq!((code, retryable), ("engine_paused", true));
+}
+
+#[test]
+fn inline_logprobs_keep_the_real_engine_dtypes() {
+    let frames = golden_frames("0.33.0", "output/logprobs_inline");
+    let d = decode(v033(), MessageKind::EngineCoreOutputs, &frames).unwrap();
+    let batch = OutputsView::new(&d.value).unwrap();
+    let out = batch.outputs().next().unwrap();
+    let (ids, lps, ranks) = out.new_logprobs().expect("logprobs");
+    assert_eq!((ids.dtype.as_str(), lps.dtype.as_str(), ranks.dtype.as_str()), ("<i4", "<f4", "<i8"));
+    assert_eq!(ids.shape.len(), 2);
+    assert!(matches!(lps.numbers(), Some(Numbers::Floats(_))));
+}
+
+#[test]
+fn aux_frame_logprobs_resolve_by_index_and_reencode_to_the_same_frames() {
+    let frames = golden_frames("0.33.0", "output/logprobs_aux");
+    assert!(frames.len() >= 2, "an aux-frame case");
+    let d = decode(v033(), MessageKind::EngineCoreOutputs, &frames).unwrap();
+    assert_eq!(encode_message(v033(), MessageKind::EngineCoreOutputs, &d.value).unwrap(), frames);
+}
+
+#[test]
+fn aux_index_beyond_the_frames_is_a_frames_error() {
+    let mut frames = golden_frames("0.33.0", "output/logprobs_aux");
+    frames.truncate(1);
+    let e = decode(v033(), MessageKind::EngineCoreOutputs, &frames).unwrap_err();
+    assert_eq!(e.class, RejectClass::Frames);
+    assert!(e.path.starts_with("EngineCoreOutputs.outputs[0].new_logprobs."), "{e}");
+}
+
+#[test]
+fn unreferenced_extra_frame_is_accepted() {
+    let mut frames = vec![unhex(LIVE_LENGTH_OUTPUT)];
+    frames.push(vec![1, 2, 3]);
+    assert!(decode(v033(), MessageKind::EngineCoreOutputs, &frames).is_ok());
+}
+
+#[test]
+fn stop_reason_is_an_int_or_a_string() {
+    let tok = golden_frames("0.33.0", "output/finish_stop_token");
+    let d = decode(v033(), MessageKind::EngineCoreOutputs, &tok).unwrap();
+    let r = OutputsView::new(&d.value).unwrap().outputs().next().unwrap().stop_reason();
+    assert!(matches!(r, Some(StopReason::TokenId(_))), "{r:?}");
+    let text = golden_frames("0.33.0", "output/finish_stop_string");
+    let d = decode(v033(), MessageKind::EngineCoreOutputs, &text).unwrap();
+    let r = OutputsView::new(&d.value).unwrap().outputs().next().unwrap().stop_reason();
+    assert!(matches!(r, Some(StopReason::Text(_))), "{r:?}");
+}
+
+#[test]
+fn finish_reason_outside_the_enum_is_an_enum_error() {
+    // LIVE_LENGTH_OUTPUT with finish_reason 1 changed to 7.
+    let hex = LIVE_LENGTH_OUTPUT.replacen("cd013ac0c0c001", "cd013ac0c0c007", 1);
+    let e = decode(v033(), MessageKind::EngineCoreOutputs, &[unhex(&hex)]).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Enum, "EngineCoreOutputs.outputs[0].finish_reason"));
+}
+
+#[test]
+fn death_sentinel_is_not_an_outputs_message() {
+    let frames: [&[u8]; 1] = [b"ENGINE_CORE_DEAD"];
+    assert!(is_engine_dead(&frames));
+    // Read as MessagePack, `E` (0x45) is the integer 69: not an outputs array.
+    let e = decode(v033(), MessageKind::EngineCoreOutputs, &[b"ENGINE_CORE_DEAD".to_vec()]).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Type, "EngineCoreOutputs"));
+}
+
+#[test]
+fn trailing_bytes_after_the_payload_are_malformed() {
+    let mut p = unhex(LIVE_LENGTH_OUTPUT);
+    p.push(0xc0);
+    let e = decode(v033(), MessageKind::EngineCoreOutputs, &[p]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Malformed);
+}

@@ -1,0 +1,160 @@
+//! EngineCoreRequest and SamplingParams: decoding vLLM's bytes, encoding
+//! vLLM's bytes, and naming the path of every rejection.
+
+mod common;
+
+use common::*;
+use engine_protocol::typed::{self, Constraint, StructuredOutputs};
+use engine_protocol::value::Value;
+use engine_protocol::{encode_message, MessageKind, RejectClass};
+
+fn add(payload: &str) -> Vec<Vec<u8>> {
+    vec![vec![0x00], unhex(payload)]
+}
+
+#[test]
+fn add_default_decodes_with_the_four_keys_post_init_adds() {
+    let d = decode(v032(), MessageKind::EngineCoreRequest, &add(ADD_DEFAULT)).expect("accepted");
+    assert!(d.drift.is_empty());
+    let Value::Struct(req) = &d.value else { panic!("struct") };
+    assert_eq!(req.str_field("request_id"), Some("req-default"));
+    assert_eq!(req.get("prompt_token_ids"), Some(&Value::IntArray(vec![1, 2, 3, 4])));
+    assert_eq!(req.float_field("arrival_time"), Some(1700000000.25));
+    let sp = req.struct_field("sampling_params").expect("sampling params");
+    assert_eq!(sp.get("stop"), Some(&Value::Array(vec![])));
+    assert_eq!(sp.get("skip_reading_prefix_cache"), Some(&Value::Bool(false)));
+    // Absent keys hold their defaults, including the dangerous max_tokens=16.
+    assert_eq!(sp.int_field("max_tokens"), Some(16));
+}
+
+#[test]
+fn add_default_reencodes_byte_for_byte() {
+    let frames = add(ADD_DEFAULT);
+    let d = decode(v032(), MessageKind::EngineCoreRequest, &frames).unwrap();
+    assert_eq!(encode_message(v032(), MessageKind::EngineCoreRequest, &d.value).unwrap(), frames);
+}
+
+#[test]
+fn sampling_params_omit_every_default_field() {
+    let sp = typed::sampling_params(v033());
+    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 1.5);
+    let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
+    // `de 00 00`: a map16 header (43 fields) with no entries.
+    let payload = &frames[1];
+    let at = payload.windows(3).position(|w| w == [0xde, 0x00, 0x00]);
+    assert!(at.is_some(), "empty map16 SamplingParams in {}", hex::encode(payload));
+}
+
+#[test]
+fn engine_core_request_writes_all_22_elements() {
+    let req = typed::engine_core_request(v033(), "r", vec![], typed::sampling_params(v033()), 0.5);
+    let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
+    assert_eq!(frames[0], [0x00]);
+    assert_eq!(&frames[1][..3], &[0xdc, 0x00, 0x16]);
+}
+
+#[test]
+fn wrong_type_names_the_full_path() {
+    // `temperature` (cb 3f.. float) replaced by the string "hot".
+    let mut sp = typed::sampling_params(v033());
+    sp.set("temperature", Value::Str("hot".into()));
+    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
+    // The encoder refuses to write it...
+    let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
+    assert_eq!(e.path, "EngineCoreRequest.sampling_params.temperature");
+    // ...and the decoder names the same path when it arrives on the wire.
+    let payload = unhex(
+        "99 a17291 01 c0 de0001 ab74656d7065726174757265 a3686f74 c0 cb3fe0000000000000 c0c0c0",
+    );
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], payload]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Type);
+    assert_eq!(e.to_string(), "EngineCoreRequest.sampling_params.temperature: expected float, got str (type)");
+}
+
+#[test]
+fn temperature_out_of_range_is_a_validation_error_at_its_path() {
+    let mut sp = typed::sampling_params(v033());
+    sp.set("temperature", Value::Float(3.0));
+    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
+    let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &frames).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, "EngineCoreRequest.sampling_params.temperature"));
+}
+
+#[test]
+fn two_constraints_are_rejected_naming_both_fields() {
+    let mut so = StructuredOutputs::new(Constraint::Regex("a+".into())).with_backend("xgrammar").to_struct(v033());
+    so.set("grammar", Value::Str("root ::= \"a\"".into()));
+    let mut sp = typed::sampling_params(v033());
+    sp.set("structured_outputs", Value::Struct(Box::new(so)));
+    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
+    let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &frames).unwrap_err();
+    assert_eq!(e.class, RejectClass::Validation);
+    assert_eq!(e.path, "EngineCoreRequest.sampling_params.structured_outputs.regex,grammar");
+}
+
+#[test]
+fn structured_outputs_roundtrip_through_the_typed_enum() {
+    for c in [
+        Constraint::Json(Value::Str("{}".into())),
+        Constraint::Regex("[0-9]+".into()),
+        Constraint::Choice(vec!["yes".into(), "no".into()]),
+        Constraint::Grammar("root ::= \"x\"".into()),
+        Constraint::JsonObject(true),
+        Constraint::StructuralTag("{}".into()),
+    ] {
+        let so = StructuredOutputs::new(c).with_backend("xgrammar");
+        let back = StructuredOutputs::from_struct(&so.to_struct(v033())).unwrap();
+        assert_eq!(back, so);
+    }
+}
+
+#[test]
+fn short_request_of_nine_elements_is_accepted_and_eight_is_not() {
+    // Fields 0-8 have no default (wire reference §3.1).
+    let nine = unhex("99 a17291 01 c0 c0 c0 cb3ff0000000000000 c0 c0 c0");
+    let d = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], nine]).expect("nine elements");
+    let Value::Struct(req) = d.value else { panic!() };
+    assert_eq!(req.int_field("client_index"), Some(0));
+    let eight = unhex("98 a17291 01 c0 c0 c0 cb3ff0000000000000 c0 c0");
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], eight]).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::MissingField, "EngineCoreRequest"));
+}
+
+#[test]
+fn extra_trailing_element_is_accepted_and_reported_as_drift() {
+    let mut payload = unhex(ADD_DEFAULT);
+    payload[2] = 0x17; // 23 elements
+    payload.push(0xc3);
+    let d = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], payload]).expect("accepted");
+    assert_eq!(d.drift, ["EngineCoreRequest[22]"]);
+}
+
+#[test]
+fn unknown_sampling_key_is_accepted_and_reported_as_drift() {
+    // `de0001` + "future_knob": true, in place of the 4-key map of add_default.
+    let payload = unhex("99 a17291 01 c0 de0001 ab6675747572655f6b6e6f62 c3 c0 cb3ff0000000000000 c0c0c0");
+    let d = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], payload]).expect("accepted");
+    assert_eq!(d.drift, ["EngineCoreRequest.sampling_params.future_knob"]);
+}
+
+#[test]
+fn float32_temperature_is_accepted_and_widened_exactly() {
+    // Wire reference §7.2 case 21: 0.8 as float32 decodes as 0.800000011920929.
+    let payload = unhex("99 a17291 01 c0 de0001 ab74656d7065726174757265 ca3f4ccccd c0 cb3ff0000000000000 c0c0c0");
+    let d = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], payload]).unwrap();
+    let Value::Struct(req) = d.value else { panic!() };
+    let t = req.struct_field("sampling_params").unwrap().float_field("temperature").unwrap();
+    assert_eq!(t, 0.8f32 as f64);
+}
+
+#[test]
+fn wrong_request_type_byte_is_a_frames_error() {
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0x03], unhex(ADD_DEFAULT)]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Frames);
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0x09], unhex(ADD_DEFAULT)]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Frames);
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0x00]]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Frames);
+}
