@@ -82,11 +82,15 @@ fn check_message(
     let decoded = decode_message(rel, kind, &refs, &limits);
     let decoded = match (expect, decoded) {
         (Expect::Reject(class), Err(e)) if e.class == *class => return Ok(()),
-        (Expect::Reject(class), Err(e)) => return Err(format!("expected reject {class}, got reject {} at {}: {}", e.class, e.path, e.detail)),
+        (Expect::Reject(class), Err(e)) => {
+            return Err(format!("expected reject {class}, got reject {} at {}: {}", e.class, e.path, e.detail))
+        }
         (Expect::Reject(class), Ok(d)) => {
             return Err(format!("expected reject {class}, got {}", Outcome::Accept { drift: d.drift }.label()))
         }
-        (Expect::Accept, Err(e)) => return Err(format!("expected accept, got reject {} at {}: {}", e.class, e.path, e.detail)),
+        (Expect::Accept, Err(e)) => {
+            return Err(format!("expected accept, got reject {} at {}: {}", e.class, e.path, e.detail))
+        }
         (Expect::Accept, Ok(d)) => d,
     };
     let ty = kind.payload_type(rel);
@@ -125,7 +129,8 @@ fn check_message(
         }
     }
     let refs: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
-    let again = decode_message(rel, kind, &refs, &limits).map_err(|e| format!("decode(encode(value)) rejected: {e}"))?;
+    let again =
+        decode_message(rel, kind, &refs, &limits).map_err(|e| format!("decode(encode(value)) rejected: {e}"))?;
     if let Some((path, what)) = diff(expected_view, &to_view(ty, &again.value)) {
         return Err(format!("decode(encode(value)) differs at {}{path}: {what}", kind.name()));
     }
@@ -164,8 +169,7 @@ fn canon(ty: &'static Ty, buf: &[u8], r: &mut Reader, out: &mut Vec<u8>) -> Opti
     match ty {
         Ty::Optional(inner) => {
             if r.peek_byte() == Some(0xc0) {
-                out.extend_from_slice(raw(buf, r)?);
-                Some(())
+                copy_raw(buf, r, out)
             } else {
                 canon(inner, buf, r, out)
             }
@@ -186,7 +190,10 @@ fn canon(ty: &'static Ty, buf: &[u8], r: &mut Reader, out: &mut Vec<u8>) -> Opti
                 let Token::Array(n) = header(buf, r, out)? else { return None };
                 (0..n as usize).try_for_each(|i| match s.fields.get(i) {
                     Some(f) => canon(f.ty, buf, r, out),
-                    None => Some(out.extend_from_slice(raw(buf, r)?)),
+                    None => {
+                        out.extend_from_slice(raw(buf, r)?);
+                        Some(())
+                    }
                 })
             }
             Layout::SparseMap | Layout::FullMap => {
@@ -201,13 +208,24 @@ fn canon(ty: &'static Ty, buf: &[u8], r: &mut Reader, out: &mut Vec<u8>) -> Opti
                     };
                     match field {
                         Some(f) => canon(f.ty, buf, r, out)?,
-                        None => out.extend_from_slice(raw(buf, r)?),
+                        None => copy_raw(buf, r, out)?,
                     }
                 }
                 Some(())
             }
-            Layout::OpenMap => Some(out.extend_from_slice(raw(buf, r)?)),
+            Layout::OpenMap => {
+                out.extend_from_slice(raw(buf, r)?);
+                Some(())
+            }
         },
-        _ => Some(out.extend_from_slice(raw(buf, r)?)),
+        _ => {
+            out.extend_from_slice(raw(buf, r)?);
+            Some(())
+        }
     }
+}
+
+fn copy_raw(buf: &[u8], r: &mut Reader, out: &mut Vec<u8>) -> Option<()> {
+    out.extend_from_slice(raw(buf, r)?);
+    Some(())
 }

@@ -144,8 +144,13 @@ pub fn parse_case(file: &Path, json: &Json) -> Result<Case, String> {
         let expect = match json.get("expect") {
             Some(Json::String(s)) if s == "accept" => Expect::Accept,
             Some(Json::Object(m)) => {
-                let class = m.get("reject").and_then(Json::as_str).ok_or_else(|| with_id("`expect` object needs `reject`".into()))?;
-                Expect::Reject(RejectClass::parse(class).ok_or_else(|| with_id(format!("unknown reject class `{class}`")))?)
+                let class = m
+                    .get("reject")
+                    .and_then(Json::as_str)
+                    .ok_or_else(|| with_id("`expect` object needs `reject`".into()))?;
+                Expect::Reject(
+                    RejectClass::parse(class).ok_or_else(|| with_id(format!("unknown reject class `{class}`")))?,
+                )
             }
             _ => return Err(with_id("`expect` must be \"accept\" or {\"reject\": CLASS}".into())),
         };
@@ -163,7 +168,9 @@ pub fn parse_case(file: &Path, json: &Json) -> Result<Case, String> {
             None => None,
             Some(Json::Array(xs)) => Some(
                 xs.iter()
-                    .map(|x| x.as_str().map(str::to_string).ok_or_else(|| with_id("`drift` entries must be strings".into())))
+                    .map(|x| {
+                        x.as_str().map(str::to_string).ok_or_else(|| with_id("`drift` entries must be strings".into()))
+                    })
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             Some(_) => return Err(with_id("`drift` must be an array of paths".into())),

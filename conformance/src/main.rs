@@ -96,7 +96,11 @@ fn main() -> ExitCode {
                 eprintln!("conformance: no case was checked under {}", corpus.display());
                 return ExitCode::FAILURE;
             }
-            if t.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            if t.failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         Command::Bench { corpus: dir, repeats, batch_ms } => {
             let (cases, errors) = match corpus::load(&dir) {
@@ -120,7 +124,11 @@ fn main() -> ExitCode {
                 eprintln!("conformance: no accepted message case to time under {}", dir.display());
                 return ExitCode::FAILURE;
             }
-            if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            if errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -20,7 +20,11 @@ fn main() {
     let n_messages = cases.iter().filter(|c| c.kind == "message").count();
     let load_errors: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.message)).collect();
     trials.push(Trial::test("corpus_has_no_malformed_case_files", move || {
-        if load_errors.is_empty() { Ok(()) } else { Err(Failed::from(load_errors.join("\n"))) }
+        if load_errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Failed::from(load_errors.join("\n")))
+        }
     }));
     trials.push(Trial::test("corpus_holds_at_least_300_message_cases", move || {
         if n_messages >= MIN_MESSAGE_CASES {

@@ -1,0 +1,48 @@
+//! Codec benches on vLLM's own bytes: the inputs are golden cases produced by
+//! vLLM 0.33.0's `MsgpackEncoder` (`golden/vllm/0.33.0/...`), the same bytes
+//! that `bench/msgspec_compare.py` times with vLLM's own encoder and decoder.
+//!
+//! Run: `cargo bench -p engine-protocol --bench codec`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
+
+/// (bench name, golden case id) of version 0.33.0.
+pub const CASES: &[(&str, &str)] = &[
+    ("request_512_tokens", "request/prompt_512_tokens"),
+    ("outputs_64", "output/batch_64"),
+    ("outputs_64_top5_logprobs", "output/batch_64_logprobs"),
+    ("outputs_256", "output/batch_256"),
+    ("outputs_aux_logprobs_large", "output/batch_logprobs_aux_large"),
+];
+
+fn load(id: &str) -> (MessageKind, Vec<Vec<u8>>) {
+    let path = format!("{}/../golden/vllm/0.33.0/{id}.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let j: serde_json::Value = serde_json::from_str(&text).expect("golden JSON");
+    let kind = MessageKind::parse(j["message"].as_str().expect("message")).expect("kind");
+    let frames =
+        j["frames"].as_array().expect("frames").iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect();
+    (kind, frames)
+}
+
+fn codec(c: &mut Criterion) {
+    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let limits = Limits::default();
+    for (name, id) in CASES {
+        let (kind, frames) = load(id);
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let bytes: usize = frames.iter().map(Vec::len).sum();
+        let value = decode_message(rel, kind, &refs, &limits).expect("golden decodes").value;
+        let mut g = c.benchmark_group(*name);
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.bench_function("decode", |b| b.iter(|| decode_message(rel, kind, black_box(&refs), &limits).unwrap()));
+        g.bench_function("encode", |b| b.iter(|| encode_message(rel, kind, black_box(&value)).unwrap()));
+        g.finish();
+    }
+}
+
+criterion_group!(benches, codec);
+criterion_main!(benches);

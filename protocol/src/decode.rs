@@ -94,7 +94,8 @@ pub fn decode_payload(
             format!("frame {big} is {} bytes, over the limit of {}", frames[big].len(), limits.max_frame_bytes),
         ));
     }
-    let mut d = Decoder { r: Reader::new(payload), frames, path: Vec::new(), drift: Vec::new(), depth: 0, limits, root };
+    let mut d =
+        Decoder { r: Reader::new(payload), frames, path: Vec::new(), drift: Vec::new(), depth: 0, limits, root };
     let value = d.value(ty)?;
     if !d.r.is_empty() {
         let at = d.r.position();
@@ -127,6 +128,7 @@ fn kind_name(ty: &Ty) -> String {
         Ty::Bytes => "bytes".into(),
         Ty::Optional(t) => format!("{} | null", kind_name(t)),
         Ty::List(_) | Ty::Set(_) | Ty::Tensor(_) | Ty::UtilityResult => "array".into(),
+        Ty::NestedTensors => "array | int | float".into(),
         Ty::Dict(..) => "object".into(),
         Ty::Union(ms) => ms.iter().map(kind_name).collect::<Vec<_>>().join(" | "),
         Ty::Struct(s) => match s.layout {
@@ -147,6 +149,7 @@ fn token_fits(ty: &Ty, t: &Token) -> bool {
         (Ty::Bytes, Token::Bin(_)) => true,
         (Ty::Optional(inner), t) => matches!(t, Token::Nil) || token_fits(inner, t),
         (Ty::List(_) | Ty::Set(_) | Ty::Tensor(_) | Ty::UtilityResult, Token::Array(_)) => true,
+        (Ty::NestedTensors, Token::Array(_) | Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_)) => true,
         (Ty::Dict(..), Token::Map(_)) => true,
         (Ty::Union(ms), t) => ms.iter().any(|m| token_fits(m, t)),
         (Ty::Struct(s), Token::Array(_)) => matches!(s.layout, Layout::Positional | Layout::NamedTuple | Layout::Tuple),
@@ -266,7 +269,10 @@ impl<'a> Decoder<'a, '_> {
                     if allowed.contains(&s.as_str()) {
                         Ok(Value::Str(s))
                     } else {
-                        Err(self.err(RejectClass::Enum, format!("invalid enum value {s:?} (allowed: {})", allowed.join(", "))))
+                        Err(self.err(
+                            RejectClass::Enum,
+                            format!("invalid enum value {s:?} (allowed: {})", allowed.join(", ")),
+                        ))
                     }
                 }
                 t => Err(self.type_err(ty, &t)),
@@ -325,6 +331,7 @@ impl<'a> Decoder<'a, '_> {
             }
             Ty::Struct(s) => Ok(Value::Struct(Box::new(self.struct_value(s)?))),
             Ty::Tensor(kind) => Ok(Value::Tensor(Box::new(self.tensor(*kind)?))),
+            Ty::NestedTensors => self.nested_tensors(),
             Ty::UtilityResult => {
                 let t = self.token()?;
                 match t {
@@ -354,6 +361,29 @@ impl<'a> Decoder<'a, '_> {
                     t => Err(self.type_err(ty, &t)),
                 }
             }
+        }
+    }
+
+    /// vLLM's rule: numbers stay numbers; a 3-array whose first element is
+    /// a string is a torch tensor; any other array is a list of nested
+    /// tensors.
+    fn nested_tensors(&mut self) -> Result<Value, Error> {
+        match self.peek()? {
+            Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_) | Token::Bool(_) => self.any(),
+            Token::Array(n) => {
+                let mut look = self.r.clone();
+                let _ = look.token();
+                if n == 3 && matches!(look.token(), Ok(Token::Str(_))) {
+                    return Ok(Value::Tensor(Box::new(self.tensor(TensorKind::Torch)?)));
+                }
+                self.token()?;
+                let n = self.check_len(n, 1)?;
+                self.enter()?;
+                let v = self.list(&Ty::NestedTensors, n)?;
+                self.depth -= 1;
+                Ok(v)
+            }
+            t => Err(self.type_err(&Ty::NestedTensors, &t)),
         }
     }
 
@@ -451,7 +481,11 @@ impl<'a> Decoder<'a, '_> {
             (Layout::SparseMap | Layout::FullMap, Token::Map(n)) => self.keyed(s, n)?,
             (Layout::OpenMap, Token::Map(n)) => self.open_map(s, n)?,
             (_, t) => {
-                let want = if matches!(s.layout, Layout::Positional | Layout::NamedTuple | Layout::Tuple) { "array" } else { "object" };
+                let want = if matches!(s.layout, Layout::Positional | Layout::NamedTuple | Layout::Tuple) {
+                    "array"
+                } else {
+                    "object"
+                };
                 return Err(self.err(RejectClass::Type, format!("expected {want} ({}), got {}", s.name, t.type_name())));
             }
         };
@@ -480,7 +514,9 @@ impl<'a> Decoder<'a, '_> {
             ));
         }
         if matches!(s.layout, Layout::NamedTuple | Layout::Tuple) && n > nf {
-            return Err(self.err(RejectClass::Type, format!("expected array of at most length {nf} ({}), got {n}", s.name)));
+            return Err(
+                self.err(RejectClass::Type, format!("expected array of at most length {nf} ({}), got {n}", s.name))
+            );
         }
         let mut fields = Vec::with_capacity(nf);
         for (i, field) in s.fields.iter().enumerate() {
@@ -509,7 +545,9 @@ impl<'a> Decoder<'a, '_> {
             let key = match self.token()? {
                 Token::Str(b) => b,
                 t => {
-                    return Err(self.err(RejectClass::Type, format!("expected str key ({}), got {}", s.name, t.type_name())))
+                    return Err(
+                        self.err(RejectClass::Type, format!("expected str key ({}), got {}", s.name, t.type_name()))
+                    )
                 }
             };
             match s.fields.iter().position(|f| f.name.as_bytes() == key) {
@@ -563,7 +601,9 @@ impl<'a> Decoder<'a, '_> {
         }
         for field in s.fields.iter().filter(|f| f.default == crate::schema::Default::Required) {
             if !extra.iter().any(|(k, _)| k == field.name) {
-                return Err(self.err(RejectClass::MissingField, format!("object missing required key `{}`", field.name)));
+                return Err(
+                    self.err(RejectClass::MissingField, format!("object missing required key `{}`", field.name))
+                );
             }
         }
         let mut v = StructValue::with_defaults(s);
@@ -574,11 +614,15 @@ impl<'a> Decoder<'a, '_> {
     fn tensor(&mut self, kind: TensorKind) -> Result<Tensor, Error> {
         let t = self.token()?;
         let Token::Array(n) = t else {
-            return Err(self.err(RejectClass::Type, format!("expected tensor [dtype, shape, data], got {}", t.type_name())));
+            return Err(
+                self.err(RejectClass::Type, format!("expected tensor [dtype, shape, data], got {}", t.type_name()))
+            );
         };
         if n != 3 {
             // vLLM's decode hook unpacks three names: a ValueError there.
-            return Err(self.err(RejectClass::Validation, format!("expected tensor [dtype, shape, data], got array of {n}")));
+            return Err(
+                self.err(RejectClass::Validation, format!("expected tensor [dtype, shape, data], got array of {n}"))
+            );
         }
         self.enter()?;
         self.path.push(Seg::Index(0));
@@ -630,8 +674,15 @@ impl<'a> Decoder<'a, '_> {
                 }
                 self.frames[i as usize]
             }
-            Token::Ext(t, _) => return Err(self.err(RejectClass::Type, format!("tensor data has ext type {t}, expected 3"))),
-            t => return Err(self.err(RejectClass::Type, format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()))),
+            Token::Ext(t, _) => {
+                return Err(self.err(RejectClass::Type, format!("tensor data has ext type {t}, expected 3")))
+            }
+            t => {
+                return Err(self.err(
+                    RejectClass::Type,
+                    format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()),
+                ))
+            }
         };
         let count = Tensor::element_count(&shape);
         let want = count.and_then(|c| c.checked_mul(parsed.elem.size()));
@@ -652,22 +703,18 @@ impl<'a> Decoder<'a, '_> {
 /// kept, wire order otherwise preserved).
 fn dedup_set(v: &mut Value) {
     match v {
-        Value::IntArray(xs) => {
-            if xs.len() > 1 {
-                let mut seen = std::collections::HashSet::with_capacity(xs.len());
-                xs.retain(|x| seen.insert(*x));
-            }
+        Value::IntArray(xs) if xs.len() > 1 => {
+            let mut seen = std::collections::HashSet::with_capacity(xs.len());
+            xs.retain(|x| seen.insert(*x));
         }
-        Value::Array(xs) => {
-            if xs.len() > 1 {
-                let mut kept: Vec<Value> = Vec::with_capacity(xs.len());
-                for x in xs.drain(..) {
-                    if !kept.contains(&x) {
-                        kept.push(x);
-                    }
+        Value::Array(xs) if xs.len() > 1 => {
+            let mut kept: Vec<Value> = Vec::with_capacity(xs.len());
+            for x in xs.drain(..) {
+                if !kept.contains(&x) {
+                    kept.push(x);
                 }
-                *xs = kept;
             }
+            *xs = kept;
         }
         _ => {}
     }

@@ -180,6 +180,20 @@ impl Encoder {
                 self.tensor(t);
                 Ok(())
             }
+            (Ty::NestedTensors, Value::Array(xs)) => {
+                write::array_len(&mut self.out, xs.len() as u32);
+                for (i, x) in xs.iter().enumerate() {
+                    self.path.push(format!("[{i}]"));
+                    self.value(&Ty::NestedTensors, x)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Ty::NestedTensors, Value::Tensor(t)) => {
+                self.tensor(t);
+                Ok(())
+            }
+            (Ty::NestedTensors, v @ (Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Bool(_))) => self.any(v),
             (Ty::UtilityResult, Value::Array(xs)) if xs.len() == 2 => {
                 write::array_len(&mut self.out, 2);
                 self.any(&xs[0])?;

@@ -22,6 +22,8 @@
 //! `golden/vllm/`) and from `shared/reference/vllm-enginecore-wire.md`;
 //! no vLLM source is copied.
 
+#[cfg(feature = "arbitrary")]
+pub mod arbitrary;
 pub mod decode;
 pub mod encode;
 pub mod error;

@@ -136,7 +136,11 @@ pub fn decode_message(
 
 /// Encodes `value` as a message of `kind`: the frames as on the wire
 /// (request-type byte first for input-socket messages).
-pub fn encode_message(release: &'static ReleaseSchema, kind: MessageKind, value: &Value) -> Result<Vec<Vec<u8>>, Error> {
+pub fn encode_message(
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    value: &Value,
+) -> Result<Vec<Vec<u8>>, Error> {
     let mut frames = encode_payload(kind.name(), kind.payload_type(release), value)?;
     if let Some(t) = kind.request_type() {
         frames.insert(0, vec![t.byte()]);

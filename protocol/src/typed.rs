@@ -286,7 +286,9 @@ impl<'a> OutputsView<'a> {
 
     pub fn finished_requests(&self) -> Vec<&'a str> {
         match self.0.get("finished_requests") {
-            Some(Value::Array(xs)) => xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect(),
+            Some(Value::Array(xs)) => {
+                xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -320,7 +322,9 @@ impl<'a> OutputView<'a> {
     pub fn new_token_ids(&self) -> Vec<i64> {
         match self.0.get("new_token_ids") {
             Some(Value::IntArray(xs)) => xs.clone(),
-            Some(Value::Array(xs)) => xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect(),
+            Some(Value::Array(xs)) => {
+                xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
+            }
             _ => Vec::new(),
         }
     }

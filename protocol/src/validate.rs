@@ -22,7 +22,10 @@ pub fn structured_outputs_params(v: &StructValue) -> Result<(), Violation> {
     if set.is_empty() {
         Err(Violation::new(
             "",
-            format!("exactly one structured-output constraint must be set ({}), got none", CONSTRAINT_FIELDS.join(", ")),
+            format!(
+                "exactly one structured-output constraint must be set ({}), got none",
+                CONSTRAINT_FIELDS.join(", ")
+            ),
         ))
     } else {
         Err(Violation::new(
@@ -56,7 +59,10 @@ pub fn repetition_detection_params(v: &StructValue) -> Result<(), Violation> {
     }
     if max > 0 {
         if count < 2 {
-            return Err(Violation::new("min_count", format!("must be at least 2 when detection is enabled, got {count}")));
+            return Err(Violation::new(
+                "min_count",
+                format!("must be at least 2 when detection is enabled, got {count}"),
+            ));
         }
         if min > max {
             return Err(Violation::new(
@@ -101,7 +107,10 @@ pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
     }
     if let Some(x) = num(g("repetition_penalty")) {
         if !(x > 0.0 && x.is_finite()) {
-            return Err(Violation::new("repetition_penalty", format!("must be a finite number greater than zero, got {x}")));
+            return Err(Violation::new(
+                "repetition_penalty",
+                format!("must be a finite number greater than zero, got {x}"),
+            ));
         }
     }
     if let Some(x) = num(g("temperature")) {
@@ -149,7 +158,9 @@ pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
     }
     let stops: Vec<&str> = match g("stop") {
         Some(Value::Str(s)) => vec![s.as_str()],
-        Some(Value::Array(xs)) => xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect(),
+        Some(Value::Array(xs)) => {
+            xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect()
+        }
         _ => Vec::new(),
     };
     if stops.iter().any(|s| s.is_empty()) {

@@ -43,11 +43,7 @@ impl PartialEq for StructValue {
 impl StructValue {
     /// A struct holding every default; required fields hold nil until set.
     pub fn with_defaults(schema: &'static StructSchema) -> Self {
-        StructValue {
-            schema,
-            fields: schema.fields.iter().map(default_for).collect(),
-            extra: Vec::new(),
-        }
+        StructValue { schema, fields: schema.fields.iter().map(default_for).collect(), extra: Vec::new() }
     }
 
     pub fn get(&self, name: &str) -> Option<&Value> {
@@ -61,10 +57,7 @@ impl StructValue {
     /// Sets a field by name; panics on a name the schema lacks (a programming
     /// error in the caller, never reachable from wire input).
     pub fn set(&mut self, name: &str, v: Value) -> &mut Self {
-        let i = self
-            .schema
-            .index_of(name)
-            .unwrap_or_else(|| panic!("{} has no field {name}", self.schema.name));
+        let i = self.schema.index_of(name).unwrap_or_else(|| panic!("{} has no field {name}", self.schema.name));
         self.fields[i] = v;
         self
     }
@@ -262,13 +255,7 @@ impl Tensor {
     /// Element count from the shape, or `None` on a negative dimension or
     /// overflow.
     pub fn element_count(shape: &[i64]) -> Option<usize> {
-        shape.iter().try_fold(1usize, |acc, &d| {
-            if d < 0 {
-                None
-            } else {
-                acc.checked_mul(usize::try_from(d).ok()?)
-            }
-        })
+        shape.iter().try_fold(1usize, |acc, &d| if d < 0 { None } else { acc.checked_mul(usize::try_from(d).ok()?) })
     }
 
     /// The elements as numbers, or `None` when the dtype is unknown or the
@@ -276,7 +263,7 @@ impl Tensor {
     pub fn numbers(&self) -> Option<Numbers> {
         let dt = self.parsed_dtype()?;
         let size = dt.elem.size();
-        if self.data.len() % size != 0 {
+        if !self.data.len().is_multiple_of(size) {
             return None;
         }
         let chunks = self.data.chunks_exact(size);

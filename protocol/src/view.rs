@@ -47,6 +47,9 @@ pub fn to_view(ty: &'static Ty, value: &Value) -> Json {
         },
         (Ty::Struct(_), Value::Struct(sv)) => struct_view(sv),
         (Ty::UtilityResult, Value::Array(xs)) => Json::Array(xs.iter().map(any_view).collect()),
+        (Ty::NestedTensors, Value::Array(xs)) => {
+            Json::Array(xs.iter().map(|x| to_view(&Ty::NestedTensors, x)).collect())
+        }
         (_, v) => any_view(v),
     }
 }
@@ -104,7 +107,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
@@ -199,7 +202,9 @@ impl FromView {
             (Ty::Optional(_), Json::Null) => Ok(Value::Nil),
             (Ty::Optional(inner), j) => self.value(inner, j),
             (Ty::Bool, Json::Bool(b)) => Ok(Value::Bool(*b)),
-            (Ty::Int | Ty::IntEnum(_), Json::Number(n)) => int_of(n).ok_or_else(|| self.err(format!("expected int, got {n}"))),
+            (Ty::Int | Ty::IntEnum(_), Json::Number(n)) => {
+                int_of(n).ok_or_else(|| self.err(format!("expected int, got {n}")))
+            }
             (Ty::Float, Json::Number(n)) => Ok(match int_of(n) {
                 Some(v) if !n.is_f64() => v,
                 _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
@@ -249,13 +254,21 @@ impl FromView {
                 Ok(Value::Map(out))
             }
             (Ty::Union(members), j) => {
-                let m = members.iter().find(|m| json_fits(m, j)).ok_or_else(|| self.err(format!("no union member fits {j}")))?;
+                let m = members
+                    .iter()
+                    .find(|m| json_fits(m, j))
+                    .ok_or_else(|| self.err(format!("no union member fits {j}")))?;
                 self.value(m, j)
             }
             (Ty::Struct(s), Json::Object(m)) => Ok(Value::Struct(Box::new(self.struct_value(s, m)?))),
             (Ty::Struct(s), Json::Array(xs)) if s.layout == Layout::Tuple => {
                 if xs.len() != s.fields.len() {
-                    return Err(self.err(format!("{} is a {}-element array, view has {}", s.name, s.fields.len(), xs.len())));
+                    return Err(self.err(format!(
+                        "{} is a {}-element array, view has {}",
+                        s.name,
+                        s.fields.len(),
+                        xs.len()
+                    )));
                 }
                 let mut fields = Vec::with_capacity(xs.len());
                 for (f, x) in s.fields.iter().zip(xs) {
@@ -269,7 +282,22 @@ impl FromView {
                 let t = self.tensor(*kind, m)?;
                 Ok(Value::Tensor(Box::new(t)))
             }
-            (Ty::UtilityResult, Json::Array(xs)) if xs.len() == 2 => Ok(Value::Array(xs.iter().map(|x| self.any(x)).collect())),
+            (Ty::UtilityResult, Json::Array(xs)) if xs.len() == 2 => {
+                Ok(Value::Array(xs.iter().map(|x| self.any(x)).collect()))
+            }
+            (Ty::NestedTensors, Json::Object(m)) => {
+                Ok(Value::Tensor(Box::new(self.tensor(crate::schema::TensorKind::Torch, m)?)))
+            }
+            (Ty::NestedTensors, Json::Array(xs)) => {
+                let mut out = Vec::with_capacity(xs.len());
+                for (i, x) in xs.iter().enumerate() {
+                    self.path.push(format!("[{i}]"));
+                    out.push(self.value(&Ty::NestedTensors, x)?);
+                    self.path.pop();
+                }
+                Ok(Value::Array(out))
+            }
+            (Ty::NestedTensors, j @ (Json::Number(_) | Json::Bool(_))) => Ok(self.any(j)),
             (ty, j) => Err(self.err(format!("view {j} does not fit {}", short_ty(ty)))),
         }
     }
@@ -302,7 +330,8 @@ impl FromView {
     }
 
     fn tensor(&self, kind: crate::schema::TensorKind, m: &Map<String, Json>) -> Result<Tensor, Error> {
-        let dtype = m.get("dtype").and_then(Json::as_str).ok_or_else(|| self.err("tensor view needs a dtype string"))?;
+        let dtype =
+            m.get("dtype").and_then(Json::as_str).ok_or_else(|| self.err("tensor view needs a dtype string"))?;
         let parsed = match kind {
             crate::schema::TensorKind::Numpy => numpy_dtype(dtype),
             crate::schema::TensorKind::Torch => torch_dtype(dtype),
@@ -316,7 +345,8 @@ impl FromView {
         let data = m.get("data").and_then(Json::as_array).ok_or_else(|| self.err("tensor view needs a data array"))?;
         let mut bytes = Vec::with_capacity(data.len() * parsed.elem.size());
         for x in data {
-            let mut b = element_bytes(parsed.elem, x).ok_or_else(|| self.err(format!("tensor element {x} is not a {dtype}")))?;
+            let mut b = element_bytes(parsed.elem, x)
+                .ok_or_else(|| self.err(format!("tensor element {x} is not a {dtype}")))?;
             if parsed.big_endian {
                 b.reverse();
             }
@@ -342,7 +372,9 @@ impl FromView {
                     }
                 }
                 if m.len() == 2 {
-                    if let (Some(t), Some(b)) = (m.get("$ext").and_then(Json::as_i64), m.get("hex").and_then(Json::as_str).and_then(unhex)) {
+                    if let (Some(t), Some(b)) =
+                        (m.get("$ext").and_then(Json::as_i64), m.get("hex").and_then(Json::as_str).and_then(unhex))
+                    {
                         return Value::Ext(t as i8, b);
                     }
                 }

@@ -63,9 +63,7 @@ fn wrong_type_names_the_full_path() {
     let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
     assert_eq!(e.path, "EngineCoreRequest.sampling_params.temperature");
     // ...and the decoder names the same path when it arrives on the wire.
-    let payload = unhex(
-        "99 a17291 01 c0 de0001 ab74656d7065726174757265 a3686f74 c0 cb3fe0000000000000 c0c0c0",
-    );
+    let payload = unhex("99 a17291 01 c0 de0001 ab74656d7065726174757265 a3686f74 c0 cb3fe0000000000000 c0c0c0");
     let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], payload]).unwrap_err();
     assert_eq!(e.class, RejectClass::Type);
     assert_eq!(e.to_string(), "EngineCoreRequest.sampling_params.temperature: expected float, got str (type)");

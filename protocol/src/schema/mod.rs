@@ -63,6 +63,9 @@ pub enum Ty {
     Tensor(TensorKind),
     /// vLLM's `UtilityResult`: `[type_info | nil, value]` on the wire.
     UtilityResult,
+    /// Multimodal `NestedTensors`: a torch tensor triple, a number, or a list
+    /// of those (a 3-array whose first element is a string is a tensor).
+    NestedTensors,
 }
 
 /// The wire shape of a struct.
@@ -234,7 +237,9 @@ pub fn python_type(ty: &Ty) -> String {
         Ty::Str => "str".into(),
         Ty::Bytes => "bytes".into(),
         Ty::IntEnum(e) => format!("enum {}", e.name),
-        Ty::StrLiteral(xs) => format!("Literal[{}]", xs.iter().map(|x| format!("'{x}'")).collect::<Vec<_>>().join(", ")),
+        Ty::StrLiteral(xs) => {
+            format!("Literal[{}]", xs.iter().map(|x| format!("'{x}'")).collect::<Vec<_>>().join(", "))
+        }
         Ty::Optional(t) => format!("{} | None", python_type(t)),
         Ty::List(t) => format!("list[{}]", python_type(t)),
         Ty::Set(t) => format!("set[{}]", python_type(t)),
@@ -244,5 +249,6 @@ pub fn python_type(ty: &Ty) -> String {
         Ty::Tensor(TensorKind::Numpy) => "numpy.ndarray".into(),
         Ty::Tensor(TensorKind::Torch) => "torch.Tensor".into(),
         Ty::UtilityResult => "UtilityResult".into(),
+        Ty::NestedTensors => "NestedTensors".into(),
     }
 }

