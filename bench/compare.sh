@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 golden/generate/setup-venvs.sh 0.33.0 >&2
 cargo build --release -q -p conformance
+cargo build --release -q -p conformance --no-default-features --target-dir target/sysalloc
 VENV=${VENV_ROOT:-$HOME/.cache/engine-conformance/venvs}/vllm-0.33.0
 exec "$VENV/bin/python" bench/msgspec_compare.py "$@"

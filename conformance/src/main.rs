@@ -12,6 +12,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The global allocator this binary was built with (for bench reports).
+const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" };
 use conformance::{bench, corpus, report, verify_dir};
 
 #[derive(Parser)]
@@ -113,6 +120,7 @@ fn main() -> ExitCode {
             for e in &errors {
                 eprintln!("conformance: malformed case file {}: {}", e.file.display(), e.message);
             }
+            eprintln!("conformance bench: allocator {ALLOCATOR_NAME}, best of {repeats} batches of >= {batch_ms} ms");
             let (lines, skipped) = bench::run(&cases, repeats.max(1), Duration::from_millis(batch_ms));
             for l in &lines {
                 println!("{} decode_ns={} encode_ns={}", l.id, l.decode_ns, l.encode_ns);

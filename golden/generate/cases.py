@@ -476,6 +476,13 @@ def build_outputs(b: B):
     b.outputs("batch_64", "A batch of 64 outputs, every eighth finished by LENGTH.",
               outs([O(f"req-{i}", [1000 + i], finish_reason=FR.LENGTH if i % 8 == 7 else None) for i in range(64)], weight_version="default"))
     b.outputs("batch_64_logprobs", "A batch of 64 outputs each with inline logprobs.", outs([O(f"req-{i}", [i], new_logprobs=lp(1, 1, base=i)) for i in range(64)]))
+    # Bench inputs (protocol/benches/codec.rs, bench/msgspec_compare.py).
+    b.outputs("batch_64_top5_logprobs", "A decode step of 64 outputs, each one token with top-5 logprobs (6 columns, inline).",
+              outs([O(f"req-{i}", [1000 + i], new_logprobs=lp(1, 5, base=i)) for i in range(64)], weight_version="default"))
+    b.outputs("batch_256", "A decode step of 256 outputs without logprobs, every eighth finished by LENGTH.",
+              outs([O(f"req-{i}", [1000 + i], finish_reason=FR.LENGTH if i % 8 == 7 else None) for i in range(256)], weight_version="default"))
+    b.outputs("batch_logprobs_aux_large", "64 outputs of 4 speculative tokens each with top-20 logprobs: ids and logprobs (336 B each) in aux frames.",
+              outs([O(f"req-{i}", [1000 + i, 1001 + i, 1002 + i, 1003 + i], new_logprobs=lp(4, 20, base=i)) for i in range(64)], weight_version="default"))
     b.utility_output("standalone_success", "UtilityOutput on its own with a list result.", UO(123456789, result=UR(["generate", "embed"])))
     b.utility_output("standalone_failure", "UtilityOutput on its own with a failure message.", UO(8, failure_message="Server shutting down"))
     b.utility_output("standalone_bare", "UtilityOutput with only a call id.", UO(9))

@@ -13,7 +13,7 @@ use engine_protocol::{decode_message, encode_message, release, Limits, MessageKi
 pub const CASES: &[(&str, &str)] = &[
     ("request_512_tokens", "request/prompt_512_tokens"),
     ("outputs_64", "output/batch_64"),
-    ("outputs_64_top5_logprobs", "output/batch_64_logprobs"),
+    ("outputs_64_top5_logprobs", "output/batch_64_top5_logprobs"),
     ("outputs_256", "output/batch_256"),
     ("outputs_aux_logprobs_large", "output/batch_logprobs_aux_large"),
 ];

@@ -29,8 +29,9 @@
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::{ReadError, Reader, Token};
+use crate::schema::Default as FieldDefault;
 use crate::schema::{Layout, StructSchema, TensorKind, Ty};
-use crate::value::{default_for, numpy_dtype, torch_dtype, StructValue, Tensor, Value};
+use crate::value::{is_default, numpy_dtype, torch_dtype, StructValue, Tensor, Value};
 
 /// Decoder limits. The defaults suit an EngineCore gateway.
 #[derive(Debug, Clone, Copy)]
@@ -61,13 +62,6 @@ pub struct Decoded {
     pub drift: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
-enum Seg {
-    Field(&'static str),
-    Index(usize),
-    Key(String),
-}
-
 /// Decodes one payload against `ty`. `frames` are the buffers aux indices
 /// refer to (`frames[0]` is the payload itself). `root` names the message in
 /// paths.
@@ -94,9 +88,8 @@ pub fn decode_payload(
             format!("frame {big} is {} bytes, over the limit of {}", frames[big].len(), limits.max_frame_bytes),
         ));
     }
-    let mut d =
-        Decoder { r: Reader::new(payload), frames, path: Vec::new(), drift: Vec::new(), depth: 0, limits, root };
-    let value = d.value(ty)?;
+    let mut d = Decoder { r: Reader::new(payload), frames, drift: Vec::new(), depth: 0, limits, scratch: Vec::new() };
+    let value = d.value(ty).map_err(|e| (*e).under(root))?;
     if !d.r.is_empty() {
         let at = d.r.position();
         return Err(Error::new(
@@ -105,17 +98,46 @@ pub fn decode_payload(
             format!("trailing bytes after the message (byte {at} of {})", payload.len()),
         ));
     }
-    Ok(Decoded { value, drift: d.drift })
+    let mut drift = d.drift;
+    for p in &mut drift {
+        p.insert_str(0, root);
+    }
+    Ok(Decoded { value, drift })
 }
+
+/// Internal result: errors boxed so results stay small on the hot path;
+/// paths are built while unwinding (nothing is spent on them on success).
+type R<T> = Result<T, Box<Error>>;
 
 struct Decoder<'a, 'l> {
     r: Reader<'a>,
     frames: &'a [&'a [u8]],
-    path: Vec<Seg>,
+    /// Drift paths, relative to the innermost level being decoded until
+    /// that level returns and prefixes its segment.
     drift: Vec<String>,
     depth: usize,
     limits: &'l Limits,
-    root: &'static str,
+    /// Struct entries being decoded, as a stack shared by nested structs
+    /// (each struct takes its tail when done): one exact allocation per
+    /// struct instead of a growing vector each.
+    scratch: Vec<(u16, Value)>,
+}
+
+/// One step of a path.
+#[derive(Clone, Copy)]
+enum Seg<'k> {
+    Field(&'static str),
+    Index(usize),
+    Key(&'k str),
+}
+
+impl Seg<'_> {
+    fn render(self) -> String {
+        match self {
+            Seg::Field(n) | Seg::Key(n) => format!(".{n}"),
+            Seg::Index(i) => format!("[{i}]"),
+        }
+    }
 }
 
 fn kind_name(ty: &Ty) -> String {
@@ -158,59 +180,80 @@ fn token_fits(ty: &Ty, t: &Token) -> bool {
     }
 }
 
+trait Under {
+    fn under(self, prefix: &str) -> Self;
+}
+
+impl Under for Box<Error> {
+    fn under(mut self, prefix: &str) -> Self {
+        self.path.insert_str(0, prefix);
+        self
+    }
+}
+
+fn err(class: RejectClass, detail: impl Into<String>) -> Box<Error> {
+    Box::new(Error::new(class, String::new(), detail))
+}
+
+fn type_err(want: &Ty, got: &Token) -> Box<Error> {
+    err(RejectClass::Type, format!("expected {}, got {}", kind_name(want), got.type_name()))
+}
+
+fn read_err(e: ReadError) -> Box<Error> {
+    match e {
+        ReadError::Truncated => err(RejectClass::Malformed, "input truncated"),
+        ReadError::ReservedMarker => err(RejectClass::Malformed, "reserved byte 0xc1 is not MessagePack"),
+    }
+}
+
+#[inline]
+fn utf8(b: &[u8]) -> R<String> {
+    if b.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8. (Request ids and most keys are
+        // short ASCII strings, for which the general check costs more than
+        // the copy.)
+        return Ok(unsafe { String::from_utf8_unchecked(b.to_vec()) });
+    }
+    match std::str::from_utf8(b) {
+        Ok(s) => Ok(s.to_owned()),
+        Err(_) => Err(err(RejectClass::Malformed, "invalid UTF-8 in str")),
+    }
+}
+
 impl<'a> Decoder<'a, '_> {
-    fn path_string(&self) -> String {
-        let mut s = String::from(self.root);
-        for seg in &self.path {
-            match seg {
-                Seg::Field(n) => {
-                    s.push('.');
-                    s.push_str(n);
-                }
-                Seg::Index(i) => {
-                    s.push('[');
-                    s.push_str(&i.to_string());
-                    s.push(']');
-                }
-                Seg::Key(k) => {
-                    s.push('.');
-                    s.push_str(k);
-                }
+    /// Runs `f` one level down at `seg`: prefixes `seg` to the path of an
+    /// error it returns and of the drift it records.
+    #[inline]
+    fn at<T>(&mut self, seg: Seg<'_>, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        let mark = self.drift.len();
+        let r = f(self);
+        if self.drift.len() > mark {
+            let s = seg.render();
+            for d in &mut self.drift[mark..] {
+                d.insert_str(0, &s);
             }
         }
-        s
-    }
-
-    fn err(&self, class: RejectClass, detail: impl Into<String>) -> Error {
-        Error::new(class, self.path_string(), detail)
-    }
-
-    fn read_err(&self, e: ReadError) -> Error {
-        match e {
-            ReadError::Truncated => self.err(RejectClass::Malformed, "input truncated"),
-            ReadError::ReservedMarker => self.err(RejectClass::Malformed, "reserved byte 0xc1 is not MessagePack"),
-        }
+        r.map_err(|mut e| {
+            e.path.insert_str(0, &seg.render());
+            e
+        })
     }
 
     #[inline]
-    fn token(&mut self) -> Result<Token<'a>, Error> {
-        self.r.token().map_err(|e| self.read_err(e))
+    fn token(&mut self) -> R<Token<'a>> {
+        self.r.token().map_err(read_err)
     }
 
-    fn peek(&self) -> Result<Token<'a>, Error> {
-        self.r.clone().token().map_err(|e| self.read_err(e))
-    }
-
-    fn type_err(&self, want: &Ty, got: &Token) -> Error {
-        self.err(RejectClass::Type, format!("expected {}, got {}", kind_name(want), got.type_name()))
+    fn peek(&self) -> R<Token<'a>> {
+        self.r.clone().token().map_err(read_err)
     }
 
     /// Checks a declared element count against the remaining input.
     #[inline]
-    fn check_len(&self, n: u32, bytes_per_element: usize) -> Result<usize, Error> {
+    fn check_len(&self, n: u32, bytes_per_element: usize) -> R<usize> {
         let n = n as usize;
         if n.saturating_mul(bytes_per_element) > self.r.remaining() {
-            return Err(self.err(
+            return Err(err(
                 RejectClass::Malformed,
                 format!("declared length {n} exceeds the {} bytes that remain", self.r.remaining()),
             ));
@@ -219,71 +262,64 @@ impl<'a> Decoder<'a, '_> {
     }
 
     #[inline]
-    fn enter(&mut self) -> Result<(), Error> {
+    fn enter(&mut self) -> R<()> {
         self.depth += 1;
         if self.depth > self.limits.max_depth {
-            return Err(self.err(RejectClass::Limits, format!("nesting deeper than {} levels", self.limits.max_depth)));
+            return Err(err(RejectClass::Limits, format!("nesting deeper than {} levels", self.limits.max_depth)));
         }
         Ok(())
     }
 
-    fn utf8(&self, b: &[u8]) -> Result<String, Error> {
-        match std::str::from_utf8(b) {
-            Ok(s) => Ok(s.to_owned()),
-            Err(_) => Err(self.err(RejectClass::Malformed, "invalid UTF-8 in str")),
-        }
-    }
-
-    fn value(&mut self, ty: &'static Ty) -> Result<Value, Error> {
+    fn value(&mut self, ty: &'static Ty) -> R<Value> {
         match ty {
             Ty::Any => self.any(),
             Ty::Bool => match self.token()? {
                 Token::Bool(b) => Ok(Value::Bool(b)),
-                t => Err(self.type_err(ty, &t)),
+                t => Err(type_err(ty, &t)),
             },
             Ty::Int => match self.token()? {
                 Token::Int(v) => Ok(Value::Int(v)),
                 Token::UInt(v) => Ok(Value::UInt(v)),
-                t => Err(self.type_err(ty, &t)),
+                t => Err(type_err(ty, &t)),
             },
             Ty::IntEnum(e) => match self.token()? {
                 Token::Int(v) if e.contains(v) => Ok(Value::Int(v)),
-                Token::Int(v) => Err(self.err(RejectClass::Enum, format!("invalid enum value {v} for {}", e.name))),
-                Token::UInt(v) => Err(self.err(RejectClass::Enum, format!("invalid enum value {v} for {}", e.name))),
-                t => Err(self.type_err(ty, &t)),
+                Token::Int(v) => Err(err(RejectClass::Enum, format!("invalid enum value {v} for {}", e.name))),
+                Token::UInt(v) => Err(err(RejectClass::Enum, format!("invalid enum value {v} for {}", e.name))),
+                t => Err(type_err(ty, &t)),
             },
             Ty::Float => match self.token()? {
                 Token::F64(v) => Ok(Value::Float(v)),
                 Token::F32(v) => Ok(Value::Float(v as f64)),
                 Token::Int(v) => Ok(Value::Int(v)),
                 Token::UInt(v) => Ok(Value::UInt(v)),
-                t => Err(self.type_err(ty, &t)),
+                t => Err(type_err(ty, &t)),
             },
             Ty::Str => match self.token()? {
-                Token::Str(b) => Ok(Value::Str(self.utf8(b)?)),
-                t => Err(self.type_err(ty, &t)),
+                Token::Str(b) => Ok(Value::Str(utf8(b)?)),
+                t => Err(type_err(ty, &t)),
             },
             Ty::StrLiteral(allowed) => match self.token()? {
                 Token::Str(b) => {
-                    let s = self.utf8(b)?;
+                    let s = utf8(b)?;
                     if allowed.contains(&s.as_str()) {
                         Ok(Value::Str(s))
                     } else {
-                        Err(self.err(
+                        Err(err(
                             RejectClass::Enum,
                             format!("invalid enum value {s:?} (allowed: {})", allowed.join(", ")),
                         ))
                     }
                 }
-                t => Err(self.type_err(ty, &t)),
+                t => Err(type_err(ty, &t)),
             },
             Ty::Bytes => match self.token()? {
                 Token::Bin(b) => Ok(Value::Bytes(b.to_vec())),
-                t => Err(self.type_err(ty, &t)),
+                t => Err(type_err(ty, &t)),
             },
             Ty::Optional(inner) => {
                 if self.r.peek_byte() == Some(0xc0) {
-                    self.r.token().map_err(|e| self.read_err(e))?;
+                    self.token()?;
                     Ok(Value::Nil)
                 } else {
                     self.value(inner)
@@ -291,7 +327,7 @@ impl<'a> Decoder<'a, '_> {
             }
             Ty::List(inner) | Ty::Set(inner) => {
                 let t = self.token()?;
-                let Token::Array(n) = t else { return Err(self.type_err(ty, &t)) };
+                let Token::Array(n) = t else { return Err(type_err(ty, &t)) };
                 let n = self.check_len(n, 1)?;
                 self.enter()?;
                 let mut v = if matches!(inner, Ty::Int) { self.int_array(n)? } else { self.list(inner, n)? };
@@ -303,20 +339,18 @@ impl<'a> Decoder<'a, '_> {
             }
             Ty::Dict(k, v) => {
                 let t = self.token()?;
-                let Token::Map(n) = t else { return Err(self.type_err(ty, &t)) };
+                let Token::Map(n) = t else { return Err(type_err(ty, &t)) };
                 let n = self.check_len(n, 2)?;
                 self.enter()?;
                 let mut entries = Vec::with_capacity(n);
                 for _ in 0..n {
                     let key = self.value(k)?;
-                    let seg = match &key {
-                        Value::Str(s) => Seg::Key(s.clone()),
-                        Value::Int(i) => Seg::Key(i.to_string()),
-                        _ => Seg::Key("?".into()),
+                    let label = match &key {
+                        Value::Str(s) => s.clone(),
+                        Value::Int(i) => i.to_string(),
+                        _ => "?".into(),
                     };
-                    self.path.push(seg);
-                    let val = self.value(v)?;
-                    self.path.pop();
+                    let val = self.at(Seg::Key(&label), |d| d.value(v))?;
                     entries.push((key, val));
                 }
                 self.depth -= 1;
@@ -326,48 +360,41 @@ impl<'a> Decoder<'a, '_> {
                 let t = self.peek()?;
                 match members.iter().find(|m| token_fits(m, &t)) {
                     Some(m) => self.value(m),
-                    None => Err(self.type_err(ty, &t)),
+                    None => Err(type_err(ty, &t)),
                 }
             }
-            Ty::Struct(s) => Ok(Value::Struct(Box::new(self.struct_value(s)?))),
+            Ty::Struct(s) => Ok(Value::Struct(self.struct_value(s)?)),
             Ty::Tensor(kind) => Ok(Value::Tensor(Box::new(self.tensor(*kind)?))),
             Ty::NestedTensors => self.nested_tensors(),
-            Ty::UtilityResult => {
-                let t = self.token()?;
-                match t {
-                    Token::Array(2) => {
-                        self.enter()?;
-                        self.path.push(Seg::Index(0));
-                        let ti = self.any()?;
-                        if ti != Value::Nil {
-                            // Custom result types travel pickled; vLLM only
-                            // accepts them with VLLM_ALLOW_INSECURE_SERIALIZATION.
-                            return Err(self.err(
-                                RejectClass::Validation,
-                                "a non-nil type_info needs VLLM_ALLOW_INSECURE_SERIALIZATION, which gateways never enable",
-                            ));
-                        }
-                        self.path.pop();
-                        self.path.push(Seg::Index(1));
-                        let v = self.any()?;
-                        self.path.pop();
-                        self.depth -= 1;
-                        Ok(Value::Array(vec![ti, v]))
+            Ty::UtilityResult => match self.token()? {
+                Token::Array(2) => {
+                    self.enter()?;
+                    let ti = self.at(Seg::Index(0), |d| d.any())?;
+                    if ti != Value::Nil {
+                        // Custom result types travel pickled; vLLM only
+                        // accepts them with VLLM_ALLOW_INSECURE_SERIALIZATION.
+                        return Err(err(
+                            RejectClass::Validation,
+                            "a non-nil type_info needs VLLM_ALLOW_INSECURE_SERIALIZATION, which gateways never enable",
+                        ));
                     }
-                    Token::Array(n) => Err(self.err(
-                        RejectClass::Validation,
-                        format!("expected UtilityResult [type_info, value], got array of {n}"),
-                    )),
-                    t => Err(self.type_err(ty, &t)),
+                    let v = self.at(Seg::Index(1), |d| d.any())?;
+                    self.depth -= 1;
+                    Ok(Value::Array(vec![ti, v]))
                 }
-            }
+                Token::Array(n) => Err(err(
+                    RejectClass::Validation,
+                    format!("expected UtilityResult [type_info, value], got array of {n}"),
+                )),
+                t => Err(type_err(ty, &t)),
+            },
         }
     }
 
     /// vLLM's rule: numbers stay numbers; a 3-array whose first element is
     /// a string is a torch tensor; any other array is a list of nested
     /// tensors.
-    fn nested_tensors(&mut self) -> Result<Value, Error> {
+    fn nested_tensors(&mut self) -> R<Value> {
         match self.peek()? {
             Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_) | Token::Bool(_) => self.any(),
             Token::Array(n) => {
@@ -383,13 +410,17 @@ impl<'a> Decoder<'a, '_> {
                 self.depth -= 1;
                 Ok(v)
             }
-            t => Err(self.type_err(&Ty::NestedTensors, &t)),
+            t => Err(type_err(&Ty::NestedTensors, &t)),
         }
     }
 
-    fn int_array(&mut self, n: usize) -> Result<Value, Error> {
+    fn int_array(&mut self, n: usize) -> R<Value> {
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
+            if let Some(v) = self.r.small_int() {
+                out.push(v);
+                continue;
+            }
             match self.token()? {
                 Token::Int(v) => out.push(v),
                 Token::UInt(v) => {
@@ -397,34 +428,25 @@ impl<'a> Decoder<'a, '_> {
                     let mut vals: Vec<Value> = out.into_iter().map(Value::Int).collect();
                     vals.push(Value::UInt(v));
                     for j in i + 1..n {
-                        self.path.push(Seg::Index(j));
-                        vals.push(self.value(&Ty::Int)?);
-                        self.path.pop();
+                        vals.push(self.at(Seg::Index(j), |d| d.value(&Ty::Int))?);
                     }
                     return Ok(Value::Array(vals));
                 }
-                t => {
-                    self.path.push(Seg::Index(i));
-                    let e = self.type_err(&Ty::Int, &t);
-                    self.path.pop();
-                    return Err(e);
-                }
+                t => return Err(type_err(&Ty::Int, &t).under(&Seg::Index(i).render())),
             }
         }
         Ok(Value::IntArray(out))
     }
 
-    fn list(&mut self, inner: &'static Ty, n: usize) -> Result<Value, Error> {
+    fn list(&mut self, inner: &'static Ty, n: usize) -> R<Value> {
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
-            self.path.push(Seg::Index(i));
-            out.push(self.value(inner)?);
-            self.path.pop();
+            out.push(self.at(Seg::Index(i), |d| d.value(inner))?);
         }
         Ok(Value::Array(out))
     }
 
-    fn any(&mut self) -> Result<Value, Error> {
+    fn any(&mut self) -> R<Value> {
         Ok(match self.token()? {
             Token::Nil => Value::Nil,
             Token::Bool(b) => Value::Bool(b),
@@ -432,9 +454,9 @@ impl<'a> Decoder<'a, '_> {
             Token::UInt(v) => Value::UInt(v),
             Token::F32(v) => Value::Float(v as f64),
             Token::F64(v) => Value::Float(v),
-            Token::Str(b) => Value::Str(self.utf8(b)?),
+            Token::Str(b) => Value::Str(utf8(b)?),
             Token::Bin(b) => Value::Bytes(b.to_vec()),
-            Token::Ext(t, b) => self.ext(t, b)?,
+            Token::Ext(t, b) => ext(t, b)?,
             Token::Array(n) => {
                 let n = self.check_len(n, 1)?;
                 self.enter()?;
@@ -448,13 +470,11 @@ impl<'a> Decoder<'a, '_> {
                 let mut entries = Vec::with_capacity(n);
                 for _ in 0..n {
                     let k = self.any()?;
-                    let seg = match &k {
-                        Value::Str(s) => Seg::Key(s.clone()),
-                        other => Seg::Key(format!("{other:?}")),
+                    let label = match &k {
+                        Value::Str(s) => s.clone(),
+                        other => format!("{other:?}"),
                     };
-                    self.path.push(seg);
-                    let v = self.any()?;
-                    self.path.pop();
+                    let v = self.at(Seg::Key(&label), |d| d.any())?;
                     entries.push((k, v));
                 }
                 self.depth -= 1;
@@ -463,17 +483,7 @@ impl<'a> Decoder<'a, '_> {
         })
     }
 
-    /// Ext types: vLLM's decoder knows 3 (raw view); 1 and 2 (pickle) need
-    /// `VLLM_ALLOW_INSECURE_SERIALIZATION`, which a gateway never enables.
-    fn ext(&self, t: i8, b: &[u8]) -> Result<Value, Error> {
-        if t == 3 {
-            Ok(Value::Ext(t, b.to_vec()))
-        } else {
-            Err(self.err(RejectClass::Type, format!("unsupported ext type {t} (only ext 3, raw buffers, is decoded)")))
-        }
-    }
-
-    fn struct_value(&mut self, s: &'static StructSchema) -> Result<StructValue, Error> {
+    fn struct_value(&mut self, s: &'static StructSchema) -> R<StructValue> {
         let t = self.token()?;
         self.enter()?;
         let v = match (s.layout, t) {
@@ -486,216 +496,217 @@ impl<'a> Decoder<'a, '_> {
                 } else {
                     "object"
                 };
-                return Err(self.err(RejectClass::Type, format!("expected {want} ({}), got {}", s.name, t.type_name())));
+                return Err(err(RejectClass::Type, format!("expected {want} ({}), got {}", s.name, t.type_name())));
             }
         };
         self.depth -= 1;
         if let Some(validate) = s.validate {
             if let Err(violation) = validate(&v) {
-                let mut path = self.path_string();
-                if !violation.field.is_empty() {
-                    path.push('.');
-                    path.push_str(&violation.field);
-                }
-                return Err(Error::new(RejectClass::Validation, path, violation.message));
+                let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
+                return Err(Box::new(Error::new(RejectClass::Validation, path, violation.message)));
             }
         }
         Ok(v)
     }
 
-    fn positional(&mut self, s: &'static StructSchema, n: u32) -> Result<StructValue, Error> {
+    fn positional(&mut self, s: &'static StructSchema, n: u32) -> R<StructValue> {
         let n = self.check_len(n, 1)?;
-        let required = s.required();
         let nf = s.fields.len();
-        if n < required {
-            return Err(self.err(
+        if n < nf && n < s.required() {
+            let required = s.required();
+            return Err(err(
                 RejectClass::MissingField,
                 format!("expected array of at least length {required} ({}), got {n}", s.name),
             ));
         }
         if matches!(s.layout, Layout::NamedTuple | Layout::Tuple) && n > nf {
-            return Err(
-                self.err(RejectClass::Type, format!("expected array of at most length {nf} ({}), got {n}", s.name))
-            );
+            return Err(err(RejectClass::Type, format!("expected array of at most length {nf} ({}), got {n}", s.name)));
         }
-        let mut fields = Vec::with_capacity(nf);
-        for (i, field) in s.fields.iter().enumerate() {
-            if i < n {
-                self.path.push(Seg::Field(field.name));
-                fields.push(self.value(field.ty)?);
-                self.path.pop();
-            } else {
-                fields.push(default_for(field));
+        let base = self.scratch.len();
+        for (i, field) in s.fields.iter().enumerate().take(n) {
+            // Fast path: most fields of an output are nil, and held only
+            // when nil is not their default.
+            if matches!(field.ty, Ty::Optional(_)) && self.r.peek_byte() == Some(0xc0) {
+                self.r.bump();
+                if field.default != FieldDefault::Nil {
+                    self.scratch.push((i as u16, Value::Nil));
+                }
+                continue;
+            }
+            let v = self.at(Seg::Field(field.name), |d| d.value(field.ty))?;
+            if field.default == FieldDefault::Required || !is_default(&v, &field.default) {
+                self.scratch.push((i as u16, v));
             }
         }
         for i in nf..n {
-            self.path.push(Seg::Index(i));
-            let p = self.path_string();
-            self.path.pop();
-            self.r.skip_value().map_err(|e| self.read_err(e))?;
-            self.drift.push(p);
+            self.r.skip_value().map_err(read_err)?;
+            self.drift.push(Seg::Index(i).render());
         }
-        Ok(StructValue { schema: s, fields, extra: Vec::new() })
+        let entries = self.scratch.split_off(base).into_boxed_slice();
+        Ok(StructValue::from_entries(s, entries))
     }
 
-    fn keyed(&mut self, s: &'static StructSchema, n: u32) -> Result<StructValue, Error> {
+    fn keyed(&mut self, s: &'static StructSchema, n: u32) -> R<StructValue> {
         let n = self.check_len(n, 2)?;
-        let mut fields: Vec<Option<Value>> = (0..s.fields.len()).map(|_| None).collect();
+        let base = self.scratch.len();
+        let mut sorted = true;
+        // Which fields the wire carried (the tables have at most 64 fields
+        // per struct; `schema_tables` checks it).
+        let mut present: u64 = 0;
         for _ in 0..n {
             let key = match self.token()? {
                 Token::Str(b) => b,
                 t => {
-                    return Err(
-                        self.err(RejectClass::Type, format!("expected str key ({}), got {}", s.name, t.type_name()))
-                    )
+                    return Err(err(RejectClass::Type, format!("expected str key ({}), got {}", s.name, t.type_name())))
                 }
             };
             match s.fields.iter().position(|f| f.name.as_bytes() == key) {
                 Some(i) => {
                     let field = &s.fields[i];
-                    self.path.push(Seg::Field(field.name));
-                    fields[i] = Some(self.value(field.ty)?);
-                    self.path.pop();
+                    let v = self.at(Seg::Field(field.name), |d| d.value(field.ty))?;
+                    if self.scratch.len() > base && self.scratch[self.scratch.len() - 1].0 >= i as u16 {
+                        sorted = false;
+                    }
+                    self.scratch.push((i as u16, v));
+                    present |= 1u64 << (i & 63);
                 }
                 None => {
-                    let name = self.utf8(key)?;
-                    self.path.push(Seg::Key(name));
-                    let p = self.path_string();
-                    self.path.pop();
-                    self.r.skip_value().map_err(|e| self.read_err(e))?;
-                    self.drift.push(p);
+                    let name = utf8(key)?;
+                    self.r.skip_value().map_err(read_err)?;
+                    self.drift.push(Seg::Key(&name).render());
                 }
             }
         }
-        let mut out = Vec::with_capacity(s.fields.len());
-        for (slot, field) in fields.into_iter().zip(s.fields) {
-            match slot {
-                Some(v) => out.push(v),
-                None if field.default == crate::schema::Default::Required => {
-                    return Err(self.err(
-                        RejectClass::MissingField,
-                        format!("object missing required field `{}` ({})", field.name, s.name),
-                    ))
-                }
-                None => out.push(default_for(field)),
+        for (i, field) in s.fields.iter().enumerate() {
+            if field.default == FieldDefault::Required && present & (1u64 << (i & 63)) == 0 {
+                return Err(err(
+                    RejectClass::MissingField,
+                    format!("object missing required field `{}` ({})", field.name, s.name),
+                ));
             }
         }
-        Ok(StructValue { schema: s, fields: out, extra: Vec::new() })
+        let mut entries = self.scratch.split_off(base);
+        if !sorted {
+            // Keys out of declaration order, or repeated: the last one wins.
+            entries.reverse();
+            entries.sort_by_key(|(k, _)| *k);
+            entries.dedup_by_key(|(k, _)| *k);
+        }
+        Ok(StructValue::from_entries(s, entries.into_boxed_slice()))
     }
 
     /// A plain dict with known keys: every entry kept in wire order; known
     /// keys type-checked; required keys must be present.
-    fn open_map(&mut self, s: &'static StructSchema, n: u32) -> Result<StructValue, Error> {
+    fn open_map(&mut self, s: &'static StructSchema, n: u32) -> R<StructValue> {
         let n = self.check_len(n, 2)?;
         let mut extra = Vec::with_capacity(n);
         for _ in 0..n {
             let key = match self.token()? {
-                Token::Str(b) => self.utf8(b)?,
-                t => return Err(self.err(RejectClass::Type, format!("expected str key, got {}", t.type_name()))),
+                Token::Str(b) => utf8(b)?,
+                t => return Err(err(RejectClass::Type, format!("expected str key, got {}", t.type_name()))),
             };
             let ty = s.fields.iter().find(|f| f.name == key).map_or(&Ty::Any, |f| f.ty);
-            self.path.push(Seg::Key(key.clone()));
-            let v = self.value(ty)?;
-            self.path.pop();
-            extra.push((key, v));
+            let v = self.at(Seg::Key(&key), |d| d.value(ty))?;
+            extra.push((Value::Str(key), v));
         }
-        for field in s.fields.iter().filter(|f| f.default == crate::schema::Default::Required) {
-            if !extra.iter().any(|(k, _)| k == field.name) {
-                return Err(
-                    self.err(RejectClass::MissingField, format!("object missing required key `{}`", field.name))
-                );
+        for field in s.fields.iter().filter(|f| f.default == FieldDefault::Required) {
+            if !extra.iter().any(|(k, _)| matches!(k, Value::Str(s) if s == field.name)) {
+                return Err(err(RejectClass::MissingField, format!("object missing required key `{}`", field.name)));
             }
         }
-        let mut v = StructValue::with_defaults(s);
-        v.extra = extra;
-        Ok(v)
+        Ok(StructValue::new(s, vec![Value::Map(extra)]))
     }
 
-    fn tensor(&mut self, kind: TensorKind) -> Result<Tensor, Error> {
+    fn tensor(&mut self, kind: TensorKind) -> R<Tensor> {
         let t = self.token()?;
         let Token::Array(n) = t else {
-            return Err(
-                self.err(RejectClass::Type, format!("expected tensor [dtype, shape, data], got {}", t.type_name()))
-            );
+            return Err(err(RejectClass::Type, format!("expected tensor [dtype, shape, data], got {}", t.type_name())));
         };
         if n != 3 {
             // vLLM's decode hook unpacks three names: a ValueError there.
-            return Err(
-                self.err(RejectClass::Validation, format!("expected tensor [dtype, shape, data], got array of {n}"))
-            );
+            return Err(err(
+                RejectClass::Validation,
+                format!("expected tensor [dtype, shape, data], got array of {n}"),
+            ));
         }
         self.enter()?;
-        self.path.push(Seg::Index(0));
-        let dtype = match self.token()? {
-            Token::Str(b) => self.utf8(b)?,
-            t => return Err(self.type_err(&Ty::Str, &t)),
-        };
-        let parsed = match kind {
-            TensorKind::Numpy => numpy_dtype(&dtype),
-            TensorKind::Torch => torch_dtype(&dtype),
-        };
-        let Some(parsed) = parsed else {
-            let which = if kind == TensorKind::Numpy { "numpy" } else { "torch" };
-            // numpy / torch reject the name inside vLLM's decode hook.
-            return Err(self.err(RejectClass::Validation, format!("unknown {which} dtype {dtype:?}")));
-        };
-        self.path.pop();
-        self.path.push(Seg::Index(1));
-        let t = self.token()?;
-        let Token::Array(dims) = t else { return Err(self.type_err(&Ty::List(&Ty::Int), &t)) };
-        let dims = self.check_len(dims, 1)?;
-        let mut shape = Vec::with_capacity(dims);
-        for i in 0..dims {
-            match self.token()? {
-                Token::Int(d) if d >= 0 => shape.push(d),
-                Token::Int(d) => {
-                    self.path.push(Seg::Index(i));
-                    let e = self.err(RejectClass::Frames, format!("negative dimension {d}"));
-                    return Err(e);
-                }
-                t => {
-                    self.path.push(Seg::Index(i));
-                    let e = self.type_err(&Ty::Int, &t);
-                    return Err(e);
+        let (dtype, parsed) = self.at(Seg::Index(0), |d| {
+            let dtype = match d.token()? {
+                Token::Str(b) => utf8(b)?,
+                t => return Err(type_err(&Ty::Str, &t)),
+            };
+            let parsed = match kind {
+                TensorKind::Numpy => numpy_dtype(&dtype),
+                TensorKind::Torch => torch_dtype(&dtype),
+            };
+            match parsed {
+                Some(p) => Ok((dtype, p)),
+                None => {
+                    // numpy / torch reject the name inside vLLM's decode hook.
+                    let which = if kind == TensorKind::Numpy { "numpy" } else { "torch" };
+                    Err(err(RejectClass::Validation, format!("unknown {which} dtype {dtype:?}")))
                 }
             }
-        }
-        self.path.pop();
-        self.path.push(Seg::Index(2));
-        let data: &[u8] = match self.token()? {
-            Token::Ext(3, b) => b,
-            Token::Bin(b) => b,
+        })?;
+        let shape = self.at(Seg::Index(1), |d| {
+            let t = d.token()?;
+            let Token::Array(dims) = t else { return Err(type_err(&Ty::List(&Ty::Int), &t)) };
+            let dims = d.check_len(dims, 1)?;
+            let mut shape = Vec::with_capacity(dims);
+            for i in 0..dims {
+                match d.token()? {
+                    Token::Int(x) if x >= 0 => shape.push(x),
+                    Token::Int(x) => {
+                        return Err(
+                            err(RejectClass::Frames, format!("negative dimension {x}")).under(&Seg::Index(i).render())
+                        )
+                    }
+                    t => return Err(type_err(&Ty::Int, &t).under(&Seg::Index(i).render())),
+                }
+            }
+            Ok(shape)
+        })?;
+        let frames = self.frames;
+        let data: &[u8] = self.at(Seg::Index(2), |d| match d.token()? {
+            Token::Ext(3, b) => Ok(b),
+            Token::Bin(b) => Ok(b),
             Token::Int(i) => {
-                if i < 0 || i as usize >= self.frames.len() {
-                    return Err(self.err(
+                if i < 0 || i as usize >= frames.len() {
+                    return Err(err(
                         RejectClass::Frames,
-                        format!("aux frame index {i} out of range ({} frames)", self.frames.len()),
+                        format!("aux frame index {i} out of range ({} frames)", frames.len()),
                     ));
                 }
-                self.frames[i as usize]
+                Ok(frames[i as usize])
             }
-            Token::Ext(t, _) => {
-                return Err(self.err(RejectClass::Type, format!("tensor data has ext type {t}, expected 3")))
-            }
-            t => {
-                return Err(self.err(
-                    RejectClass::Type,
-                    format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()),
-                ))
-            }
-        };
+            Token::Ext(t, _) => Err(err(RejectClass::Type, format!("tensor data has ext type {t}, expected 3"))),
+            t => Err(err(
+                RejectClass::Type,
+                format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()),
+            )),
+        })?;
         let count = Tensor::element_count(&shape);
         let want = count.and_then(|c| c.checked_mul(parsed.elem.size()));
         if want != Some(data.len()) {
             let shown = want.map_or_else(|| "an overflowing size".to_string(), |w| format!("{w} bytes"));
-            return Err(self.err(
+            return Err(err(
                 RejectClass::Frames,
                 format!("buffer of {} bytes does not match dtype {dtype} and shape {shape:?} ({shown})", data.len()),
-            ));
+            )
+            .under("[2]"));
         }
-        self.path.pop();
         self.depth -= 1;
         Ok(Tensor { dtype, shape, data: data.to_vec() })
+    }
+}
+
+/// Ext types: vLLM's decoder knows 3 (raw view); 1 and 2 (pickle) need
+/// `VLLM_ALLOW_INSECURE_SERIALIZATION`, which a gateway never enables.
+fn ext(t: i8, b: &[u8]) -> R<Value> {
+    if t == 3 {
+        Ok(Value::Ext(t, b.to_vec()))
+    } else {
+        Err(err(RejectClass::Type, format!("unsupported ext type {t} (only ext 3, raw buffers, is decoded)")))
     }
 }
 

@@ -25,8 +25,8 @@ pub const ZERO_COPY_THRESHOLD: usize = 256;
 
 /// Encodes `value` as `ty`, returning the payload followed by aux frames.
 pub fn encode_payload(root: &'static str, ty: &'static Ty, value: &Value) -> Result<Vec<Vec<u8>>, Error> {
-    let mut e = Encoder { out: Vec::with_capacity(256), aux: Vec::new(), path: vec![root.to_string()] };
-    e.value(ty, value)?;
+    let mut e = Encoder { out: Vec::with_capacity(256), aux: Vec::new() };
+    e.value(ty, value).map_err(|err| err.under(root))?;
     let mut frames = Vec::with_capacity(1 + e.aux.len());
     frames.push(e.out);
     frames.extend(e.aux);
@@ -42,17 +42,40 @@ pub fn encode_into(
     out: &mut Vec<u8>,
     aux: &mut Vec<Vec<u8>>,
 ) -> Result<(), Error> {
-    let mut e = Encoder { out: std::mem::take(out), aux: std::mem::take(aux), path: vec![root.to_string()] };
-    let r = e.value(ty, value);
+    let mut e = Encoder { out: std::mem::take(out), aux: std::mem::take(aux) };
+    let r = e.value(ty, value).map_err(|err| err.under(root));
     *out = e.out;
     *aux = e.aux;
     r
 }
 
+/// The encoding of `value` as `ty` when it needs no aux frame (used for
+/// defaults); `None` if it cannot be encoded that way.
+pub(crate) fn encode_plain(ty: &'static Ty, value: &Value) -> Option<Vec<u8>> {
+    let mut e = Encoder { out: Vec::new(), aux: Vec::new() };
+    e.value(ty, value).ok()?;
+    e.aux.is_empty().then_some(e.out)
+}
+
 struct Encoder {
     out: Vec<u8>,
     aux: Vec<Vec<u8>>,
-    path: Vec<String>,
+}
+
+/// Builds error paths while unwinding, so encoding pays nothing for them
+/// on success.
+trait Within {
+    fn at(self, seg: impl FnOnce() -> String) -> Self;
+}
+
+impl<T> Within for Result<T, Error> {
+    #[inline]
+    fn at(self, seg: impl FnOnce() -> String) -> Self {
+        self.map_err(|mut e| {
+            e.path.insert_str(0, &seg());
+            e
+        })
+    }
 }
 
 fn value_kind(v: &Value) -> &'static str {
@@ -73,7 +96,7 @@ fn value_kind(v: &Value) -> &'static str {
 
 impl Encoder {
     fn err(&self, detail: String) -> Error {
-        Error::new(RejectClass::Type, self.path.join(""), detail)
+        Error::new(RejectClass::Type, String::new(), detail)
     }
 
     fn mismatch(&self, want: &str, got: &Value) -> Error {
@@ -97,7 +120,7 @@ impl Encoder {
                     if !e.contains(*i) {
                         return Err(Error::new(
                             RejectClass::Enum,
-                            self.path.join(""),
+                            String::new(),
                             format!("invalid enum value {i} for {}", e.name),
                         ));
                     }
@@ -125,7 +148,7 @@ impl Encoder {
             }
             (Ty::StrLiteral(allowed), Value::Str(s)) => {
                 if !allowed.contains(&s.as_str()) {
-                    return Err(Error::new(RejectClass::Enum, self.path.join(""), format!("invalid enum value {s:?}")));
+                    return Err(Error::new(RejectClass::Enum, String::new(), format!("invalid enum value {s:?}")));
                 }
                 write::str(&mut self.out, s);
                 Ok(())
@@ -138,18 +161,13 @@ impl Encoder {
                 if !matches!(inner, Ty::Int | Ty::Any | Ty::Float) {
                     return Err(self.mismatch("a list of non-integers", v));
                 }
-                write::array_len(&mut self.out, xs.len() as u32);
-                for &x in xs {
-                    write::int(&mut self.out, x);
-                }
+                write::int_array(&mut self.out, xs);
                 Ok(())
             }
             (Ty::List(inner) | Ty::Set(inner), Value::Array(xs)) => {
                 write::array_len(&mut self.out, xs.len() as u32);
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(format!("[{i}]"));
-                    self.value(inner, x)?;
-                    self.path.pop();
+                    self.value(inner, x).at(|| format!("[{i}]"))?;
                 }
                 Ok(())
             }
@@ -157,12 +175,10 @@ impl Encoder {
                 write::map_len(&mut self.out, entries.len() as u32);
                 for (key, x) in entries {
                     self.value(k, key)?;
-                    self.path.push(match key {
+                    self.value(val, x).at(|| match key {
                         Value::Str(s) => format!(".{s}"),
                         other => format!("[{other:?}]"),
-                    });
-                    self.value(val, x)?;
-                    self.path.pop();
+                    })?;
                 }
                 Ok(())
             }
@@ -183,9 +199,7 @@ impl Encoder {
             (Ty::NestedTensors, Value::Array(xs)) => {
                 write::array_len(&mut self.out, xs.len() as u32);
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(format!("[{i}]"));
-                    self.value(&Ty::NestedTensors, x)?;
-                    self.path.pop();
+                    self.value(&Ty::NestedTensors, x).at(|| format!("[{i}]"))?;
                 }
                 Ok(())
             }
@@ -213,12 +227,7 @@ impl Encoder {
             Value::Str(s) => write::str(&mut self.out, s),
             Value::Bytes(b) => write::bin(&mut self.out, b),
             Value::Ext(t, b) => write::ext(&mut self.out, *t, b),
-            Value::IntArray(xs) => {
-                write::array_len(&mut self.out, xs.len() as u32);
-                for &x in xs {
-                    write::int(&mut self.out, x);
-                }
-            }
+            Value::IntArray(xs) => write::int_array(&mut self.out, xs),
             Value::Array(xs) => {
                 write::array_len(&mut self.out, xs.len() as u32);
                 for x in xs {
@@ -239,20 +248,39 @@ impl Encoder {
     }
 
     fn struct_value(&mut self, s: &'static StructSchema, v: &StructValue) -> Result<(), Error> {
-        if s.layout != Layout::OpenMap && v.fields.len() != s.fields.len() {
-            return Err(self.err(format!("{} has {} fields, value has {}", s.name, s.fields.len(), v.fields.len())));
+        if !std::ptr::eq(v.schema, s) && v.schema.fields.len() != s.fields.len() {
+            return Err(self.err(format!(
+                "{} has {} fields, value has {}",
+                s.name,
+                s.fields.len(),
+                v.schema.fields.len()
+            )));
         }
         match s.layout {
             Layout::Positional | Layout::NamedTuple | Layout::Tuple => {
                 write::array_len(&mut self.out, s.fields.len() as u32);
-                for (field, x) in s.fields.iter().zip(&v.fields) {
-                    self.field(field.name, field.ty, x)?;
+                // Fields not held are defaults: each run of them is one copy
+                // of their precomputed bytes.
+                let defaults = s.defaults();
+                let mut next = 0;
+                for (i, x) in v.entries() {
+                    let i = *i as usize;
+                    self.default_run(s, defaults, next, i)?;
+                    let field = &s.fields[i];
+                    if matches!(x, Value::Nil) && matches!(field.ty, Ty::Optional(_) | Ty::Any) {
+                        write::nil(&mut self.out);
+                    } else {
+                        self.field(field.name, field.ty, x)?;
+                    }
+                    next = i + 1;
                 }
+                self.default_run(s, defaults, next, s.fields.len())?;
             }
             Layout::SparseMap => {
-                let n = s.fields.iter().zip(&v.fields).filter(|(f, x)| !is_default(x, &f.default)).count();
+                let n = v.entries().iter().filter(|(i, x)| !is_default(x, &s.fields[*i as usize].default)).count();
                 self.map_header(s, n);
-                for (field, x) in s.fields.iter().zip(&v.fields) {
+                for (i, x) in v.entries() {
+                    let field = &s.fields[*i as usize];
                     if !is_default(x, &field.default) {
                         write::str(&mut self.out, field.name);
                         self.field(field.name, field.ty, x)?;
@@ -261,30 +289,59 @@ impl Encoder {
             }
             Layout::FullMap => {
                 self.map_header(s, s.fields.len());
-                for (field, x) in s.fields.iter().zip(&v.fields) {
+                for (field, x) in s.fields.iter().zip(v.fields()) {
                     write::str(&mut self.out, field.name);
                     self.field(field.name, field.ty, x)?;
                 }
             }
             Layout::OpenMap => {
-                write::map_len(&mut self.out, v.extra.len() as u32);
-                for (k, x) in &v.extra {
+                let entries = v.open_entries();
+                write::map_len(&mut self.out, entries.len() as u32);
+                for (k, x) in entries {
+                    let Value::Str(k) = k else { return Err(self.err(format!("open map key {k:?} is not a str"))) };
                     write::str(&mut self.out, k);
                     let ty = s.fields.iter().find(|f| f.name == k).map_or(&Ty::Any, |f| f.ty);
-                    self.path.push(format!(".{k}"));
-                    self.value(ty, x)?;
-                    self.path.pop();
+                    self.value(ty, x).at(|| format!(".{k}"))?;
                 }
             }
         }
         Ok(())
     }
 
+    /// Writes the defaults of fields `a..b` (an error names the first
+    /// required field among them).
+    #[inline]
+    fn default_run(
+        &mut self,
+        s: &'static StructSchema,
+        d: &crate::schema::Defaults,
+        a: usize,
+        b: usize,
+    ) -> Result<(), Error> {
+        if a >= b {
+            return Ok(());
+        }
+        match d.wire_run(a, b) {
+            Some(bytes) => {
+                self.out.extend_from_slice(bytes);
+                Ok(())
+            }
+            None => {
+                let f = (a..b)
+                    .map(|i| &s.fields[i])
+                    .find(|f| crate::encode::encode_plain(f.ty, &Value::Nil).is_none())
+                    .unwrap_or(&s.fields[a]);
+                Err(Error::new(
+                    RejectClass::MissingField,
+                    format!(".{}", f.name),
+                    format!("required field `{}` is not set", f.name),
+                ))
+            }
+        }
+    }
+
     fn field(&mut self, name: &'static str, ty: &'static Ty, v: &Value) -> Result<(), Error> {
-        self.path.push(format!(".{name}"));
-        self.value(ty, v)?;
-        self.path.pop();
-        Ok(())
+        self.value(ty, v).at(|| format!(".{name}"))
     }
 
     fn map_header(&mut self, s: &StructSchema, n: usize) {

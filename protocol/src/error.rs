@@ -75,6 +75,14 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The same error with `prefix` prefixed to its path.
+    pub fn under(mut self, prefix: &str) -> Self {
+        self.path.insert_str(0, prefix);
+        self
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() {

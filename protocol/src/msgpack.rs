@@ -94,6 +94,32 @@ impl<'a> Reader<'a> {
         self.buf.get(self.pos).copied()
     }
 
+    /// Consumes one byte already seen with `peek_byte`.
+    #[inline]
+    pub fn bump(&mut self) {
+        debug_assert!(self.pos < self.buf.len());
+        self.pos += 1;
+    }
+
+    /// Fast path for integers (the bulk of token-id lists): positive and
+    /// negative fixints and the unsigned forms. `None` when the next token is
+    /// something else (the caller then uses `token`).
+    #[inline]
+    pub fn small_int(&mut self) -> Option<i64> {
+        let b = *self.buf.get(self.pos)?;
+        let rest = &self.buf[self.pos + 1..];
+        let (v, n) = match b {
+            0x00..=0x7f => (b as i64, 1),
+            0xe0..=0xff => (b as i8 as i64, 1),
+            0xcc if !rest.is_empty() => (rest[0] as i64, 2),
+            0xcd if rest.len() >= 2 => (u16::from_be_bytes([rest[0], rest[1]]) as i64, 3),
+            0xce if rest.len() >= 4 => (u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as i64, 5),
+            _ => return None,
+        };
+        self.pos += n;
+        Some(v)
+    }
+
     #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], ReadError> {
         if self.remaining() < n {
@@ -233,30 +259,103 @@ pub mod write {
     }
 
     /// Smallest form; non-negative values as unsigned (msgspec's choice).
-    #[inline]
+    /// Hand-written for the hot path (one `extend` per value); the forms are
+    /// checked against `rmp::encode::write_sint` in this module's tests.
+    #[inline(always)]
     pub fn int(out: &mut Vec<u8>, v: i64) {
-        if (0..128).contains(&v) {
+        if v >= 0 {
+            uint(out, v as u64);
+        } else if v >= -32 {
             out.push(v as u8);
+        } else if v >= i8::MIN as i64 {
+            out.extend_from_slice(&[0xd0, v as u8]);
+        } else if v >= i16::MIN as i64 {
+            let b = (v as i16).to_be_bytes();
+            out.extend_from_slice(&[0xd1, b[0], b[1]]);
+        } else if v >= i32::MIN as i64 {
+            let b = (v as i32).to_be_bytes();
+            out.extend_from_slice(&[0xd2, b[0], b[1], b[2], b[3]]);
         } else {
-            let _ = encode::write_sint(out, v);
+            out.push(0xd3);
+            out.extend_from_slice(&v.to_be_bytes());
         }
     }
 
-    #[inline]
+    /// An array of integers (token ids): one reservation, then each value
+    /// in its smallest form.
+    pub fn int_array(out: &mut Vec<u8>, xs: &[i64]) {
+        array_len(out, xs.len() as u32);
+        out.reserve(xs.len() * 9);
+        let start = out.len();
+        let spare = &mut out.spare_capacity_mut()[..xs.len() * 9];
+        let mut p = 0;
+        let mut put = |bytes: &[u8]| {
+            for (dst, &b) in spare[p..p + bytes.len()].iter_mut().zip(bytes) {
+                dst.write(b);
+            }
+            p += bytes.len();
+        };
+        for &v in xs {
+            if (0..128).contains(&v) {
+                put(&[v as u8]);
+            } else if (128..256).contains(&v) {
+                put(&[0xcc, v as u8]);
+            } else if (256..65536).contains(&v) {
+                let b = (v as u16).to_be_bytes();
+                put(&[0xcd, b[0], b[1]]);
+            } else if (65536..1 << 32).contains(&v) {
+                let b = (v as u32).to_be_bytes();
+                put(&[0xce, b[0], b[1], b[2], b[3]]);
+            } else {
+                let mut one = Vec::with_capacity(9);
+                int(&mut one, v);
+                put(&one);
+            }
+        }
+        // SAFETY: `put` initialised exactly `p` bytes of the spare capacity
+        // after `start` (at most 9 per value, all reserved above).
+        unsafe { out.set_len(start + p) };
+    }
+
+    #[inline(always)]
     pub fn uint(out: &mut Vec<u8>, v: u64) {
-        let _ = encode::write_uint(out, v);
+        if v < 128 {
+            out.push(v as u8);
+        } else if v < 256 {
+            out.extend_from_slice(&[0xcc, v as u8]);
+        } else if v < 65536 {
+            let b = (v as u16).to_be_bytes();
+            out.extend_from_slice(&[0xcd, b[0], b[1]]);
+        } else if v < 1 << 32 {
+            let b = (v as u32).to_be_bytes();
+            out.extend_from_slice(&[0xce, b[0], b[1], b[2], b[3]]);
+        } else {
+            out.push(0xcf);
+            out.extend_from_slice(&v.to_be_bytes());
+        }
     }
 
     /// Always float64, as msgspec writes Python floats.
     #[inline]
     pub fn float(out: &mut Vec<u8>, v: f64) {
-        out.push(0xcb);
-        out.extend_from_slice(&v.to_be_bytes());
+        let b = v.to_be_bytes();
+        out.extend_from_slice(&[0xcb, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     }
 
     #[inline]
     pub fn str(out: &mut Vec<u8>, s: &str) {
-        let _ = encode::write_str_len(out, s.len() as u32);
+        let n = s.len();
+        if n < 32 {
+            out.push(0xa0 | n as u8);
+        } else if n < 256 {
+            out.extend_from_slice(&[0xd9, n as u8]);
+        } else if n < 65536 {
+            let b = (n as u16).to_be_bytes();
+            out.extend_from_slice(&[0xda, b[0], b[1]]);
+        } else {
+            let b = (n as u32).to_be_bytes();
+            out.extend_from_slice(&[0xdb, b[0], b[1], b[2], b[3]]);
+        }
         out.extend_from_slice(s.as_bytes());
     }
 
@@ -267,11 +366,28 @@ pub mod write {
 
     #[inline]
     pub fn array_len(out: &mut Vec<u8>, n: u32) {
-        let _ = encode::write_array_len(out, n);
+        if n < 16 {
+            out.push(0x90 | n as u8);
+        } else if n < 65536 {
+            let b = (n as u16).to_be_bytes();
+            out.extend_from_slice(&[0xdc, b[0], b[1]]);
+        } else {
+            let b = n.to_be_bytes();
+            out.extend_from_slice(&[0xdd, b[0], b[1], b[2], b[3]]);
+        }
     }
 
+    #[inline]
     pub fn map_len(out: &mut Vec<u8>, n: u32) {
-        let _ = encode::write_map_len(out, n);
+        if n < 16 {
+            out.push(0x80 | n as u8);
+        } else if n < 65536 {
+            let b = (n as u16).to_be_bytes();
+            out.extend_from_slice(&[0xde, b[0], b[1]]);
+        } else {
+            let b = n.to_be_bytes();
+            out.extend_from_slice(&[0xdf, b[0], b[1], b[2], b[3]]);
+        }
     }
 
     /// A `map16` header whatever the count, as msgspec writes structs and
@@ -308,6 +424,30 @@ mod tests {
         assert_eq!(written(|o| write::int(o, -1)), [0xff]);
         assert_eq!(written(|o| write::int(o, -33)), [0xd0, 0xdf]);
         assert_eq!(written(|o| write::uint(o, 0x8000_0000_0000_0001)), [0xcf, 0x80, 0, 0, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn hand_written_forms_match_rmp() {
+        let mut probes: Vec<i64> = vec![i64::MIN, i64::MAX, 0];
+        for shift in 0..63 {
+            let p = 1i64 << shift;
+            probes.extend([p - 1, p, p + 1, -p - 1, -p, -p + 1]);
+        }
+        for v in probes {
+            let mut theirs = Vec::new();
+            rmp::encode::write_sint(&mut theirs, v).unwrap();
+            assert_eq!(written(|o| write::int(o, v)), theirs, "{v}");
+        }
+        for n in [0u32, 1, 15, 16, 31, 32, 255, 256, 65535, 65536, 1 << 20] {
+            let (mut a, mut m, mut s) = (Vec::new(), Vec::new(), Vec::new());
+            rmp::encode::write_array_len(&mut a, n).unwrap();
+            rmp::encode::write_map_len(&mut m, n).unwrap();
+            rmp::encode::write_str_len(&mut s, n).unwrap();
+            assert_eq!(written(|o| write::array_len(o, n)), a, "array {n}");
+            assert_eq!(written(|o| write::map_len(o, n)), m, "map {n}");
+            let text = "x".repeat(n as usize);
+            assert_eq!(&written(|o| write::str(o, &text))[..s.len()], &s[..], "str {n}");
+        }
     }
 
     #[test]

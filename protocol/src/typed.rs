@@ -233,9 +233,9 @@ pub fn engine_core_request(
     let mut r = StructValue::with_defaults(schema);
     r.set("request_id", Value::Str(request_id.into()));
     r.set("prompt_token_ids", Value::IntArray(prompt_token_ids));
-    r.set("sampling_params", Value::Struct(Box::new(sampling_params)));
+    r.set("sampling_params", Value::Struct(sampling_params));
     r.set("arrival_time", Value::Float(arrival_time));
-    Value::Struct(Box::new(r))
+    Value::Struct(r)
 }
 
 // ===== read-only views of decoded outputs =====

@@ -20,45 +20,130 @@ pub enum Value {
     /// Key-value pairs in wire order.
     Map(Vec<(Value, Value)>),
     Ext(i8, Vec<u8>),
-    Struct(Box<StructValue>),
+    Struct(StructValue),
     Tensor(Box<Tensor>),
 }
 
-/// A struct value: `fields[i]` belongs to `schema.fields[i]`.
+/// A struct value of `schema`, stored sparsely: only the fields set away from
+/// their defaults (plus any set explicitly) are held, as `(field index,
+/// value)` in ascending index order; every other field reads as its default
+/// ([`StructValue::field`]). Decoded structs are mostly defaults (an output
+/// step carries 2-4 of 19 fields), so this keeps decoding to one small
+/// allocation per struct. For an open map (the HELLO/READY dicts) the one
+/// entry is a `Value::Map` of every key in wire order
+/// ([`StructValue::open_entries`]).
+///
+/// 24 bytes, held inline in `Value`.
 #[derive(Debug, Clone)]
 pub struct StructValue {
     pub schema: &'static StructSchema,
-    pub fields: Vec<Value>,
-    /// For open maps (HELLO/READY dicts): keys beyond the schema, in wire
-    /// order, which the view keeps. Empty for every other layout.
-    pub extra: Vec<(String, Value)>,
+    entries: Box<[(u16, Value)]>,
 }
 
 impl PartialEq for StructValue {
+    /// Field by field, defaults included: a default held explicitly equals
+    /// one that is absent.
     fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.schema, other.schema) && self.fields == other.fields && self.extra == other.extra
+        std::ptr::eq(self.schema, other.schema) && self.fields().eq(other.fields())
     }
 }
 
 impl StructValue {
-    /// A struct holding every default; required fields hold nil until set.
+    /// A struct holding every default; required fields read as nil until set.
     pub fn with_defaults(schema: &'static StructSchema) -> Self {
-        StructValue { schema, fields: schema.fields.iter().map(default_for).collect(), extra: Vec::new() }
+        if schema.layout == crate::schema::Layout::OpenMap {
+            return StructValue { schema, entries: Box::new([(0, Value::Map(Vec::new()))]) };
+        }
+        StructValue { schema, entries: Box::new([]) }
+    }
+
+    /// A struct from all its fields in schema order (defaults dropped).
+    pub fn new(schema: &'static StructSchema, fields: Vec<Value>) -> Self {
+        if schema.layout == crate::schema::Layout::OpenMap {
+            return StructValue { schema, entries: fields.into_iter().take(1).map(|v| (0, v)).collect() };
+        }
+        let entries = fields
+            .into_iter()
+            .zip(schema.fields)
+            .enumerate()
+            .filter(|(_, (v, f))| f.default == Default::Required || !is_default(v, &f.default))
+            .map(|(i, (v, _))| (i as u16, v))
+            .collect();
+        StructValue { schema, entries }
+    }
+
+    /// A struct from `(field index, value)` pairs in ascending index order.
+    pub(crate) fn from_entries(schema: &'static StructSchema, entries: Box<[(u16, Value)]>) -> Self {
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+        StructValue { schema, entries }
+    }
+
+    /// The fields held explicitly, as `(field index, value)`.
+    pub fn entries(&self) -> &[(u16, Value)] {
+        &self.entries
+    }
+
+    /// Field `i` (its default when not held).
+    pub fn field(&self, i: usize) -> &Value {
+        match self.entries.binary_search_by_key(&(i as u16), |(k, _)| *k) {
+            Ok(at) => &self.entries[at].1,
+            Err(_) => &self.schema.default_values()[i],
+        }
+    }
+
+    /// Every field in schema order, defaults included.
+    pub fn fields(&self) -> Fields<'_> {
+        Fields { s: self, i: 0, next: 0 }
+    }
+
+    /// Field `i`, to change (held explicitly from now on).
+    pub fn field_mut(&mut self, i: usize) -> &mut Value {
+        let at = match self.entries.binary_search_by_key(&(i as u16), |(k, _)| *k) {
+            Ok(at) => at,
+            Err(at) => {
+                let mut v = std::mem::take(&mut self.entries).into_vec();
+                v.insert(at, (i as u16, default_for(&self.schema.fields[i])));
+                self.entries = v.into_boxed_slice();
+                at
+            }
+        };
+        &mut self.entries[at].1
+    }
+
+    /// The entries of an open map (empty for other layouts).
+    pub fn open_entries(&self) -> &[(Value, Value)] {
+        match self.entries.first() {
+            Some((_, Value::Map(m))) if self.schema.layout == crate::schema::Layout::OpenMap => m,
+            _ => &[],
+        }
+    }
+
+    /// The entries of an open map, to add to; panics on other layouts.
+    pub fn open_entries_mut(&mut self) -> &mut Vec<(Value, Value)> {
+        assert_eq!(self.schema.layout, crate::schema::Layout::OpenMap, "{} is not an open map", self.schema.name);
+        match &mut self.entries[0].1 {
+            Value::Map(m) => m,
+            _ => unreachable!("open maps hold one Value::Map"),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.schema.index_of(name).map(|i| &self.fields[i])
+        if self.schema.layout == crate::schema::Layout::OpenMap {
+            return self.open_entries().iter().find(|(k, _)| matches!(k, Value::Str(s) if s == name)).map(|(_, v)| v);
+        }
+        self.schema.index_of(name).map(|i| self.field(i))
     }
 
     pub fn get_mut(&mut self, name: &str) -> Option<&mut Value> {
-        self.schema.index_of(name).map(move |i| &mut self.fields[i])
+        let i = self.schema.index_of(name)?;
+        Some(self.field_mut(i))
     }
 
     /// Sets a field by name; panics on a name the schema lacks (a programming
     /// error in the caller, never reachable from wire input).
     pub fn set(&mut self, name: &str, v: Value) -> &mut Self {
         let i = self.schema.index_of(name).unwrap_or_else(|| panic!("{} has no field {name}", self.schema.name));
-        self.fields[i] = v;
+        *self.field_mut(i) = v;
         self
     }
 
@@ -96,11 +181,46 @@ impl StructValue {
     }
 }
 
+/// Every field of a struct value in schema order, defaults included.
+pub struct Fields<'a> {
+    s: &'a StructValue,
+    i: usize,
+    next: usize,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = &'a Value;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a Value> {
+        let n = self.s.schema.fields.len();
+        if self.i >= n {
+            return None;
+        }
+        let i = self.i;
+        self.i += 1;
+        match self.s.entries.get(self.next) {
+            Some((k, v)) if *k as usize == i => {
+                self.next += 1;
+                Some(v)
+            }
+            _ => Some(&self.s.schema.default_values()[i]),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.s.schema.fields.len() - self.i;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for Fields<'_> {}
+
 /// The default value of a field (nil for required fields).
 pub fn default_for(field: &crate::schema::Field) -> Value {
     if field.default == Default::NewStruct {
         if let Some(s) = field.ty.as_struct() {
-            return Value::Struct(Box::new(StructValue::with_defaults(s)));
+            return Value::Struct(StructValue::with_defaults(s));
         }
     }
     default_value(&field.default)

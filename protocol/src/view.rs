@@ -71,18 +71,20 @@ fn fits(ty: &Ty, v: &Value) -> bool {
 pub fn struct_view(sv: &StructValue) -> Json {
     let s = sv.schema;
     if s.layout == Layout::OpenMap {
-        let mut m = Map::with_capacity(sv.extra.len());
-        for (k, v) in &sv.extra {
+        let entries = sv.open_entries();
+        let mut m = Map::with_capacity(entries.len());
+        for (k, v) in entries {
+            let k = key_string(k);
             let ty = s.fields.iter().find(|f| f.name == k).map_or(&Ty::Any, |f| f.ty);
             m.insert(k.clone(), to_view(ty, v));
         }
         return Json::Object(m);
     }
     if s.layout == Layout::Tuple {
-        return Json::Array(s.fields.iter().zip(&sv.fields).map(|(f, v)| to_view(f.ty, v)).collect());
+        return Json::Array(s.fields.iter().zip(sv.fields()).map(|(f, v)| to_view(f.ty, v)).collect());
     }
     let mut m = Map::with_capacity(s.fields.len());
-    for (f, v) in s.fields.iter().zip(&sv.fields) {
+    for (f, v) in s.fields.iter().zip(sv.fields()) {
         m.insert(f.name.to_string(), to_view(f.ty, v));
     }
     Json::Object(m)
@@ -260,7 +262,7 @@ impl FromView {
                     .ok_or_else(|| self.err(format!("no union member fits {j}")))?;
                 self.value(m, j)
             }
-            (Ty::Struct(s), Json::Object(m)) => Ok(Value::Struct(Box::new(self.struct_value(s, m)?))),
+            (Ty::Struct(s), Json::Object(m)) => Ok(Value::Struct(self.struct_value(s, m)?)),
             (Ty::Struct(s), Json::Array(xs)) if s.layout == Layout::Tuple => {
                 if xs.len() != s.fields.len() {
                     return Err(self.err(format!(
@@ -276,7 +278,7 @@ impl FromView {
                     fields.push(self.value(f.ty, x)?);
                     self.path.pop();
                 }
-                Ok(Value::Struct(Box::new(StructValue { schema: s, fields, extra: Vec::new() })))
+                Ok(Value::Struct(StructValue::new(s, fields)))
             }
             (Ty::Tensor(kind), Json::Object(m)) => {
                 let t = self.tensor(*kind, m)?;
@@ -308,7 +310,8 @@ impl FromView {
             for (k, x) in m {
                 let ty = s.fields.iter().find(|f| f.name == k).map_or(&Ty::Any, |f| f.ty);
                 self.path.push(format!(".{k}"));
-                v.extra.push((k.clone(), self.value(ty, x)?));
+                let x = self.value(ty, x)?;
+                v.open_entries_mut().push((Value::Str(k.clone()), x));
                 self.path.pop();
             }
             return Ok(v);
@@ -326,7 +329,7 @@ impl FromView {
             self.path.pop();
             fields.push(v);
         }
-        Ok(StructValue { schema: s, fields, extra: Vec::new() })
+        Ok(StructValue::new(s, fields))
     }
 
     fn tensor(&self, kind: crate::schema::TensorKind, m: &Map<String, Json>) -> Result<Tensor, Error> {

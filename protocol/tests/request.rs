@@ -84,7 +84,7 @@ fn two_constraints_are_rejected_naming_both_fields() {
     let mut so = StructuredOutputs::new(Constraint::Regex("a+".into())).with_backend("xgrammar").to_struct(v033());
     so.set("grammar", Value::Str("root ::= \"a\"".into()));
     let mut sp = typed::sampling_params(v033());
-    sp.set("structured_outputs", Value::Struct(Box::new(so)));
+    sp.set("structured_outputs", Value::Struct(so));
     let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
     let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
     let e = decode(v033(), MessageKind::EngineCoreRequest, &frames).unwrap_err();

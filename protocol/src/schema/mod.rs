@@ -126,9 +126,79 @@ pub struct StructSchema {
     pub layout: Layout,
     pub fields: &'static [Field],
     pub validate: Option<Validator>,
+    /// Every field's default as a value, built once on first use.
+    pub defaults: DefaultValues,
+}
+
+/// Lazily built default values of a struct's fields (see
+/// [`StructSchema::default_values`]).
+#[derive(Debug)]
+pub struct DefaultValues(std::sync::OnceLock<Defaults>);
+
+impl DefaultValues {
+    pub const NEW: DefaultValues = DefaultValues(std::sync::OnceLock::new());
+}
+
+/// A struct's defaults, computed once: as values, and as their wire bytes
+/// (for positional encoding, where a run of default fields is one copy).
+#[derive(Debug)]
+pub struct Defaults {
+    pub values: Box<[crate::value::Value]>,
+    /// The encoding of every field's default, concatenated; field `i` is
+    /// `wire[offsets[i]..offsets[i + 1]]`.
+    pub wire: Box<[u8]>,
+    pub offsets: Box<[u32]>,
+    /// `not_encodable[i]`: how many of fields `0..i` have no default
+    /// encoding (required fields that cannot be nil), to check a run in O(1).
+    pub not_encodable: Box<[u32]>,
+}
+
+impl Defaults {
+    /// The wire bytes of the defaults of fields `a..b`, if all have one.
+    #[inline]
+    pub fn wire_run(&self, a: usize, b: usize) -> Option<&[u8]> {
+        if self.not_encodable[b] != self.not_encodable[a] {
+            return None;
+        }
+        Some(&self.wire[self.offsets[a] as usize..self.offsets[b] as usize])
+    }
 }
 
 impl StructSchema {
+    /// The default value of every field, in order (nil for required ones).
+    #[inline]
+    pub fn default_values(&self) -> &[crate::value::Value] {
+        &self.defaults().values
+    }
+
+    /// Defaults as values and wire bytes, built on first use.
+    pub fn defaults(&self) -> &Defaults {
+        self.defaults.0.get_or_init(|| {
+            let values: Box<[crate::value::Value]> = self.fields.iter().map(crate::value::default_for).collect();
+            let mut wire = Vec::new();
+            let mut offsets = vec![0u32];
+            let mut not_encodable = vec![0u32];
+            for (f, v) in self.fields.iter().zip(values.iter()) {
+                let bytes = crate::encode::encode_plain(f.ty, v);
+                let missing = not_encodable[not_encodable.len() - 1];
+                match bytes {
+                    Some(b) => {
+                        wire.extend_from_slice(&b);
+                        not_encodable.push(missing);
+                    }
+                    None => not_encodable.push(missing + 1),
+                }
+                offsets.push(wire.len() as u32);
+            }
+            Defaults {
+                values,
+                wire: wire.into_boxed_slice(),
+                offsets: offsets.into_boxed_slice(),
+                not_encodable: not_encodable.into_boxed_slice(),
+            }
+        })
+    }
+
     /// Number of leading fields without a default.
     pub fn required(&self) -> usize {
         self.fields.iter().take_while(|f| f.default == Default::Required).count()

@@ -11,7 +11,7 @@
 //!   `coordinator_input_address` and `coordinator_output_address`.
 
 use super::Default as D;
-use super::{EnumSchema, Field, Layout, ReleaseSchema, StructSchema, TensorKind, Ty};
+use super::{DefaultValues, EnumSchema, Field, Layout, ReleaseSchema, StructSchema, TensorKind, Ty};
 use crate::validate;
 
 const fn f(name: &'static str, ty: &'static Ty, default: D) -> Field {
@@ -29,7 +29,6 @@ static OPT_INT: Ty = Ty::Optional(&INT);
 static OPT_FLOAT: Ty = Ty::Optional(&FLOAT);
 static OPT_BOOL: Ty = Ty::Optional(&BOOL);
 static OPT_STR: Ty = Ty::Optional(&STR);
-static OPT_ANY: Ty = Ty::Optional(&ANY);
 static LIST_INT: Ty = Ty::List(&INT);
 static LIST_STR: Ty = Ty::List(&STR);
 static LIST_BOOL: Ty = Ty::List(&BOOL);
@@ -87,6 +86,7 @@ pub static PLACEHOLDER_RANGE: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("offset", &INT, D::Required), f("length", &INT, D::Required), f("is_embed", &OPT_TORCH, D::Nil)],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// One element of a `MultiModalKwargsItem` as vLLM's encoder hook writes
@@ -96,6 +96,7 @@ pub static MULTI_MODAL_FIELD_ELEM: StructSchema = StructSchema {
     layout: Layout::OpenMap,
     fields: &[f("data", &Ty::Optional(&Ty::NestedTensors), D::Required), f("field", &ANY, D::Required)],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static MM_KWARGS_ITEM: Ty = Ty::Dict(&STR, &Ty::Struct(&MULTI_MODAL_FIELD_ELEM));
 static OPT_MM_KWARGS_ITEM: Ty = Ty::Optional(&MM_KWARGS_ITEM);
@@ -114,6 +115,7 @@ pub static MULTI_MODAL_FEATURE_SPEC: StructSchema = StructSchema {
         f("mm_hash", &OPT_STR, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_LIST_MM_FEATURES: Ty = Ty::Optional(&Ty::List(&Ty::Struct(&MULTI_MODAL_FEATURE_SPEC)));
 
@@ -123,6 +125,7 @@ pub static LATE_INTERACTION_PARAMS: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: &[f("mode", &STR, D::Required), f("query_key", &STR, D::Required), f("query_uses", &OPT_INT, D::Nil)],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `LateChunkingParams` (0.33): array_like.
@@ -131,6 +134,7 @@ pub static LATE_CHUNKING_PARAMS: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: &[f("chunk_size", &INT, D::Required)],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 static POOLING_TASK: Ty =
@@ -163,6 +167,7 @@ pub static POOLING_PARAMS_0_32: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: pooling_params_fields!(),
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `PoolingParams` 0.33: array_like, 11 elements (`late_chunking_params`).
@@ -171,6 +176,7 @@ pub static POOLING_PARAMS_0_33: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: pooling_params_fields!(f("late_chunking_params", &OPT_LATE_CHUNKING, D::Nil)),
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `KvHintAction`: a map Struct.
@@ -184,6 +190,7 @@ pub static KV_HINT_ACTION: StructSchema = StructSchema {
         f("payload", &DICT_STR_ANY, D::Required),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `KvHintsEnvelope` (0.32+): a map Struct.
@@ -196,6 +203,7 @@ pub static KV_HINTS_ENVELOPE: StructSchema = StructSchema {
         f("actions", &Ty::List(&Ty::Struct(&KV_HINT_ACTION)), D::Required),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_KV_HINTS: Ty = Ty::Optional(&Ty::Struct(&KV_HINTS_ENVELOPE));
 
@@ -219,6 +227,7 @@ pub static STRUCTURED_OUTPUTS_PARAMS: StructSchema = StructSchema {
         f("_backend_was_auto", &BOOL, D::Bool(false)),
     ],
     validate: Some(validate::structured_outputs_params),
+    defaults: DefaultValues::NEW,
 };
 static OPT_STRUCTURED_OUTPUTS: Ty = Ty::Optional(&Ty::Struct(&STRUCTURED_OUTPUTS_PARAMS));
 
@@ -232,6 +241,7 @@ pub static REPETITION_DETECTION_PARAMS: StructSchema = StructSchema {
         f("min_count", &INT, D::Int(0)),
     ],
     validate: Some(validate::repetition_detection_params),
+    defaults: DefaultValues::NEW,
 };
 static OPT_REPETITION_DETECTION: Ty = Ty::Optional(&Ty::Struct(&REPETITION_DETECTION_PARAMS));
 
@@ -286,6 +296,7 @@ pub static SAMPLING_PARAMS: StructSchema = StructSchema {
         f("trace_decode_token_ids", &OPT_LIST_INT, D::Nil),
     ],
     validate: Some(validate::sampling_params),
+    defaults: DefaultValues::NEW,
 };
 static OPT_SAMPLING_PARAMS: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_PARAMS));
 
@@ -303,6 +314,7 @@ pub static LORA_REQUEST: StructSchema = StructSchema {
         f("is_3d_lora_weight", &BOOL, D::Bool(false)),
     ],
     validate: Some(validate::lora_request),
+    defaults: DefaultValues::NEW,
 };
 static OPT_LORA_REQUEST: Ty = Ty::Optional(&Ty::Struct(&LORA_REQUEST));
 
@@ -337,6 +349,7 @@ macro_rules! engine_core_request {
                 f("kv_hints", &OPT_KV_HINTS, D::Nil),
             ],
             validate: None,
+            defaults: DefaultValues::NEW,
         };
     };
 }
@@ -355,6 +368,7 @@ pub static UTILITY_REQUEST: StructSchema = StructSchema {
         f("args", &ANY, D::Required),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// START_DP_WAVE payload `[wave, exclude_engine_index]`.
@@ -363,6 +377,7 @@ pub static START_DP_WAVE: StructSchema = StructSchema {
     layout: Layout::Tuple,
     fields: &[f("wave", &INT, D::Required), f("exclude_engine_index", &OPT_INT, D::Required)],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 // ===== engine -> client =====
@@ -379,6 +394,7 @@ pub static LOGPROBS_LISTS: StructSchema = StructSchema {
         f("cu_num_generated_tokens", &OPT_LIST_INT, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_LOGPROBS_LISTS: Ty = Ty::Optional(&Ty::Struct(&LOGPROBS_LISTS));
 
@@ -394,6 +410,7 @@ pub static LOGPROBS_TENSORS: StructSchema = StructSchema {
         f("cu_num_generated_tokens_tensor", &OPT_TORCH, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_LOGPROBS_TENSORS: Ty = Ty::Optional(&Ty::Struct(&LOGPROBS_TENSORS));
 
@@ -403,6 +420,7 @@ pub static ENGINE_CORE_EVENT: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("type", &ENGINE_CORE_EVENT_TYPE_TY, D::Required), f("timestamp", &FLOAT, D::Required)],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static LIST_EVENTS: Ty = Ty::List(&Ty::Struct(&ENGINE_CORE_EVENT));
 static OPT_LIST_EVENTS: Ty = Ty::Optional(&LIST_EVENTS);
@@ -420,6 +438,7 @@ pub static PREFILL_STATS: StructSchema = StructSchema {
         f("num_cache_creation_tokens", &INT, D::Int(0)),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_PREFILL_STATS: Ty = Ty::Optional(&Ty::Struct(&PREFILL_STATS));
 
@@ -429,6 +448,7 @@ pub static REQUEST_ERROR: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("code", &STR, D::Required), f("message", &STR, D::Required), f("retryable", &BOOL, D::Bool(false))],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_REQUEST_ERROR: Ty = Ty::Optional(&Ty::Struct(&REQUEST_ERROR));
 
@@ -442,6 +462,7 @@ pub static SAMPLING_MASK_LISTS: StructSchema = StructSchema {
         f("cu_num_generated_tokens", &OPT_LIST_INT, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_SAMPLING_MASK: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_MASK_LISTS));
 
@@ -457,6 +478,7 @@ pub static REQUEST_SPEC_DECODE_METRICS: StructSchema = StructSchema {
         f("per_step_drafted", &LIST_INT, D::EmptyList),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_SPEC_DECODE_METRICS: Ty = Ty::Optional(&Ty::Struct(&REQUEST_SPEC_DECODE_METRICS));
 
@@ -477,6 +499,7 @@ pub static SCHEDULER_ITERATION_DETAILS: StructSchema = StructSchema {
         f("is_dummy", &BOOL, D::Bool(false)),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 static CACHE_HIT_SOURCE: Ty = Ty::StrLiteral(&["device", "host", "p2p", "disk", "external_unspecified"]);
@@ -495,6 +518,7 @@ pub static PREFIX_CACHE_STATS: StructSchema = StructSchema {
         f("hits_by_source", &Ty::Dict(&CACHE_HIT_SOURCE, &INT), D::EmptyDict),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 pub static KV_CACHE_EVICTION_EVENT: StructSchema = StructSchema {
@@ -506,6 +530,7 @@ pub static KV_CACHE_EVICTION_EVENT: StructSchema = StructSchema {
         f("reuse_gaps_seconds", &Ty::List(&FLOAT), D::Required),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 pub static SPEC_DECODING_STATS: StructSchema = StructSchema {
@@ -520,6 +545,7 @@ pub static SPEC_DECODING_STATS: StructSchema = StructSchema {
         f("num_draft_tokens_per_pos", &LIST_INT, D::EmptyList),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 pub static CUDA_GRAPH_STAT: StructSchema = StructSchema {
@@ -532,6 +558,7 @@ pub static CUDA_GRAPH_STAT: StructSchema = StructSchema {
         f("runtime_mode", &STR, D::Required),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 static OPT_DICT_STR_INT: Ty = Ty::Optional(&DICT_STR_INT);
@@ -549,6 +576,7 @@ pub static DEBUG_PERF_STATS: StructSchema = StructSchema {
         f("num_write_bytes_per_gpu_breakdown", &OPT_DICT_STR_INT, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 pub static PERF_STATS: StructSchema = StructSchema {
@@ -561,6 +589,7 @@ pub static PERF_STATS: StructSchema = StructSchema {
         f("debug_stats", &Ty::Optional(&Ty::Struct(&DEBUG_PERF_STATS)), D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `SchedulerStats`: a dataclass of 18 fields (map16). Its default for
@@ -589,6 +618,7 @@ pub static SCHEDULER_STATS: StructSchema = StructSchema {
         f("perf_stats", &Ty::Optional(&Ty::Struct(&PERF_STATS)), D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_SCHEDULER_STATS: Ty = Ty::Optional(&Ty::Struct(&SCHEDULER_STATS));
 
@@ -607,6 +637,7 @@ pub static KV_EVENTS_CONFIG: StructSchema = StructSchema {
         f("topic", &STR, D::Str("")),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_KV_EVENTS_CONFIG: Ty = Ty::Optional(&Ty::Struct(&KV_EVENTS_CONFIG));
 
@@ -642,6 +673,7 @@ pub static ENGINE_CORE_OUTPUT_0_32: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: engine_core_output_fields!(),
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `EngineCoreOutput` 0.33: array_like, 19 elements (`error` appended).
@@ -650,6 +682,7 @@ pub static ENGINE_CORE_OUTPUT_0_33: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: engine_core_output_fields!(f("error", &OPT_REQUEST_ERROR, D::Nil)),
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `UtilityOutput`: array_like, always 3 elements.
@@ -662,6 +695,7 @@ pub static UTILITY_OUTPUT: StructSchema = StructSchema {
         f("result", &Ty::Optional(&Ty::UtilityResult), D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 static OPT_UTILITY_OUTPUT: Ty = Ty::Optional(&Ty::Struct(&UTILITY_OUTPUT));
 
@@ -682,6 +716,7 @@ macro_rules! engine_core_outputs {
                 f("weight_version", &OPT_STR, D::Nil),
             ],
             validate: None,
+            defaults: DefaultValues::NEW,
         };
     };
 }
@@ -701,6 +736,7 @@ pub static HANDSHAKE_STATUS: StructSchema = StructSchema {
         f("parallel_config_hash", &STR, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `EngineZmqAddresses`: a dataclass.
@@ -715,6 +751,7 @@ pub static ENGINE_ZMQ_ADDRESSES: StructSchema = StructSchema {
         f("frontend_stats_publish_address", &OPT_STR, D::Nil),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 static PARALLEL_VALUE: Ty = Ty::Union(&[Ty::Int, Ty::Str, Ty::List(&INT)]);
@@ -729,6 +766,7 @@ pub static HANDSHAKE_INIT: StructSchema = StructSchema {
         f("parallel_config", &DICT_STR_PARALLEL_VALUE, D::Required),
     ],
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 macro_rules! ready_response_fields {
@@ -770,6 +808,7 @@ pub static READY_RESPONSE_0_32: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: ready_response_fields!(),
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 /// `EngineCoreReadyResponse` 0.33: 28 fields.
@@ -782,6 +821,7 @@ pub static READY_RESPONSE_0_33: StructSchema = StructSchema {
         f("coordinator_output_address", &OPT_STR, D::Nil)
     ),
     validate: None,
+    defaults: DefaultValues::NEW,
 };
 
 // ===== releases =====
