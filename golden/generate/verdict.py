@@ -258,8 +258,10 @@ def finalize_and_write(env: Env, built: list[Case], out: str, info: dict) -> lis
         if c.derived_from and c.derived_from not in ids:
             raise RuntimeError(f"{c.id}: derived_from {c.derived_from} is not a case")
 
+    # Rewrite only the groups this generator writes (other generators, such
+    # as the frontend one, own other groups of the same tree).
     if os.path.isdir(out):
-        for g in os.listdir(out):
+        for g in sorted({c.group for c in built}):
             p = os.path.join(out, g)
             if os.path.isdir(p):
                 shutil.rmtree(p)
@@ -290,7 +292,12 @@ def finalize_and_write(env: Env, built: list[Case], out: str, info: dict) -> lis
             value, drift = view_of(env, c.message, frames)
             d["value"] = value
             notes = list(view.NOTES) if c.message in VIEW_NOTES_KINDS else []
-            if c.source == "vllm-encoder":
+            if c.source == "live-engine" and (c.extra.get("engine_version") != env.version or reencode(env, c.message, obj) != frames):
+                # Bytes of an engine of another release: this release's
+                # encoder writes its own field set.
+                d["encode"] = "equivalent"
+                d["encode_note"] = ["captured from a vLLM release other than this tree's: the bytes carry that release's field set, which the value of this release's schema does not record"]
+            elif c.source in ("vllm-encoder", "live-engine"):
                 again = reencode(env, c.message, obj)
                 if again != frames:
                     raise RuntimeError(f"{c.id}: vLLM re-encode is not byte-identical")

@@ -136,6 +136,9 @@ pub struct StructSchema {
 pub struct DefaultValues(std::sync::OnceLock<Defaults>);
 
 impl DefaultValues {
+    /// An empty cell, for the `defaults` field of a table entry. Each use
+    /// in a `static` is its own cell, which is the point.
+    #[allow(clippy::declare_interior_mutable_const)]
     pub const NEW: DefaultValues = DefaultValues(std::sync::OnceLock::new());
 }
 
