@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod check;
 pub mod corpus;
+pub mod kinds;
 pub mod report;
 
 use std::path::Path;

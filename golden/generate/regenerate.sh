@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate schema dumps and golden trees for every supported vLLM version,
-# then check them. Needs the venvs made by setup-venvs.sh.
+# Regenerate schema dumps and golden trees (message kinds and the gateway
+# kinds) for every supported vLLM version, and check them. Needs the venvs made by setup-venvs.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -12,4 +12,7 @@ for v in $versions; do
   (cd "$root" && PYTHONHASHSEED=0 VLLM_TARGET_DEVICE=cpu "$py" golden/generate/generate.py \
       --out golden/vllm/$v --schema-dump golden/generate/schema/vllm-$v.json)
   (cd "$root" && PYTHONHASHSEED=0 VLLM_TARGET_DEVICE=cpu "$py" golden/generate/check_cases.py golden/vllm/$v)
+  # The gateway kinds (stop/, logprobs/, translation/) from vLLM's frontend.
+  (cd "$root" && PYTHONHASHSEED=0 VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 "$py" \
+      golden/generate/frontend/generate_frontend.py --out golden/vllm/$v)
 done

@@ -24,8 +24,23 @@ use crate::value::{is_default, StructValue, Tensor, Value};
 pub const ZERO_COPY_THRESHOLD: usize = 256;
 
 /// Encodes `value` as `ty`, returning the payload followed by aux frames.
+///
+/// The validations vLLM's decoder runs (`crate::validate`) run here too: a
+/// value vLLM would reject (two structured-output constraints, temperature
+/// out of range, ...) is an error of class `validation`, never bytes.
 pub fn encode_payload(root: &'static str, ty: &'static Ty, value: &Value) -> Result<Vec<Vec<u8>>, Error> {
-    let mut e = Encoder { out: Vec::with_capacity(256), aux: Vec::new() };
+    encode_with(root, ty, value, true)
+}
+
+/// Like [`encode_payload`] but without the validations: for producing the
+/// invalid messages that tests and fuzzers feed to decoders. Never for
+/// sending to an engine.
+pub fn encode_payload_unvalidated(root: &'static str, ty: &'static Ty, value: &Value) -> Result<Vec<Vec<u8>>, Error> {
+    encode_with(root, ty, value, false)
+}
+
+fn encode_with(root: &'static str, ty: &'static Ty, value: &Value, validate: bool) -> Result<Vec<Vec<u8>>, Error> {
+    let mut e = Encoder { out: Vec::with_capacity(256), aux: Vec::new(), validate };
     e.value(ty, value).map_err(|err| err.under(root))?;
     let mut frames = Vec::with_capacity(1 + e.aux.len());
     frames.push(e.out);
@@ -42,7 +57,7 @@ pub fn encode_into(
     out: &mut Vec<u8>,
     aux: &mut Vec<Vec<u8>>,
 ) -> Result<(), Error> {
-    let mut e = Encoder { out: std::mem::take(out), aux: std::mem::take(aux) };
+    let mut e = Encoder { out: std::mem::take(out), aux: std::mem::take(aux), validate: true };
     let r = e.value(ty, value).map_err(|err| err.under(root));
     *out = e.out;
     *aux = e.aux;
@@ -52,7 +67,7 @@ pub fn encode_into(
 /// The encoding of `value` as `ty` when it needs no aux frame (used for
 /// defaults); `None` if it cannot be encoded that way.
 pub(crate) fn encode_plain(ty: &'static Ty, value: &Value) -> Option<Vec<u8>> {
-    let mut e = Encoder { out: Vec::new(), aux: Vec::new() };
+    let mut e = Encoder { out: Vec::new(), aux: Vec::new(), validate: false };
     e.value(ty, value).ok()?;
     e.aux.is_empty().then_some(e.out)
 }
@@ -60,6 +75,8 @@ pub(crate) fn encode_plain(ty: &'static Ty, value: &Value) -> Option<Vec<u8>> {
 struct Encoder {
     out: Vec<u8>,
     aux: Vec<Vec<u8>>,
+    /// Run the schema's validators on every struct written.
+    validate: bool,
 }
 
 /// Builds error paths while unwinding, so encoding pays nothing for them
@@ -248,6 +265,14 @@ impl Encoder {
     }
 
     fn struct_value(&mut self, s: &'static StructSchema, v: &StructValue) -> Result<(), Error> {
+        if self.validate {
+            if let Some(validate) = s.validate {
+                if let Err(violation) = validate(v) {
+                    let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
+                    return Err(Error::new(RejectClass::Validation, path, violation.message));
+                }
+            }
+        }
         if !std::ptr::eq(v.schema, s) && v.schema.fields.len() != s.fields.len() {
             return Err(self.err(format!(
                 "{} has {} fields, value has {}",

@@ -31,6 +31,7 @@ pub mod frames;
 pub mod message;
 pub mod msgpack;
 pub mod schema;
+pub mod translate;
 pub mod typed;
 pub mod validate;
 pub mod value;

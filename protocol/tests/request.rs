@@ -70,26 +70,37 @@ fn wrong_type_names_the_full_path() {
 }
 
 #[test]
-fn temperature_out_of_range_is_a_validation_error_at_its_path() {
+fn temperature_out_of_range_is_refused_by_the_encoder_and_the_decoder() {
     let mut sp = typed::sampling_params(v033());
     sp.set("temperature", Value::Float(3.0));
     let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
-    let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
-    let e = decode(v033(), MessageKind::EngineCoreRequest, &frames).unwrap_err();
-    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, "EngineCoreRequest.sampling_params.temperature"));
+    let path = "EngineCoreRequest.sampling_params.temperature";
+    let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &unvalidated(&req)).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
 }
 
 #[test]
-fn two_constraints_are_rejected_naming_both_fields() {
+fn two_constraints_are_refused_naming_both_fields() {
     let mut so = StructuredOutputs::new(Constraint::Regex("a+".into())).with_backend("xgrammar").to_struct(v033());
     so.set("grammar", Value::Str("root ::= \"a\"".into()));
     let mut sp = typed::sampling_params(v033());
     sp.set("structured_outputs", Value::Struct(so));
     let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
-    let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
-    let e = decode(v033(), MessageKind::EngineCoreRequest, &frames).unwrap_err();
-    assert_eq!(e.class, RejectClass::Validation);
-    assert_eq!(e.path, "EngineCoreRequest.sampling_params.structured_outputs.regex,grammar");
+    let path = "EngineCoreRequest.sampling_params.structured_outputs.regex,grammar";
+    let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &unvalidated(&req)).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
+}
+
+/// Request frames written without the encoder's validations.
+fn unvalidated(req: &Value) -> Vec<Vec<u8>> {
+    let ty = MessageKind::EngineCoreRequest.payload_type(v033());
+    let mut frames = engine_protocol::encode::encode_payload_unvalidated("EngineCoreRequest", ty, req).unwrap();
+    frames.insert(0, vec![0x00]);
+    frames
 }
 
 #[test]

@@ -1,0 +1,107 @@
+//! Checkers for the gateway kinds (`stop_detection`, `logprob_shaping`,
+//! `translation`): each runs `engine_protocol::translate` on the case's
+//! `input` and compares with `expected` (computed by vLLM's own frontend).
+//! Shapes are documented in golden/README.md ("Frontend kinds").
+
+pub mod logprobs;
+pub mod stop;
+pub mod translation;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use engine_protocol::translate::tokenizer::ModelFiles;
+use engine_protocol::translate::GatewayTokenizer;
+use serde_json::Value as Json;
+
+use crate::check::Verdict;
+use crate::corpus::Case;
+
+/// Checks a case of a gateway kind.
+pub fn check(case: &Case, input: &Json, expected: &Json) -> Verdict {
+    let r = match case.kind.as_str() {
+        "stop_detection" => stop::check(case, input, expected),
+        "logprob_shaping" => logprobs::check(case, input, expected),
+        "translation" => translation::check(case, input, expected),
+        other => return Verdict::Skip(format!("kind `{other}` is not implemented by this build")),
+    };
+    match r {
+        Ok(()) => Verdict::Pass,
+        Err(e) => Verdict::Fail(e),
+    }
+}
+
+type Cache = Mutex<HashMap<PathBuf, Arc<GatewayTokenizer>>>;
+
+/// The tokenizer a case names (`"tokenizer": "tiny"`): the directory of
+/// that name found beside the case file or any of its ancestors (so
+/// `golden/tiny/` for `golden/vllm/<v>/<group>/<case>.json`).
+pub fn tokenizer_for(case: &Case, input: &Json) -> Result<Arc<GatewayTokenizer>, String> {
+    let name =
+        input.get("tokenizer").and_then(Json::as_str).ok_or("input.tokenizer must name a tokenizer directory")?;
+    if name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(format!("tokenizer name `{name}` must be a plain directory name"));
+    }
+    let file = std::fs::canonicalize(&case.file).unwrap_or_else(|_| case.file.clone());
+    let dir = file
+        .ancestors()
+        .skip(1)
+        .map(|a| a.join(name))
+        .find(|d| d.join("tokenizer.json").is_file())
+        .ok_or_else(|| format!("no `{name}/tokenizer.json` beside {} or its ancestors", case.file.display()))?;
+    load(&dir)
+}
+
+fn load(dir: &Path) -> Result<Arc<GatewayTokenizer>, String> {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(t) = cache.lock().map_err(|e| e.to_string())?.get(dir) {
+        return Ok(t.clone());
+    }
+    let t = Arc::new(load_tokenizer(dir)?);
+    cache.lock().map_err(|e| e.to_string())?.insert(dir.to_path_buf(), t.clone());
+    Ok(t)
+}
+
+/// Reads a model directory (`tokenizer.json`, and `tokenizer_config.json`
+/// and `generation_config.json` when present) into a gateway tokenizer.
+pub fn load_tokenizer(dir: &Path) -> Result<GatewayTokenizer, String> {
+    let tokenizer_json = std::fs::read(dir.join("tokenizer.json"))
+        .map_err(|e| format!("{}: {e}", dir.join("tokenizer.json").display()))?;
+    let tokenizer_config = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
+    let generation_config = std::fs::read_to_string(dir.join("generation_config.json")).ok();
+    GatewayTokenizer::from_files(&ModelFiles {
+        tokenizer_json: &tokenizer_json,
+        tokenizer_config_json: tokenizer_config.as_deref(),
+        generation_config_json: generation_config.as_deref(),
+    })
+    .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// JSON number or non-finite string as f64 (golden-format rule 4).
+pub fn num(v: &Json) -> Option<f64> {
+    match v {
+        Json::Number(n) => n.as_f64(),
+        Json::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Floats equal as IEEE doubles, NaN equal to NaN.
+pub fn same_f64(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+pub fn ids(v: &Json, what: &str) -> Result<Vec<u32>, String> {
+    v.as_array()
+        .ok_or_else(|| format!("{what} must be an array"))?
+        .iter()
+        .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| format!("{what}: {x} is not a token id")))
+        .collect()
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Builds the tiny model directory golden/tiny/ offline and deterministically.
+
+Byte-level BPE (vocab 512) trained with the `tokenizers` package on the inline
+corpus below, which mixes ASCII, accented Latin, Greek, CJK and emoji so that
+multi-byte characters end up split over several tokens. Special tokens
+<unk> <s> </s> <pad> <|eot|> are ids 0-4; eos is </s> (2), and
+generation_config.json lists [2, 4] so that a second stop id reaches
+_all_stop_token_ids. config.json is a LlamaForCausalLM (hidden 128, 2 layers,
+4 heads / 2 KV heads, head_dim 32, vocab 512) usable with load_format=dummy.
+
+    <venv>/bin/python golden/generate/frontend/build_tiny.py --out golden/tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+CORPUS = [
+    "Hello world. Hello there, world! The quick brown fox jumps over the lazy dog.",
+    "Stop here. STOP now. The end. END of text. Done; finished: yes, no, maybe.",
+    "A stop string may span tokens: Hello world, hello World, HELLO WORLD.",
+    "Numbers 0 1 2 3 4 5 6 7 8 9 10 42 100 1000; math: 1+1=2, 3*4=12, 7/7=1.",
+    "Café crème brûlée, naïve façade, déjà vu, señor, jalapeño, Zürich, Ångström.",
+    "Ελληνικά γράμματα: αβγδε, λόγος, καλημέρα κόσμε.",
+    "中文文本：你好，世界。我们测试多字节字符。日本語のテキスト、こんにちは世界。",
+    "한국어 텍스트: 안녕하세요 세계.",
+    "Emoji: 🚀 rocket, 💡 idea, 😀 smile, 🎉 party, 👍🏽 thumbs, ❤️ heart.",
+    "Symbols: × Δ ° ∆ – € £ ¥ © ® ™ … « » “quotes” ‘single’.",
+    "def main():\n    print('hello')\n    return 0\n",
+    "{\"name\": \"value\", \"list\": [1, 2, 3], \"nested\": {\"ok\": true}}",
+    "JSON, regex, choice, grammar: yes|no, [a-z]+, root ::= \"a\" | \"b\".",
+    "The model says: I think, therefore I am. Therefore, stop. Stop. stop.",
+    "New line\nTab\tSpace  double  spaces   and trailing spaces   \n\n",
+]
+
+
+def build(out: str) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    specials = ["<unk>", "<s>", "</s>", "<pad>", "<|eot|>"]
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        min_frequency=1,
+        show_progress=False,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    # Repeat the corpus so that merge counts are well separated.
+    tok.train_from_iterator(CORPUS * 3, trainer=trainer)
+    assert tok.get_vocab_size() == 512, tok.get_vocab_size()
+    for i, s in enumerate(specials):
+        assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
+
+    os.makedirs(out, exist_ok=True)
+    tok.save(os.path.join(out, "tokenizer.json"), pretty=True)
+
+    added = {
+        str(i): {
+            "content": s,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for i, s in enumerate(specials)
+    }
+    files = {
+        "tokenizer_config.json": {
+            "added_tokens_decoder": added,
+            "additional_special_tokens": ["<|eot|>"],
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": "<pad>",
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": 512,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "chat_template": "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
+        },
+        "special_tokens_map.json": {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": "<pad>",
+            "additional_special_tokens": ["<|eot|>"],
+        },
+        "config.json": {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "vocab_size": 512,
+            "max_position_embeddings": 512,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "torch_dtype": "float32",
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "pad_token_id": 3,
+        },
+        "generation_config.json": {
+            "bos_token_id": 1,
+            "eos_token_id": [2, 4],
+            "pad_token_id": 3,
+        },
+    }
+    for name, obj in files.items():
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True)
+            f.write("\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tiny"))
+    build(ap.parse_args().out)
+
+
+if __name__ == "__main__":
+    main()

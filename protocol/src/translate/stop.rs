@@ -1,0 +1,414 @@
+//! Streaming stop-string detection over incremental detokenization, and the
+//! per-request output state a gateway keeps while an engine streams tokens
+//! (finish-reason synthesis for local stops, see [`super::finish`]).
+//!
+//! Reference semantics ([`StopSemantics::Vllm`], the default) are vLLM's
+//! frontend (`BaseIncrementalDetokenizer.update`, `check_stop_strings`,
+//! `get_next_output_text`, `OutputProcessor.process_outputs`), checked by
+//! the `stop_detection` goldens:
+//!
+//! * text grows by the incremental decoder's deltas (nothing is emitted
+//!   while a multi-byte character is unfinished);
+//! * a stop-terminated engine output (finish STOP from a stop token id or
+//!   EOS) does not detokenize its last token unless
+//!   `include_stop_str_in_output`;
+//! * stop strings are checked only once more than `min_tokens` tokens were
+//!   generated, and only over text that the tokens after the first
+//!   `min_tokens` produced (plus a `len(stop) - 1` overlap);
+//! * when several stop strings match, the one whose match **ends earliest**
+//!   wins; on equal ends, the earlier in the request's list wins;
+//! * hidden stops (`include_stop_str_in_output = false`) truncate the text
+//!   before the match, visible ones after it; tokens after the one that
+//!   completed the match are dropped from the output ids;
+//! * while streaming, the last `max(len(stop)) - 1` **characters** (code
+//!   points) are held back (none when `include_stop_str_in_output`), and
+//!   released when the request finishes.
+//!
+//! [`StopSemantics::Smg`] reproduces the SMG router decoder
+//! (`shared/reference/translation-rules.md` §D): ties on the end go to the
+//! longer stop, the hold-back is the longest stop's length in **bytes**
+//! (whether or not the stop is visible), and `min_tokens` is ignored.
+
+use std::collections::HashMap;
+
+use super::tokenizer::{DecodeStream, GatewayTokenizer, INVALID_PREFIX};
+use crate::typed::{FinishReason, StopReason};
+
+/// Which frontend's stop semantics to follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopSemantics {
+    /// vLLM's frontend (the reference; goldens `stop/*`).
+    #[default]
+    Vllm,
+    /// SMG's router `StopSequenceDecoder`: earliest end then longest match,
+    /// fixed byte hold-back of the longest stop, `min_tokens` ignored.
+    Smg,
+}
+
+/// The request fields the detector reads.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StopParams {
+    pub stop: Vec<String>,
+    pub include_stop_str_in_output: bool,
+    pub min_tokens: usize,
+    pub skip_special_tokens: bool,
+    pub spaces_between_special_tokens: bool,
+    /// Stop strings that the translation sent to the engine as single
+    /// token ids ([`super::request::Translated::stop_string_token_ids`]):
+    /// an engine stop on one of these ids is re-checked as text, so the
+    /// result is exactly what the string check alone would give.
+    pub stop_string_token_ids: HashMap<u32, String>,
+    pub semantics: StopSemantics,
+}
+
+impl StopParams {
+    pub fn new(stop: Vec<String>) -> Self {
+        StopParams { stop, skip_special_tokens: true, spaces_between_special_tokens: true, ..Default::default() }
+    }
+}
+
+/// Python's `len(s)`: code points.
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Byte offset of code point `i` (or the end).
+fn byte_at(s: &str, i: usize) -> usize {
+    s.char_indices().nth(i).map_or(s.len(), |(b, _)| b)
+}
+
+/// The incremental detokenizer with stop-string checking.
+#[derive(Debug, Clone)]
+pub struct StopDetector {
+    prompt: Vec<u32>,
+    stream: DecodeStream,
+    params: StopParams,
+    /// Added token ids -> content, when spaces between special tokens are
+    /// suppressed.
+    added: Option<HashMap<u32, String>>,
+    last_special: bool,
+    token_ids: Vec<u32>,
+    output_text: String,
+    /// Code points of `output_text`.
+    output_chars: usize,
+    /// Hold-back while streaming: code points (vLLM) or bytes (SMG).
+    buffer_length: usize,
+    last_output_offset: usize,
+    max_stop_bytes: usize,
+}
+
+impl StopDetector {
+    pub fn new(tok: &GatewayTokenizer, prompt: &[u32], params: StopParams) -> Self {
+        let stop_nonempty = params.stop.iter().any(|s| !s.is_empty());
+        let max_stop_bytes = params.stop.iter().map(String::len).max().unwrap_or(0);
+        let buffer_length = match params.semantics {
+            StopSemantics::Vllm if stop_nonempty && !params.include_stop_str_in_output => {
+                params.stop.iter().map(|s| chars(s)).max().unwrap_or(1).saturating_sub(1)
+            }
+            StopSemantics::Vllm => 0,
+            StopSemantics::Smg if stop_nonempty => max_stop_bytes,
+            StopSemantics::Smg => 0,
+        };
+        let spaces = params.skip_special_tokens || params.spaces_between_special_tokens;
+        let added = if spaces || tok.added_tokens.is_empty() { None } else { Some(tok.added_tokens.clone()) };
+        StopDetector {
+            prompt: prompt.to_vec(),
+            stream: DecodeStream::new(prompt, params.skip_special_tokens),
+            params,
+            added,
+            last_special: false,
+            token_ids: Vec::new(),
+            output_text: String::new(),
+            output_chars: 0,
+            buffer_length,
+            last_output_offset: 0,
+            max_stop_bytes,
+        }
+    }
+
+    pub fn params(&self) -> &StopParams {
+        &self.params
+    }
+
+    /// Output token ids kept so far (tokens after a stop match dropped).
+    pub fn output_token_ids(&self) -> &[u32] {
+        &self.token_ids
+    }
+
+    pub fn num_output_tokens(&self) -> usize {
+        self.token_ids.len()
+    }
+
+    /// The whole text detokenized so far (after any stop truncation).
+    pub fn output_text(&self) -> &str {
+        &self.output_text
+    }
+
+    /// The documented bound on text held back while streaming: code points
+    /// for vLLM (`max len(stop) - 1`, 0 with include_stop_str_in_output),
+    /// bytes for SMG (longest stop in bytes, plus up to 3 bytes to stay on a
+    /// character boundary).
+    pub fn hold_back_bound(&self) -> usize {
+        match self.params.semantics {
+            StopSemantics::Vllm => self.buffer_length,
+            StopSemantics::Smg => self.buffer_length + 3,
+        }
+    }
+
+    fn decode_next(&mut self, tok: &GatewayTokenizer, id: u32) -> String {
+        let text = match self.stream.step(tok, id) {
+            Ok(t) => t,
+            Err(e) if e.starts_with(INVALID_PREFIX) => {
+                // vLLM restarts the stream without the prompt.
+                self.stream = DecodeStream::new(&[], self.params.skip_special_tokens);
+                self.stream.step(tok, id).ok().flatten()
+            }
+            Err(_) => None,
+        };
+        let mut text = text.unwrap_or_default();
+        if let Some(added) = &self.added {
+            let special = added.get(&id);
+            if let Some(content) = special {
+                if self.last_special {
+                    text = content.clone();
+                }
+            }
+            self.last_special = special.is_some();
+        }
+        text
+    }
+
+    fn push_text(&mut self, s: &str) {
+        self.output_chars += chars(s);
+        self.output_text.push_str(s);
+    }
+
+    /// Detokenizes `new_ids` and checks the stop strings (vLLM's
+    /// `update`). Returns the matched stop string.
+    pub fn update(&mut self, tok: &GatewayTokenizer, new_ids: &[u32], stop_terminated: bool) -> Option<String> {
+        if new_ids.is_empty() {
+            return None;
+        }
+        let (ids, skipped) = if stop_terminated && !self.params.include_stop_str_in_output {
+            (&new_ids[..new_ids.len() - 1], Some(new_ids[new_ids.len() - 1]))
+        } else {
+            (new_ids, None)
+        };
+        let num_prev = self.token_ids.len();
+        let first_new = self.token_ids.len();
+        let has_stop = !self.params.stop.is_empty();
+        // token_offsets in code points of output_text
+        let mut offsets = vec![self.output_chars];
+        for &id in ids {
+            self.token_ids.push(id);
+            let t = self.decode_next(tok, id);
+            self.push_text(&t);
+            offsets.push(self.output_chars);
+        }
+        if let Some(id) = skipped {
+            self.token_ids.push(id);
+            offsets.push(self.output_chars);
+        }
+        if !has_stop {
+            return None;
+        }
+        let min_tokens = match self.params.semantics {
+            StopSemantics::Vllm => self.params.min_tokens,
+            StopSemantics::Smg => 0,
+        };
+        if self.token_ids.len() <= min_tokens {
+            return None;
+        }
+        let check_from = offsets[min_tokens.saturating_sub(num_prev)];
+        let new_char_count = self.output_chars - check_from;
+        let (stop, truncate_to) = self.check_stop_strings(new_char_count)?;
+        let mut stop_end = truncate_to.unwrap_or(self.output_chars);
+        if !self.params.include_stop_str_in_output {
+            stop_end += chars(&stop);
+        }
+        // bisect_left(offsets, stop_end, lo=1)
+        let num_kept = 1 + offsets[1..].partition_point(|&o| o < stop_end);
+        self.token_ids.truncate(first_new + num_kept);
+        if let Some(t) = truncate_to {
+            let b = byte_at(&self.output_text, t);
+            self.output_text.truncate(b);
+            self.output_chars = t;
+        }
+        Some(stop)
+    }
+
+    /// `(stop, truncate_to)`: truncate_to in code points, `None` for no
+    /// truncation.
+    fn check_stop_strings(&self, new_char_count: usize) -> Option<(String, Option<usize>)> {
+        if new_char_count == 0 {
+            return None;
+        }
+        let text: Vec<char> = self.output_text.chars().collect();
+        let n = text.len();
+        // (end, start, list index)
+        let mut best: Option<(usize, usize, usize)> = None;
+        for (li, s) in self.params.stop.iter().enumerate() {
+            let pat: Vec<char> = s.chars().collect();
+            if pat.is_empty() {
+                continue;
+            }
+            let back = new_char_count + pat.len() - 1;
+            let from = n.saturating_sub(back);
+            let Some(start) = find(&text, &pat, from) else { continue };
+            let end = start + pat.len();
+            let better = match (best, self.params.semantics) {
+                (None, _) => true,
+                (Some((be, _, _)), StopSemantics::Vllm) => end < be,
+                (Some((be, bs, _)), StopSemantics::Smg) => end < be || (end == be && start < bs),
+            };
+            if better {
+                best = Some((end, start, li));
+            }
+        }
+        let (end, start, li) = best?;
+        let stop = self.params.stop[li].clone();
+        if self.params.include_stop_str_in_output {
+            if end >= n {
+                return Some((stop, None));
+            }
+            return Some((stop, Some(end)));
+        }
+        Some((stop, Some(start)))
+    }
+
+    /// The text to emit now (vLLM's `get_next_output_text(finished,
+    /// delta=True)`): everything new except the hold-back, unless finished.
+    pub fn next_output_text(&mut self, finished: bool) -> String {
+        let hold = if finished { 0 } else { self.buffer_length };
+        match self.params.semantics {
+            StopSemantics::Vllm => {
+                let length = self.output_chars.saturating_sub(hold);
+                if self.last_output_offset < length {
+                    let a = byte_at(&self.output_text, self.last_output_offset);
+                    let b = byte_at(&self.output_text, length);
+                    self.last_output_offset = length;
+                    self.output_text[a..b].to_string()
+                } else {
+                    String::new()
+                }
+            }
+            StopSemantics::Smg => {
+                // offsets in bytes; cut moved back to a char boundary
+                let mut length = self.output_text.len().saturating_sub(hold);
+                while !self.output_text.is_char_boundary(length) {
+                    length -= 1;
+                }
+                if self.last_output_offset < length {
+                    let s = self.output_text[self.last_output_offset..length].to_string();
+                    self.last_output_offset = length;
+                    s
+                } else {
+                    String::new()
+                }
+            }
+        }
+    }
+
+    /// Text not emitted yet.
+    pub fn held_back(&self) -> &str {
+        let at = match self.params.semantics {
+            StopSemantics::Vllm => byte_at(&self.output_text, self.last_output_offset),
+            StopSemantics::Smg => self.last_output_offset.min(self.output_text.len()),
+        };
+        &self.output_text[at..]
+    }
+
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    pub fn max_stop_bytes(&self) -> usize {
+        self.max_stop_bytes
+    }
+}
+
+fn find(hay: &[char], pat: &[char], from: usize) -> Option<usize> {
+    if pat.len() > hay.len() {
+        return None;
+    }
+    (from..=hay.len() - pat.len()).find(|&i| hay[i..i + pat.len()] == *pat)
+}
+
+/// One engine output for a request, as the gateway received it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EngineStep {
+    pub new_token_ids: Vec<u32>,
+    pub finish_reason: Option<FinishReason>,
+    pub stop_reason: Option<StopReason>,
+}
+
+/// What the gateway emits to its client for one engine output (DELTA).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutput {
+    pub text: String,
+    pub token_ids: Vec<u32>,
+    pub finish_reason: Option<FinishReason>,
+    pub stop_reason: Option<StopReason>,
+    /// The engine still runs this request (a local stop): send ABORT.
+    pub abort_engine: bool,
+}
+
+/// The per-request output state: detokenizer + stop detector + finish
+/// synthesis (vLLM's `RequestState` / `process_outputs` for one request).
+#[derive(Debug, Clone)]
+pub struct RequestStream {
+    pub detector: StopDetector,
+    finished: bool,
+}
+
+impl RequestStream {
+    pub fn new(tok: &GatewayTokenizer, prompt: &[u32], params: StopParams) -> Self {
+        RequestStream { detector: StopDetector::new(tok, prompt, params), finished: false }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Processes one engine output. `None` once the request has finished
+    /// (outputs for a finished request are ignored, as vLLM does).
+    pub fn step(&mut self, tok: &GatewayTokenizer, step: &EngineStep) -> Option<StepOutput> {
+        if self.finished {
+            return None;
+        }
+        let mut finish = step.finish_reason;
+        let mut stop_reason = step.stop_reason.clone();
+        let mut new_ids = step.new_token_ids.clone();
+        let num_prev = self.detector.num_output_tokens();
+        // An engine stop on a stop string sent as a token id: check it as text.
+        let converted = match (&finish, &stop_reason) {
+            (Some(FinishReason::Stop), Some(StopReason::TokenId(id))) => u32::try_from(*id)
+                .ok()
+                .filter(|id| new_ids.last() == Some(id))
+                .and_then(|id| self.detector.params.stop_string_token_ids.get(&id).cloned()),
+            _ => None,
+        };
+        let stop_terminated = finish == Some(FinishReason::Stop) && converted.is_none();
+        let matched = self.detector.update(tok, &new_ids, stop_terminated);
+        if let Some(s) = matched {
+            finish = Some(FinishReason::Stop);
+            stop_reason = Some(StopReason::Text(s));
+            let kept = self.detector.num_output_tokens() - num_prev;
+            new_ids.truncate(kept);
+        } else if let Some(s) = converted {
+            stop_reason = Some(StopReason::Text(s));
+        }
+        let finished = finish.is_some();
+        let text = self.detector.next_output_text(finished);
+        if finished {
+            self.finished = true;
+        }
+        Some(StepOutput {
+            text,
+            token_ids: new_ids,
+            finish_reason: finish,
+            stop_reason: if finished { stop_reason } else { None },
+            abort_engine: finished && step.finish_reason.is_none(),
+        })
+    }
+}

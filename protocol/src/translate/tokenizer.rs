@@ -1,0 +1,150 @@
+//! The gateway's tokenizer: a `tokenizer.json` (Hugging Face `tokenizers`)
+//! plus the EOS facts of the model directory, and an incremental decoder
+//! with the state machine of `tokenizers`' `DecodeStream` primed with the
+//! prompt (what vLLM's fast incremental detokenizer uses).
+//!
+//! Pure like the rest of the crate: the caller reads the model directory's
+//! files ([`ModelFiles`]); `conformance::kinds::load_tokenizer` does that for
+//! a directory.
+
+use std::collections::HashMap;
+
+use tokenizers::Tokenizer;
+
+/// A tokenizer and the EOS ids a frontend derives from a model directory.
+pub struct GatewayTokenizer {
+    inner: Tokenizer,
+    /// `tokenizer.eos_token_id` (from `tokenizer_config.json`'s `eos_token`).
+    pub eos_token_id: Option<u32>,
+    /// `generation_config.json`'s `eos_token_id` (int or list), in file order.
+    pub generation_eos_token_ids: Vec<u32>,
+    /// Added tokens (id -> content), special or not.
+    pub added_tokens: HashMap<u32, String>,
+    /// Ids of the added tokens marked special.
+    pub special_ids: Vec<u32>,
+}
+
+impl std::fmt::Debug for GatewayTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayTokenizer")
+            .field("vocab_size", &self.vocab_size())
+            .field("eos_token_id", &self.eos_token_id)
+            .field("generation_eos_token_ids", &self.generation_eos_token_ids)
+            .finish()
+    }
+}
+
+fn ids_of(v: Option<&serde_json::Value>) -> Vec<u32> {
+    match v {
+        Some(serde_json::Value::Number(n)) => n.as_u64().and_then(|x| u32::try_from(x).ok()).into_iter().collect(),
+        Some(serde_json::Value::Array(xs)) => {
+            xs.iter().filter_map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok())).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The files of a model directory a gateway's tokenizer is built from,
+/// already read by the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFiles<'a> {
+    /// `tokenizer.json`.
+    pub tokenizer_json: &'a [u8],
+    /// `tokenizer_config.json`, if the directory has one (its `eos_token`).
+    pub tokenizer_config_json: Option<&'a str>,
+    /// `generation_config.json`, if the directory has one (its
+    /// `eos_token_id`, an int or a list).
+    pub generation_config_json: Option<&'a str>,
+}
+
+impl GatewayTokenizer {
+    /// Builds the tokenizer and its EOS facts from a model directory's files.
+    /// Missing (or unparsable) config files give fewer ids, as in vLLM.
+    pub fn from_files(files: &ModelFiles<'_>) -> Result<Self, String> {
+        let inner = Tokenizer::from_bytes(files.tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
+        let mut t = Self::from_tokenizer(inner);
+        let parse = |s: Option<&str>| s.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok());
+        if let Some(cfg) = parse(files.tokenizer_config_json) {
+            let eos = match cfg.get("eos_token") {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(serde_json::Value::Object(m)) => m.get("content").and_then(|c| c.as_str()).map(str::to_string),
+                _ => None,
+            };
+            t.eos_token_id = eos.and_then(|s| t.inner.token_to_id(&s));
+        }
+        if let Some(gen) = parse(files.generation_config_json) {
+            t.generation_eos_token_ids = ids_of(gen.get("eos_token_id"));
+        }
+        Ok(t)
+    }
+
+    /// A tokenizer without model-directory facts (no EOS).
+    pub fn from_tokenizer(inner: Tokenizer) -> Self {
+        let mut added_tokens = HashMap::new();
+        let mut special_ids = Vec::new();
+        for (id, tok) in inner.get_added_tokens_decoder() {
+            added_tokens.insert(id, tok.content.clone());
+            if tok.special {
+                special_ids.push(id);
+            }
+        }
+        special_ids.sort_unstable();
+        GatewayTokenizer { inner, eos_token_id: None, generation_eos_token_ids: Vec::new(), added_tokens, special_ids }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    pub fn inner(&self) -> &Tokenizer {
+        &self.inner
+    }
+
+    /// `encode(text, add_special_tokens=False)`.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        self.inner.encode(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default()
+    }
+
+    /// `decode(ids)`; an id outside the vocabulary decodes to nothing.
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> String {
+        self.inner.decode(ids, skip_special_tokens).unwrap_or_default()
+    }
+
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special_ids.binary_search(&id).is_ok()
+    }
+}
+
+/// Incremental decoding with `tokenizers`' `DecodeStream` state machine,
+/// primed with the prompt ids (vLLM's `DecodeStream(ids=prompt, ...)`).
+/// `step` returns the new text, or `None` while the text ends inside an
+/// unfinished UTF-8 sequence (the decoded tail is U+FFFD).
+#[derive(Debug, Clone)]
+pub struct DecodeStream {
+    skip_special_tokens: bool,
+    ids: Vec<u32>,
+    prefix: String,
+    prefix_index: usize,
+}
+
+/// The `DecodeStream` error vLLM recovers from by restarting the stream.
+pub const INVALID_PREFIX: &str = "Invalid prefix encountered";
+
+impl DecodeStream {
+    pub fn new(prompt: &[u32], skip_special_tokens: bool) -> Self {
+        DecodeStream { skip_special_tokens, ids: prompt.to_vec(), prefix: String::new(), prefix_index: 0 }
+    }
+
+    /// One token. `Err` carries the stream's error text.
+    pub fn step(&mut self, tok: &GatewayTokenizer, id: u32) -> Result<Option<String>, String> {
+        tokenizers::tokenizer::step_decode_stream(
+            tok.inner(),
+            vec![id],
+            self.skip_special_tokens,
+            &mut self.ids,
+            &mut self.prefix,
+            &mut self.prefix_index,
+        )
+        .map_err(|e| e.to_string())
+    }
+}

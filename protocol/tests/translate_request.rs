@@ -1,0 +1,287 @@
+//! Request translation: rules as unit tests, insta snapshots of translated
+//! requests (tests/snapshots/) for review of behaviour changes, and
+//! property tests (max_tokens default, fan-out seeds, constraint
+//! exactly-one). vLLM parity on the goldens is checked by
+//! `conformance verify` (kind `translation`).
+
+use std::sync::OnceLock;
+
+use engine_protocol::translate::GatewayTokenizer;
+use engine_protocol::translate::{
+    translate, ConstraintFields, EngineInfo, GenerateRequest, JsonObjectFalse, TranslateOptions, Translated,
+};
+use engine_protocol::value::{StructValue, Value};
+use engine_protocol::view::to_view;
+use engine_protocol::{encode_message, release, MessageKind};
+use proptest::prelude::*;
+use serde_json::{json, Value as Json};
+
+fn tok() -> &'static GatewayTokenizer {
+    static T: OnceLock<GatewayTokenizer> = OnceLock::new();
+    T.get_or_init(|| tiny_tokenizer().expect("golden/tiny loads"))
+}
+
+fn engine(mml: i64) -> EngineInfo {
+    EngineInfo { max_model_len: mml, release: release("vllm", "0.33.0").unwrap() }
+}
+
+fn req(prompt_len: usize) -> GenerateRequest {
+    GenerateRequest { request_id: "r".into(), prompt_token_ids: vec![10; prompt_len], ..Default::default() }
+}
+
+fn go(r: &GenerateRequest) -> Translated {
+    translate(r, &engine(64), tok(), &TranslateOptions::default()).expect("translates")
+}
+
+/// The sampling-params fields that differ from the release defaults.
+fn sparse(sp: &StructValue) -> Json {
+    let d = StructValue::with_defaults(sp.schema);
+    let mut m = serde_json::Map::new();
+    for (i, f) in sp.schema.fields.iter().enumerate() {
+        if sp.field(i) != d.field(i) {
+            m.insert(f.name.to_string(), to_view(f.ty, sp.field(i)));
+        }
+    }
+    Json::Object(m)
+}
+
+/// A readable summary of a translation for snapshots.
+fn summary(t: &Translated) -> Json {
+    let mut ids: Vec<(&u32, &String)> = t.stop_string_token_ids.iter().collect();
+    ids.sort();
+    json!({
+        "requests": t.requests.iter().map(|r| {
+            let Value::Struct(s) = &r.request else { unreachable!() };
+            json!({
+                "request_id": r.request_id,
+                "prompt_token_ids": to_view(s.schema.fields[s.schema.index_of("prompt_token_ids").unwrap()].ty, s.get("prompt_token_ids").unwrap()),
+                "sampling_params (non-default)": sparse(r.sampling_params()),
+            })
+        }).collect::<Vec<_>>(),
+        "detector": {
+            "stop": t.stop.stop,
+            "include_stop_str_in_output": t.stop.include_stop_str_in_output,
+            "min_tokens": t.stop.min_tokens,
+            "skip_special_tokens": t.stop.skip_special_tokens,
+            "stop_string_token_ids": ids.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "detector_only_stops": t.detector_only_stops,
+        },
+        "warnings": t.warnings,
+        "max_tokens": t.max_tokens,
+    })
+}
+
+fn snap(name: &str, r: &GenerateRequest) {
+    let t = go(r);
+    // every translated request encodes
+    for e in &t.requests {
+        encode_message(engine(64).release, MessageKind::EngineCoreRequest, &e.request).expect("encodes");
+    }
+    insta::assert_json_snapshot!(name, summary(&t));
+}
+
+#[test]
+fn snapshot_defaults() {
+    snap("defaults", &GenerateRequest { prompt_token_ids: tok().encode("Hello world."), ..req(0) });
+}
+
+#[test]
+fn snapshot_sampling_and_stops() {
+    snap(
+        "sampling_and_stops",
+        &GenerateRequest {
+            prompt_token_ids: tok().encode("Hello world."),
+            max_tokens: Some(10),
+            temperature: Some(0.7),
+            top_p: Some(0.9),
+            top_k: Some(40),
+            seed: Some(42),
+            stop: vec![".".into(), "Hello world".into(), "<|eot|>".into(), "中".into()],
+            stop_token_ids: vec![7, 7, 9],
+            logprobs: Some(5),
+            prompt_logprobs: Some(0),
+            logit_bias: Some(vec![(5, 1.5), (7, -100.0)]),
+            ..req(0)
+        },
+    );
+}
+
+#[test]
+fn snapshot_fan_out_and_constraint() {
+    snap(
+        "fan_out_and_constraint",
+        &GenerateRequest {
+            n: Some(3),
+            seed: Some(i64::MAX - 1),
+            temperature: Some(0.8),
+            max_tokens: Some(500),
+            ignore_eos: true,
+            structured_outputs: Some(ConstraintFields {
+                choice: Some(vec!["yes".into(), "no".into()]),
+                ..Default::default()
+            }),
+            ..req(3)
+        },
+    );
+}
+
+#[test]
+fn snapshot_min_tokens_keeps_stops_in_the_detector() {
+    snap(
+        "min_tokens_stops",
+        &GenerateRequest { stop: vec![".".into()], min_tokens: Some(2), max_tokens: Some(8), ..req(3) },
+    );
+}
+
+#[test]
+fn max_tokens_default_is_the_room_never_16() {
+    let t = go(&req(48));
+    assert_eq!(t.max_tokens, 16, "room is exactly 16 here");
+    let t = go(&req(3));
+    assert_eq!(t.requests[0].sampling_params().int_field("max_tokens"), Some(61));
+}
+
+#[test]
+fn prompt_without_room_is_an_error() {
+    for n in [64, 70] {
+        let e = translate(&req(n), &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
+        assert_eq!(e.field, "prompt_token_ids");
+    }
+    let e = translate(&req(0), &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
+    assert_eq!(e.field, "prompt_token_ids");
+}
+
+#[test]
+fn max_tokens_over_room_is_reported_or_rejected() {
+    let r = GenerateRequest { max_tokens: Some(100), ..req(3) };
+    let t = go(&r);
+    assert_eq!(t.max_tokens, 100);
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+    let strict = TranslateOptions { reject_max_tokens_over_room: true, ..Default::default() };
+    assert_eq!(translate(&r, &engine(64), tok(), &strict).unwrap_err().field, "max_tokens");
+}
+
+#[test]
+fn eos_ids_follow_vllms_frontend_and_ignore_eos() {
+    let sp = |t: &Translated| t.requests[0].sampling_params().clone();
+    let t = go(&GenerateRequest { stop_token_ids: vec![9], ..req(3) });
+    let s = sp(&t);
+    assert_eq!(s.int_field("_eos_token_id"), Some(2));
+    assert_eq!(s.get("stop_token_ids"), Some(&Value::IntArray(vec![4, 9])));
+    let t = go(&GenerateRequest { stop_token_ids: vec![9], ignore_eos: true, ..req(3) });
+    let s = sp(&t);
+    assert!(s.is_nil("_eos_token_id"));
+    assert_eq!(s.get("stop_token_ids"), Some(&Value::IntArray(vec![9])));
+    let all = to_view(
+        s.schema.fields[s.schema.index_of("_all_stop_token_ids").unwrap()].ty,
+        s.get("_all_stop_token_ids").unwrap(),
+    );
+    assert_eq!(all, json!([2, 4, 9]));
+}
+
+#[test]
+fn json_object_false_is_no_constraint_by_default_and_an_error_for_parity() {
+    let r = GenerateRequest {
+        structured_outputs: Some(ConstraintFields { json_object: Some(false), ..Default::default() }),
+        ..req(3)
+    };
+    let t = go(&r);
+    assert!(t.requests[0].sampling_params().is_nil("structured_outputs"));
+    let parity = TranslateOptions { json_object_false: JsonObjectFalse::Reject, ..Default::default() };
+    assert_eq!(translate(&r, &engine(64), tok(), &parity).unwrap_err().field, "json_object");
+}
+
+#[test]
+fn backend_is_always_set() {
+    let r = GenerateRequest {
+        structured_outputs: Some(ConstraintFields { regex: Some("[a-z]+".into()), ..Default::default() }),
+        ..req(3)
+    };
+    let opts = TranslateOptions { structured_outputs_backend: "guidance".into(), ..Default::default() };
+    let t = translate(&r, &engine(64), tok(), &opts).unwrap();
+    let so = t.requests[0].sampling_params().struct_field("structured_outputs").unwrap();
+    assert_eq!(so.str_field("_backend"), Some("guidance"));
+    assert_eq!(so.str_field("regex"), Some("[a-z]+"));
+}
+
+#[test]
+fn fan_out_seed_does_not_overflow() {
+    let t = go(&GenerateRequest { n: Some(2), seed: Some(i64::MAX), temperature: Some(1.0), ..req(3) });
+    let seeds: Vec<Value> = t.requests.iter().map(|r| r.sampling_params().get("seed").unwrap().clone()).collect();
+    assert_eq!(seeds, [Value::Int(i64::MAX), Value::UInt(1u64 << 63)]);
+    assert_eq!(t.requests.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>(), ["r-0", "r-1"]);
+}
+
+fn constraint_strategy() -> impl Strategy<Value = ConstraintFields> {
+    (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(a, b, c, d, e, f)| ConstraintFields {
+            json: a.then(|| json!({"type": "object"})),
+            regex: b.then(|| "[0-9]+".to_string()),
+            choice: c.then(|| vec!["x".to_string()]),
+            grammar: d.then(|| "root ::= \"a\"".to_string()),
+            json_object: e.then_some(true),
+            structural_tag: f.then(|| "{\"type\": \"structural_tag\"}".to_string()),
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct("proptest-regressions/translate_request.txt"))), ..ProptestConfig::default() })]
+
+    #[test]
+    fn unset_max_tokens_is_the_room(prompt_len in 1usize..64, mml in 64i64..4096) {
+        let t = translate(&req(prompt_len), &engine(mml), tok(), &TranslateOptions::default()).unwrap();
+        prop_assert_eq!(t.max_tokens, mml - prompt_len as i64);
+        prop_assert_eq!(t.requests[0].sampling_params().int_field("max_tokens"), Some(mml - prompt_len as i64));
+    }
+
+    #[test]
+    fn fan_out_gives_n_requests_with_seed_plus_i(n in 1i64..8, seed in prop::option::of(any::<i64>().prop_filter("-1 means none", |s| *s != -1))) {
+        let t = translate(&GenerateRequest { n: Some(n), seed, temperature: Some(0.5), ..req(3) }, &engine(64), tok(), &TranslateOptions::default()).unwrap();
+        prop_assert_eq!(t.requests.len() as i64, n);
+        let mut ids = std::collections::HashSet::new();
+        for (i, r) in t.requests.iter().enumerate() {
+            prop_assert!(ids.insert(r.request_id.clone()));
+            let sp = r.sampling_params();
+            prop_assert_eq!(sp.int_field("n"), Some(1));
+            let got = match sp.get("seed").unwrap() { Value::Int(v) => Some(i128::from(*v)), Value::UInt(v) => Some(i128::from(*v)), _ => None };
+            let want = seed.map(|s| if n == 1 { i128::from(s) } else { i128::from(s) + i as i128 });
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    /// Any combination of constraint fields other than exactly one is
+    /// rejected before anything is sent, naming the fields; exactly one
+    /// always passes.
+    #[test]
+    fn constraint_exactly_one(c in constraint_strategy()) {
+        let set = c.set_fields();
+        let r = GenerateRequest { structured_outputs: Some(c), ..req(3) };
+        match translate(&r, &engine(64), tok(), &TranslateOptions::default()) {
+            Ok(t) => {
+                prop_assert_eq!(set.len(), 1);
+                let so = t.requests[0].sampling_params().struct_field("structured_outputs").unwrap();
+                prop_assert!(so.str_field("_backend").is_some());
+            }
+            Err(e) => {
+                prop_assert_ne!(set.len(), 1);
+                for f in &set {
+                    prop_assert!(e.field.contains(f) && e.message.contains(f), "{:?} does not name {}", e, f);
+                }
+            }
+        }
+    }
+}
+
+/// The tiny model's tokenizer (golden/tiny), read from disk.
+fn tiny_tokenizer() -> Result<GatewayTokenizer, String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/tiny");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let tokenizer_json = std::fs::read(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
+    let (config, generation) = (read("tokenizer_config.json"), read("generation_config.json"));
+    GatewayTokenizer::from_files(&engine_protocol::translate::tokenizer::ModelFiles {
+        tokenizer_json: &tokenizer_json,
+        tokenizer_config_json: config.as_deref(),
+        generation_config_json: generation.as_deref(),
+    })
+}
