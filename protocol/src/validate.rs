@@ -91,107 +91,159 @@ fn int(v: Option<&Value>) -> Option<i64> {
 }
 
 /// `SamplingParams.__post_init__` / `_verify_args` as run on decode.
+///
+/// One pass over the fields held away from their defaults (defaults are
+/// valid by construction), then the rules that relate two fields, reading
+/// the other field's default from the schema when it is not held.
 pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
-    let g = |name| v.get(name);
-    if let Some(n) = int(g("n")) {
-        if n < 1 {
-            return Err(Violation::new("n", format!("must be at least 1, got {n}")));
-        }
-    }
-    for name in ["presence_penalty", "frequency_penalty"] {
-        if let Some(x) = num(g(name)) {
-            if !(-2.0..=2.0).contains(&x) {
-                return Err(Violation::new(name, format!("must be in [-2, 2], got {x}")));
+    let default = |name: &str| v.schema.index_of(name).map(|i| &v.schema.default_values()[i]);
+    let (mut n, mut temperature, mut max_tokens, mut min_tokens) = (None, None, None, None);
+    let (mut stops_present, mut detokenize_false) = (false, false);
+    for (i, x) in v.entries() {
+        let name = v.schema.fields[*i as usize].name;
+        match name {
+            "n" => {
+                n = int(Some(x));
+                if let Some(n) = n {
+                    if n < 1 {
+                        return Err(Violation::new("n", format!("must be at least 1, got {n}")));
+                    }
+                }
             }
+            "presence_penalty" | "frequency_penalty" => {
+                if let Some(p) = num(Some(x)) {
+                    if !(-2.0..=2.0).contains(&p) {
+                        return Err(Violation::new(name, format!("must be in [-2, 2], got {p}")));
+                    }
+                }
+            }
+            "repetition_penalty" => {
+                if let Some(p) = num(Some(x)) {
+                    if !(p > 0.0 && p.is_finite()) {
+                        return Err(Violation::new(
+                            name,
+                            format!("must be a finite number greater than zero, got {p}"),
+                        ));
+                    }
+                }
+            }
+            "temperature" => {
+                temperature = num(Some(x));
+                if let Some(t) = temperature {
+                    if !(0.0..=2.0).contains(&t) {
+                        return Err(Violation::new(name, format!("must be in [0, 2], got {t}")));
+                    }
+                }
+            }
+            "top_p" => {
+                if let Some(p) = num(Some(x)) {
+                    if !(p > 0.0 && p <= 1.0) {
+                        return Err(Violation::new(name, format!("must be in (0, 1], got {p}")));
+                    }
+                }
+            }
+            "top_k" => {
+                if let Some(k) = int(Some(x)) {
+                    if k < -1 {
+                        return Err(Violation::new(name, format!("must be -1 (disabled), 0 or positive, got {k}")));
+                    }
+                }
+            }
+            "min_p" => {
+                if let Some(p) = num(Some(x)) {
+                    if !(0.0..=1.0).contains(&p) {
+                        return Err(Violation::new(name, format!("must be in [0, 1], got {p}")));
+                    }
+                }
+            }
+            "max_tokens" => {
+                max_tokens = Some(int(Some(x)));
+                if let Some(Some(m)) = max_tokens {
+                    if m < 1 {
+                        return Err(Violation::new(name, format!("must be at least 1, got {m}")));
+                    }
+                }
+            }
+            "min_tokens" => {
+                min_tokens = int(Some(x));
+                if let Some(m) = min_tokens {
+                    if m < 0 {
+                        return Err(Violation::new(name, format!("must be at least 0, got {m}")));
+                    }
+                }
+            }
+            "logprobs" | "prompt_logprobs" => {
+                if let Some(l) = int(Some(x)) {
+                    if l < -1 {
+                        return Err(Violation::new(
+                            name,
+                            format!("must be -1 (whole vocabulary) or non-negative, got {l}"),
+                        ));
+                    }
+                }
+            }
+            "stop" => {
+                let empty = match x {
+                    Value::Str(s) => s.is_empty(),
+                    Value::Array(xs) => xs.iter().any(|x| matches!(x, Value::Str(s) if s.is_empty())),
+                    _ => false,
+                };
+                if empty {
+                    return Err(Violation::new("stop", "stop strings must not be empty"));
+                }
+                stops_present = match x {
+                    Value::Str(_) => true,
+                    Value::Array(xs) => !xs.is_empty(),
+                    _ => false,
+                };
+            }
+            "detokenize" => detokenize_false = matches!(x, Value::Bool(false)),
+            "bad_words" => {
+                if let Value::Array(words) = x {
+                    if words.iter().any(|w| matches!(w, Value::Str(s) if s.is_empty())) {
+                        return Err(Violation::new("bad_words", "bad_words cannot contain an empty string"));
+                    }
+                }
+            }
+            "stream_interval" => {
+                if let Some(i) = int(Some(x)) {
+                    if i < 1 {
+                        return Err(Violation::new(name, format!("must be at least 1, got {i}")));
+                    }
+                }
+            }
+            "thinking_token_budget" => {
+                if let Some(b) = int(Some(x)) {
+                    if b < -1 {
+                        return Err(Violation::new(
+                            name,
+                            format!("must be a non-negative integer or -1 for unlimited, got {b}"),
+                        ));
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    if let Some(x) = num(g("repetition_penalty")) {
-        if !(x > 0.0 && x.is_finite()) {
-            return Err(Violation::new(
-                "repetition_penalty",
-                format!("must be a finite number greater than zero, got {x}"),
-            ));
-        }
-    }
-    if let Some(x) = num(g("temperature")) {
-        if !(0.0..=2.0).contains(&x) {
-            return Err(Violation::new("temperature", format!("must be in [0, 2], got {x}")));
-        }
-    }
-    if let Some(x) = num(g("top_p")) {
-        if !(x > 0.0 && x <= 1.0) {
-            return Err(Violation::new("top_p", format!("must be in (0, 1], got {x}")));
-        }
-    }
-    if let Some(k) = int(g("top_k")) {
-        if k < -1 {
-            return Err(Violation::new("top_k", format!("must be -1 (disabled), 0 or positive, got {k}")));
-        }
-    }
-    if let Some(x) = num(g("min_p")) {
-        if !(0.0..=1.0).contains(&x) {
-            return Err(Violation::new("min_p", format!("must be in [0, 1], got {x}")));
-        }
-    }
-    let max_tokens = int(g("max_tokens"));
-    if let Some(m) = max_tokens {
-        if m < 1 {
-            return Err(Violation::new("max_tokens", format!("must be at least 1, got {m}")));
-        }
-    }
-    if let Some(m) = int(g("min_tokens")) {
-        if m < 0 {
-            return Err(Violation::new("min_tokens", format!("must be at least 0, got {m}")));
-        }
-        if let Some(max) = max_tokens {
+    if let Some(m) = min_tokens {
+        let max = max_tokens.unwrap_or_else(|| int(default("max_tokens")));
+        if let Some(max) = max {
             if m > max {
                 return Err(Violation::new("min_tokens", format!("must not exceed max_tokens ({max}), got {m}")));
             }
         }
     }
-    for name in ["logprobs", "prompt_logprobs"] {
-        if let Some(x) = int(g(name)) {
-            if x < -1 {
-                return Err(Violation::new(name, format!("must be -1 (whole vocabulary) or non-negative, got {x}")));
-            }
-        }
-    }
-    let stops: Vec<&str> = match g("stop") {
-        Some(Value::Str(s)) => vec![s.as_str()],
-        Some(Value::Array(xs)) => {
-            xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect()
-        }
-        _ => Vec::new(),
-    };
-    if stops.iter().any(|s| s.is_empty()) {
-        return Err(Violation::new("stop", "stop strings must not be empty"));
-    }
-    if !stops.is_empty() && matches!(g("detokenize"), Some(Value::Bool(false))) {
+    if stops_present && detokenize_false {
         return Err(Violation::new("stop", "stop strings need detokenize=True"));
-    }
-    if let Some(Value::Array(words)) = g("bad_words") {
-        if words.iter().any(|w| matches!(w, Value::Str(s) if s.is_empty())) {
-            return Err(Violation::new("bad_words", "bad_words cannot contain an empty string"));
-        }
-    }
-    if let Some(i) = int(g("stream_interval")) {
-        if i < 1 {
-            return Err(Violation::new("stream_interval", format!("must be at least 1, got {i}")));
-        }
-    }
-    if let Some(b) = int(g("thinking_token_budget")) {
-        if b < -1 {
-            return Err(Violation::new(
-                "thinking_token_budget",
-                format!("must be a non-negative integer or -1 for unlimited, got {b}"),
-            ));
-        }
     }
     // Greedy sampling (temperature below vLLM's _SAMPLING_EPS, 1e-5) admits
     // only one sequence.
-    if let (Some(n), Some(t)) = (int(g("n")), num(g("temperature"))) {
-        if n > 1 && t < 1e-5 {
-            return Err(Violation::new("n", format!("n must be 1 when using greedy sampling, got {n}")));
+    if let Some(n) = n {
+        let t = temperature.or_else(|| num(default("temperature")));
+        if let Some(t) = t {
+            if n > 1 && t < 1e-5 {
+                return Err(Violation::new("n", format!("n must be 1 when using greedy sampling, got {n}")));
+            }
         }
     }
     Ok(())
