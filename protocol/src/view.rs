@@ -413,7 +413,9 @@ fn json_fits(ty: &Ty, j: &Json) -> bool {
     }
 }
 
-fn float_of(x: &Json) -> Option<f64> {
+/// A float of the view: a JSON number, or `"NaN"`, `"Infinity"`,
+/// `"-Infinity"` (golden-format rule 4).
+pub fn float_of(x: &Json) -> Option<f64> {
     match x {
         Json::Number(n) => n.as_f64(),
         Json::String(s) => match s.as_str() {

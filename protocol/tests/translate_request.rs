@@ -4,6 +4,8 @@
 //! exactly-one). vLLM parity on the goldens is checked by
 //! `conformance verify` (kind `translation`).
 
+mod common;
+
 use std::sync::OnceLock;
 
 use engine_protocol::translate::GatewayTokenizer;
@@ -18,7 +20,7 @@ use serde_json::{json, Value as Json};
 
 fn tok() -> &'static GatewayTokenizer {
     static T: OnceLock<GatewayTokenizer> = OnceLock::new();
-    T.get_or_init(|| tiny_tokenizer().expect("golden/tiny loads"))
+    T.get_or_init(|| common::tiny_tokenizer().expect("golden/tiny loads"))
 }
 
 fn engine(mml: i64) -> EngineInfo {
@@ -271,17 +273,4 @@ proptest! {
             }
         }
     }
-}
-
-/// The tiny model's tokenizer (golden/tiny), read from disk.
-fn tiny_tokenizer() -> Result<GatewayTokenizer, String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/tiny");
-    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
-    let tokenizer_json = std::fs::read(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
-    let (config, generation) = (read("tokenizer_config.json"), read("generation_config.json"));
-    GatewayTokenizer::from_files(&engine_protocol::translate::tokenizer::ModelFiles {
-        tokenizer_json: &tokenizer_json,
-        tokenizer_config_json: config.as_deref(),
-        generation_config_json: generation.as_deref(),
-    })
 }

@@ -81,16 +81,7 @@ pub fn load_tokenizer(dir: &Path) -> Result<GatewayTokenizer, String> {
 
 /// JSON number or non-finite string as f64 (golden-format rule 4).
 pub fn num(v: &Json) -> Option<f64> {
-    match v {
-        Json::Number(n) => n.as_f64(),
-        Json::String(s) => match s.as_str() {
-            "NaN" => Some(f64::NAN),
-            "Infinity" => Some(f64::INFINITY),
-            "-Infinity" => Some(f64::NEG_INFINITY),
-            _ => None,
-        },
-        _ => None,
-    }
+    engine_protocol::view::float_of(v)
 }
 
 /// Floats equal as IEEE doubles, NaN equal to NaN.

@@ -38,3 +38,17 @@ pub fn golden_frames(version: &str, id: &str) -> Vec<Vec<u8>> {
     let json: serde_json::Value = serde_json::from_str(&text).expect("golden JSON");
     json["frames"].as_array().expect("frames").iter().map(|f| unhex(f.as_str().expect("hex"))).collect()
 }
+
+/// The tiny model's tokenizer (golden/tiny), read from disk.
+#[cfg(feature = "translate")]
+pub fn tiny_tokenizer() -> Result<engine_protocol::translate::GatewayTokenizer, String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/tiny");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let tokenizer_json = std::fs::read(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
+    let (config, generation) = (read("tokenizer_config.json"), read("generation_config.json"));
+    engine_protocol::translate::GatewayTokenizer::from_files(&engine_protocol::translate::tokenizer::ModelFiles {
+        tokenizer_json: &tokenizer_json,
+        tokenizer_config_json: config.as_deref(),
+        generation_config_json: generation.as_deref(),
+    })
+}
