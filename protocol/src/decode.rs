@@ -88,7 +88,17 @@ pub fn decode_payload(
             format!("frame {big} is {} bytes, over the limit of {}", frames[big].len(), limits.max_frame_bytes),
         ));
     }
-    let mut d = Decoder { r: Reader::new(payload), frames, drift: Vec::new(), depth: 0, limits, scratch: Vec::new() };
+    let input_bytes: usize = frames.iter().map(|f| f.len()).sum();
+    let mut d = Decoder {
+        r: Reader::new(payload),
+        frames,
+        drift: Vec::new(),
+        depth: 0,
+        limits,
+        scratch: Vec::new(),
+        prealloc_budget: payload.len(),
+        tensor_budget: input_bytes,
+    };
     let value = d.value(ty).map_err(|e| (*e).under(root))?;
     if !d.r.is_empty() {
         let at = d.r.position();
@@ -121,6 +131,17 @@ struct Decoder<'a, 'l> {
     /// (each struct takes its tail when done): one exact allocation per
     /// struct instead of a growing vector each.
     scratch: Vec<(u16, Value)>,
+    /// Elements that may still be preallocated for declared lengths, over
+    /// the whole message. Starts at the payload size: every element takes
+    /// at least one byte, so a well-formed message never runs out, while
+    /// nested headers that each declare "everything that remains" cannot
+    /// preallocate more than once over (beyond it, vectors grow as they
+    /// fill).
+    prealloc_budget: usize,
+    /// Tensor bytes that may still be copied: the size of all frames. An
+    /// engine references each aux frame once; a message that references the
+    /// same buffer again and again would otherwise copy it each time.
+    tensor_budget: usize,
 }
 
 /// One step of a path.
@@ -261,6 +282,15 @@ impl<'a> Decoder<'a, '_> {
         Ok(n)
     }
 
+    /// How many of `n` declared elements to preallocate (see
+    /// `prealloc_budget`).
+    #[inline]
+    fn prealloc(&mut self, n: usize) -> usize {
+        let c = n.min(self.prealloc_budget);
+        self.prealloc_budget -= c;
+        c
+    }
+
     #[inline]
     fn enter(&mut self) -> R<()> {
         self.depth += 1;
@@ -342,7 +372,7 @@ impl<'a> Decoder<'a, '_> {
                 let Token::Map(n) = t else { return Err(type_err(ty, &t)) };
                 let n = self.check_len(n, 2)?;
                 self.enter()?;
-                let mut entries = Vec::with_capacity(n);
+                let mut entries = Vec::with_capacity(self.prealloc(n));
                 for _ in 0..n {
                     let key = self.value(k)?;
                     let label = match &key {
@@ -415,7 +445,7 @@ impl<'a> Decoder<'a, '_> {
     }
 
     fn int_array(&mut self, n: usize) -> R<Value> {
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(self.prealloc(n));
         for i in 0..n {
             if let Some(v) = self.r.small_int() {
                 out.push(v);
@@ -439,7 +469,7 @@ impl<'a> Decoder<'a, '_> {
     }
 
     fn list(&mut self, inner: &'static Ty, n: usize) -> R<Value> {
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(self.prealloc(n));
         for i in 0..n {
             out.push(self.at(Seg::Index(i), |d| d.value(inner))?);
         }
@@ -467,7 +497,7 @@ impl<'a> Decoder<'a, '_> {
             Token::Map(n) => {
                 let n = self.check_len(n, 2)?;
                 self.enter()?;
-                let mut entries = Vec::with_capacity(n);
+                let mut entries = Vec::with_capacity(self.prealloc(n));
                 for _ in 0..n {
                     let k = self.any()?;
                     let label = match &k {
@@ -599,7 +629,7 @@ impl<'a> Decoder<'a, '_> {
     /// keys type-checked; required keys must be present.
     fn open_map(&mut self, s: &'static StructSchema, n: u32) -> R<StructValue> {
         let n = self.check_len(n, 2)?;
-        let mut extra = Vec::with_capacity(n);
+        let mut extra = Vec::with_capacity(self.prealloc(n));
         for _ in 0..n {
             let key = match self.token()? {
                 Token::Str(b) => utf8(b)?,
@@ -652,7 +682,7 @@ impl<'a> Decoder<'a, '_> {
             let t = d.token()?;
             let Token::Array(dims) = t else { return Err(type_err(&Ty::List(&Ty::Int), &t)) };
             let dims = d.check_len(dims, 1)?;
-            let mut shape = Vec::with_capacity(dims);
+            let mut shape = Vec::with_capacity(d.prealloc(dims));
             for i in 0..dims {
                 match d.token()? {
                     Token::Int(x) if x >= 0 => shape.push(x),
@@ -695,6 +725,18 @@ impl<'a> Decoder<'a, '_> {
             )
             .under("[2]"));
         }
+        if data.len() > self.tensor_budget {
+            return Err(err(
+                RejectClass::Limits,
+                format!(
+                    "tensor data of {} bytes exceeds what the frames hold ({} bytes left): buffers referenced more than once",
+                    data.len(),
+                    self.tensor_budget
+                ),
+            )
+            .under("[2]"));
+        }
+        self.tensor_budget -= data.len();
         self.depth -= 1;
         Ok(Tensor { dtype, shape, data: data.to_vec() })
     }
@@ -717,6 +759,15 @@ fn dedup_set(v: &mut Value) {
         Value::IntArray(xs) if xs.len() > 1 => {
             let mut seen = std::collections::HashSet::with_capacity(xs.len());
             xs.retain(|x| seen.insert(*x));
+        }
+        Value::Array(xs) if xs.len() > 1 && xs.iter().all(|x| matches!(x, Value::Str(_))) => {
+            // set[str]: hashed, linear in the element count.
+            let keep: Vec<bool> = {
+                let mut seen = std::collections::HashSet::with_capacity(xs.len());
+                xs.iter().map(|x| if let Value::Str(s) = x { seen.insert(s.as_str()) } else { true }).collect()
+            };
+            let mut keep = keep.into_iter();
+            xs.retain(|_| keep.next().unwrap_or(true));
         }
         Value::Array(xs) if xs.len() > 1 => {
             let mut kept: Vec<Value> = Vec::with_capacity(xs.len());
