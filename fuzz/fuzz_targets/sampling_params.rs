@@ -1,0 +1,6 @@
+#![no_main]
+//! Fuzz target `sampling_params`: see fuzz/README.md and `engine_fuzz::oracle`.
+
+engine_fuzz::install_counting_allocator!();
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| engine_fuzz::fuzz("sampling_params", data));

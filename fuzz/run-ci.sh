@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# CI: checks that the committed seed corpus is what `write-seeds` writes,
+# runs the stable corpus and regression tests of the fuzz crate, builds
+# every fuzz target and runs each for a short fixed time (default 30 s).
+#
+#   fuzz/run-ci.sh [SECONDS_PER_TARGET]
+#
+# Exits non-zero on a stale corpus, a failing test, or any crash, leak,
+# timeout or out-of-memory input. Longer scheduled runs: run-campaign.sh.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+cargo run -q --release --example write-seeds -- --check
+cargo test -q --release
+exec ./run-campaign.sh "${1:-30}"

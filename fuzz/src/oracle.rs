@@ -1,0 +1,460 @@
+//! What every fuzz target checks, beyond "no crash".
+//!
+//! One entry point per target ([`run`] dispatches by name), each decoding
+//! its input with the one outcome classification of `engine-protocol`
+//! ([`engine_protocol::classify`]) and then checking:
+//!
+//! - **agreement**: `classify` and `decode_message` give the same outcome
+//!   (drift included);
+//! - **fixed point**: an accepted message re-encodes, decodes again to the
+//!   same value (floats by bits, so NaN equals NaN; `list[int]` compares
+//!   by elements whether kept unboxed or not; hence the same canonical
+//!   view), with no drift, and encoding that value gives the same bytes again;
+//! - **invariants of accepted values**: every tensor holds exactly
+//!   itemsize times the product of its shape in bytes, with a dtype its
+//!   kind accepts; the value nests no deeper than `Limits::max_depth` (plus
+//!   [`DEFAULT_TREE_DEPTH`] for defaults the decoder filled in);
+//! - the frame layer (target `frames`): see [`frames`].
+//!
+//! What needs more than `std` and `engine-protocol` (the generic-decoder
+//! comparison with `rmpv`, the allocation bound) plugs in through
+//! [`Probe`]; `protocol/tests/fuzz_seed_corpus.rs` compiles this file in
+//! with `#[path]` and runs it with [`NoProbe`].
+
+use std::borrow::Cow;
+
+use engine_protocol::decode::{decode_payload, Decoded};
+use engine_protocol::encode::encode_payload;
+use engine_protocol::frames::{self as wire, RequestType};
+use engine_protocol::schema::{vllm, Layout, Ty, RELEASES};
+use engine_protocol::value::{numpy_dtype, torch_dtype};
+use engine_protocol::{
+    classify, decode_message, encode_message, Error, Limits, MessageKind, Outcome, RejectClass, ReleaseSchema, Value,
+};
+
+use super::split::split;
+
+/// The fuzz targets, as named in `fuzz/Cargo.toml` and `fuzz/corpus/`.
+pub const TARGETS: &[&str] = &[
+    "engine_core_request",
+    "sampling_params",
+    "structured_outputs_params",
+    "engine_core_outputs",
+    "utility_output",
+    "handshake",
+    "ready_response",
+    "frames",
+    "roundtrip",
+];
+
+/// Targets whose input is split into frames by `split::split`; the others
+/// take their input as one payload frame (`roundtrip` as generator input).
+pub const MULTI_FRAME_TARGETS: &[&str] = &["engine_core_request", "engine_core_outputs", "utility_output", "frames"];
+
+/// How much deeper than the wire a decoded value may nest: defaults the
+/// decoder fills in (`SchedulerStats.prefix_cache_stats` is a fresh
+/// `PrefixCacheStats` holding a dict) are containers the wire never had.
+pub const DEFAULT_TREE_DEPTH: usize = 2;
+
+static SAMPLING_PARAMS: Ty = Ty::Struct(&vllm::SAMPLING_PARAMS);
+static STRUCTURED_OUTPUTS_PARAMS: Ty = Ty::Struct(&vllm::STRUCTURED_OUTPUTS_PARAMS);
+
+/// Hooks for checks that need more than this file may depend on.
+pub trait Probe {
+    /// Runs one decode of `input` (every frame the decoder is given).
+    fn decode<R>(&mut self, input: &[&[u8]], f: impl FnOnce() -> R) -> R {
+        let _ = input;
+        f()
+    }
+
+    /// Sees a payload frame and the typed decoder's outcome for it.
+    fn payload(&mut self, payload: &[u8], outcome: &Outcome) {
+        let _ = (payload, outcome);
+    }
+}
+
+/// No extra checks.
+pub struct NoProbe;
+
+impl Probe for NoProbe {}
+
+/// Runs target `name` on `data`; false when there is no such target.
+/// `roundtrip` needs the generator and is run by its own target.
+pub fn run<P: Probe>(name: &str, data: &[u8], p: &mut P) -> bool {
+    match name {
+        "engine_core_request" => engine_core_request(data, p),
+        "sampling_params" => sampling_params(data, p),
+        "structured_outputs_params" => structured_outputs_params(data, p),
+        "engine_core_outputs" => engine_core_outputs(data, p),
+        "utility_output" => utility_output(data, p),
+        "handshake" => handshake(data, p),
+        "ready_response" => ready_response(data, p),
+        "frames" => frames(data, p),
+        _ => return false,
+    }
+    true
+}
+
+fn refs<'a>(frames: &'a [Cow<'a, [u8]>]) -> Vec<&'a [u8]> {
+    frames.iter().map(|f| &**f).collect()
+}
+
+/// `[type byte, payload, aux...]` as one fuzz input: an `ADD`.
+pub fn engine_core_request<P: Probe>(data: &[u8], p: &mut P) {
+    let frames = split(data);
+    each_release(p, MessageKind::EngineCoreRequest, &refs(&frames));
+}
+
+/// `[payload, aux...]`.
+pub fn engine_core_outputs<P: Probe>(data: &[u8], p: &mut P) {
+    let frames = split(data);
+    each_release(p, MessageKind::EngineCoreOutputs, &refs(&frames));
+}
+
+/// `[payload, aux...]`.
+pub fn utility_output<P: Probe>(data: &[u8], p: &mut P) {
+    let frames = split(data);
+    each_release(p, MessageKind::UtilityOutput, &refs(&frames));
+}
+
+/// One payload, read as HELLO/READY (`HandshakeStatus`) and as INIT.
+pub fn handshake<P: Probe>(data: &[u8], p: &mut P) {
+    each_release(p, MessageKind::HandshakeHello, &[data]);
+    each_release(p, MessageKind::HandshakeInit, &[data]);
+}
+
+/// One payload.
+pub fn ready_response<P: Probe>(data: &[u8], p: &mut P) {
+    each_release(p, MessageKind::EngineCoreReadyResponse, &[data]);
+}
+
+/// One payload decoded as a bare `SamplingParams`.
+pub fn sampling_params<P: Probe>(data: &[u8], p: &mut P) {
+    payload(p, "SamplingParams", &SAMPLING_PARAMS, &[data]);
+}
+
+/// One payload decoded as a bare `StructuredOutputsParams`.
+pub fn structured_outputs_params<P: Probe>(data: &[u8], p: &mut P) {
+    payload(p, "StructuredOutputsParams", &STRUCTURED_OUTPUTS_PARAMS, &[data]);
+}
+
+/// Decodes with every release whose payload type for `kind` differs from
+/// the ones already tried.
+fn each_release<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
+    let mut seen: Vec<&'static Ty> = Vec::new();
+    for &release in RELEASES {
+        let ty = kind.payload_type(release);
+        if seen.iter().any(|t| std::ptr::eq(*t, ty)) {
+            continue;
+        }
+        seen.push(ty);
+        message(p, release, kind, frames);
+    }
+}
+
+/// The payload frame of a message, if the frame layer lets it through to
+/// the payload decoder.
+fn payload_frame<'a>(kind: MessageKind, frames: &[&'a [u8]]) -> Option<&'a [u8]> {
+    if kind.request_type().is_some() {
+        frames.get(1).copied()
+    } else {
+        frames.first().copied()
+    }
+}
+
+/// The outcome of a payload decode, classified as
+/// [`engine_protocol::classify`] classifies a message decode.
+pub fn outcome_of(r: &Result<Decoded, Error>) -> Outcome {
+    match r {
+        Ok(d) => Outcome::Accept { drift: d.drift.clone() },
+        Err(e) => Outcome::Reject(e.class),
+    }
+}
+
+/// Decodes one message and runs every check on it; returns the outcome and,
+/// when accepted, the value.
+pub fn message<P: Probe>(
+    p: &mut P,
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    frames: &[&[u8]],
+) -> (Outcome, Option<Value>) {
+    let limits = Limits::default();
+    let r = p.decode(frames, || decode_message(release, kind, frames, &limits));
+    let outcome = outcome_of(&r);
+    let shared = classify(release, kind, frames, &limits);
+    assert_eq!(outcome, shared, "{}: classify disagrees with decode_message", kind.name());
+    if let Some(payload) = payload_frame(kind, frames) {
+        p.payload(payload, &outcome);
+    }
+    let Ok(d) = r else { return (outcome, None) };
+    check_accepted(&d.value, &limits);
+    let context = || format!("{} {} from frames {}", release.version, kind.name(), hex_frames(frames));
+    let enc = encode_message(release, kind, &d.value)
+        .unwrap_or_else(|e| panic!("decoded value does not re-encode: {e}\n{}", context()));
+    let enc_refs: Vec<&[u8]> = enc.iter().map(Vec::as_slice).collect();
+    let d2 = decode_message(release, kind, &enc_refs, &limits).unwrap_or_else(|e| {
+        panic!("re-encoded value is rejected: {e}\n{}\nre-encoded {}", context(), hex_frames(&enc_refs))
+    });
+    fixed_point(&d.value, &d2, &context);
+    let enc2 = encode_message(release, kind, &d2.value).expect("second encode");
+    assert!(
+        enc2 == enc,
+        "encoding is not a fixed point\n{}\nfirst {}\nthen {}",
+        context(),
+        hex_frames(&enc_refs),
+        hex_vecs(&enc2)
+    );
+    (outcome, Some(d.value))
+}
+
+/// Decodes one payload as `ty` (no frame layer) with the same checks.
+pub fn payload<P: Probe>(p: &mut P, root: &'static str, ty: &'static Ty, frames: &[&[u8]]) -> Outcome {
+    let limits = Limits::default();
+    let r = p.decode(frames, || decode_payload(root, ty, frames, &limits));
+    let outcome = outcome_of(&r);
+    p.payload(frames[0], &outcome);
+    let Ok(d) = r else { return outcome };
+    check_accepted(&d.value, &limits);
+    let context = || format!("{root} from frames {}", hex_frames(frames));
+    let enc = encode_payload(root, ty, &d.value)
+        .unwrap_or_else(|e| panic!("decoded value does not re-encode: {e}\n{}", context()));
+    let enc_refs: Vec<&[u8]> = enc.iter().map(Vec::as_slice).collect();
+    let d2 = decode_payload(root, ty, &enc_refs, &limits).unwrap_or_else(|e| {
+        panic!("re-encoded value is rejected: {e}\n{}\nre-encoded {}", context(), hex_frames(&enc_refs))
+    });
+    fixed_point(&d.value, &d2, &context);
+    let enc2 = encode_payload(root, ty, &d2.value).expect("second encode");
+    assert!(enc2 == enc, "encoding is not a fixed point\n{}", context());
+    outcome
+}
+
+fn fixed_point(first: &Value, again: &Decoded, context: &dyn Fn() -> String) {
+    assert!(again.drift.is_empty(), "re-encoded value drifts at {:?}\n{}", again.drift, context());
+    // Bit-exact, so the canonical views agree too (a view is a function of
+    // the value; `roundtrip` compares views explicitly).
+    if let Some(at) = same_value(first, &again.value) {
+        panic!("decode(encode(decode(x))) differs from decode(x) at {at}\n{}", context());
+    }
+}
+
+/// Where two values differ, or `None`. Floats compare by bits; a
+/// `list[int]` kept unboxed equals the same integers boxed.
+pub fn same_value(a: &Value, b: &Value) -> Option<String> {
+    let mut path = String::new();
+    if same_at(a, b, &mut path) {
+        None
+    } else {
+        Some(if path.is_empty() { "the root".to_string() } else { path })
+    }
+}
+
+fn same_at(a: &Value, b: &Value, path: &mut String) -> bool {
+    fn ints(v: &Value) -> Option<Vec<i64>> {
+        match v {
+            Value::IntArray(xs) => Some(xs.clone()),
+            Value::Array(xs) => xs.iter().map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect(),
+            _ => None,
+        }
+    }
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (Value::IntArray(_), Value::Array(_)) | (Value::Array(_), Value::IntArray(_)) => {
+            ints(a).is_some() && ints(a) == ints(b)
+        }
+        (Value::Array(xs), Value::Array(ys)) => {
+            xs.len() == ys.len()
+                && xs.iter().zip(ys).enumerate().all(|(i, (x, y))| {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    let same = same_at(x, y, path);
+                    if same {
+                        path.truncate(len);
+                    }
+                    same
+                })
+        }
+        (Value::Map(xs), Value::Map(ys)) => same_entries(xs, ys, path),
+        (Value::Struct(x), Value::Struct(y)) if x.schema.layout == Layout::OpenMap => {
+            std::ptr::eq(x.schema, y.schema) && same_entries(x.open_entries(), y.open_entries(), path)
+        }
+        (Value::Struct(x), Value::Struct(y)) => {
+            std::ptr::eq(x.schema, y.schema)
+                && x.schema.fields.iter().zip(x.fields().zip(y.fields())).all(|(f, (vx, vy))| {
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(f.name);
+                    let same = same_at(vx, vy, path);
+                    if same {
+                        path.truncate(len);
+                    }
+                    same
+                })
+        }
+        (a, b) => a == b,
+    }
+}
+
+fn same_entries(xs: &[(Value, Value)], ys: &[(Value, Value)], path: &mut String) -> bool {
+    xs.len() == ys.len()
+        && xs.iter().zip(ys).enumerate().all(|(i, ((kx, vx), (ky, vy)))| {
+            let len = path.len();
+            path.push_str(&format!("{{{i}}}"));
+            let same = same_at(kx, ky, path) && same_at(vx, vy, path);
+            if same {
+                path.truncate(len);
+            }
+            same
+        })
+}
+
+/// Invariants of an accepted value: tensors are consistent, nesting is
+/// within the limit.
+pub fn check_accepted(v: &Value, limits: &Limits) {
+    let depth = check_tree(v);
+    assert!(
+        depth <= limits.max_depth + DEFAULT_TREE_DEPTH,
+        "accepted value nests {depth} levels, over the limit of {} (+{DEFAULT_TREE_DEPTH})",
+        limits.max_depth
+    );
+}
+
+/// Checks every tensor below `v`; returns the nesting depth of `v`
+/// (containers, structs and tensors count one level, as in the decoder).
+fn check_tree(v: &Value) -> usize {
+    match v {
+        Value::Array(xs) => 1 + xs.iter().map(check_tree).max().unwrap_or(0),
+        Value::IntArray(_) => 1,
+        Value::Map(m) => 1 + m.iter().map(|(k, x)| check_tree(k).max(check_tree(x))).max().unwrap_or(0),
+        // An open map's entries are one `Value::Map` field: one level, as
+        // on the wire.
+        Value::Struct(s) if s.schema.layout == Layout::OpenMap => {
+            1 + s.open_entries().iter().map(|(k, x)| check_tree(k).max(check_tree(x))).max().unwrap_or(0)
+        }
+        Value::Struct(s) => 1 + s.fields().map(check_tree).max().unwrap_or(0),
+        Value::Tensor(t) => {
+            let dt = numpy_dtype(&t.dtype)
+                .or_else(|| torch_dtype(&t.dtype))
+                .unwrap_or_else(|| panic!("accepted tensor has unknown dtype {:?}", t.dtype));
+            let want = engine_protocol::Tensor::element_count(&t.shape).and_then(|c| c.checked_mul(dt.elem.size()));
+            assert_eq!(
+                want,
+                Some(t.data.len()),
+                "accepted tensor {} {:?} holds {} bytes",
+                t.dtype,
+                t.shape,
+                t.data.len()
+            );
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// The frame layer: any frames, read as every message kind of every
+/// release. Checks, besides those of [`message`]:
+///
+/// - a kind of the input socket is rejected with class `frames` unless the
+///   first frame is exactly its one request-type byte; exactly one kind
+///   (or none) gets past that check;
+/// - no payload frame, or more than one frame for a kind without aux
+///   frames, is class `frames`;
+/// - an accepted message with aux frames stays accepted, with the same
+///   value, when one more (unreferenced) frame is appended;
+/// - tighter limits never accept what the default limits reject, nor
+///   decode it differently (limits only ever turn accepts into rejects),
+///   and an accepted value nests within the tighter depth;
+/// - the death sentinel and engine identities parse as documented.
+pub fn frames<P: Probe>(data: &[u8], p: &mut P) {
+    let owned = split(data);
+    let frames = refs(&owned);
+    let dead = wire::is_engine_dead(&frames);
+    assert_eq!(dead, frames.len() == 1 && frames[0] == wire::ENGINE_CORE_DEAD);
+    if let Some(first) = frames.first() {
+        match wire::engine_index(first) {
+            Ok(i) => assert_eq!(&wire::engine_identity(i)[..], *first),
+            Err(e) => assert!(first.len() != 2 && e.class == RejectClass::Frames),
+        }
+    }
+    let tight = Limits { max_depth: 6, max_frames: 3, max_frame_bytes: 1 << 16 };
+    for &release in RELEASES {
+        let mut past_type_check = 0;
+        for kind in MessageKind::ALL {
+            let (outcome, value) = message(p, release, kind, &frames);
+            let data_frames = match kind.request_type() {
+                Some(t) => {
+                    let typed = frames.first().is_some_and(|f| RequestType::from_frame(f).ok() == Some(t));
+                    if !typed {
+                        assert_eq!(
+                            outcome,
+                            Outcome::Reject(RejectClass::Frames),
+                            "{} without its type byte",
+                            kind.name()
+                        );
+                        continue;
+                    }
+                    past_type_check += 1;
+                    &frames[1..]
+                }
+                None => &frames[..],
+            };
+            if data_frames.is_empty() || (!kind.has_aux_frames() && data_frames.len() != 1) {
+                assert_eq!(
+                    outcome,
+                    Outcome::Reject(RejectClass::Frames),
+                    "{}: {} data frames",
+                    kind.name(),
+                    data_frames.len()
+                );
+            }
+            let tight_r = decode_message(release, kind, &frames, &tight);
+            if let Ok(t) = &tight_r {
+                let Some(v) = &value else {
+                    panic!("{}: accepted under tighter limits, rejected ({outcome:?}) under the defaults", kind.name());
+                };
+                if let Some(at) = same_value(v, &t.value) {
+                    panic!("{}: tighter limits decode differently at {at}", kind.name());
+                }
+                let depth = check_tree(&t.value);
+                assert!(
+                    depth <= tight.max_depth + DEFAULT_TREE_DEPTH,
+                    "{}: nests {depth} under max_depth {}",
+                    kind.name(),
+                    tight.max_depth
+                );
+            }
+            if let (Some(v), true) = (&value, kind.has_aux_frames()) {
+                let mut more = frames.clone();
+                more.push(&b"unreferenced"[..]);
+                if more.len() <= Limits::default().max_frames {
+                    let (o, v2) = message(p, release, kind, &more);
+                    let Some(v2) = v2 else { panic!("{}: an extra unreferenced frame makes it {o:?}", kind.name()) };
+                    if let Some(at) = same_value(v, &v2) {
+                        panic!("{}: an extra unreferenced frame changes the value at {at}", kind.name());
+                    }
+                }
+            }
+        }
+        assert!(past_type_check <= 1, "the type byte matched {past_type_check} kinds");
+    }
+}
+
+fn hex_frames(frames: &[&[u8]]) -> String {
+    let shown: Vec<String> = frames
+        .iter()
+        .map(|f| {
+            let h: String = f.iter().take(2048).map(|b| format!("{b:02x}")).collect();
+            if f.len() > 2048 {
+                format!("{h}...({} bytes)", f.len())
+            } else {
+                h
+            }
+        })
+        .collect();
+    format!("[{}]", shown.join(", "))
+}
+
+fn hex_vecs(frames: &[Vec<u8>]) -> String {
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    hex_frames(&refs)
+}
