@@ -6,7 +6,8 @@
 //! - [`generic`]: the typed decoder against `rmpv`;
 //! - [`alloc`]: the counting allocator and the allocation bound;
 //! - [`seeds`]: seed corpus and dictionary written from the goldens;
-//! - [`roundtrip`]: the structure-aware target's check.
+//! - [`roundtrip`]: the structure-aware target's check;
+//! - [`stop`]: the stop-detector target (streamed against one-shot).
 
 pub mod alloc;
 pub mod generic;
@@ -14,6 +15,7 @@ pub mod oracle;
 pub mod roundtrip;
 pub mod seeds;
 pub mod split;
+pub mod stop;
 
 use engine_protocol::Outcome;
 

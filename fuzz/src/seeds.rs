@@ -35,7 +35,7 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
     let mut files = Vec::new();
     collect_json(golden, &mut files).map_err(|e| format!("{}: {e}", golden.display()))?;
     files.sort();
-    let mut corpus: Corpus = TARGETS.iter().map(|t| (*t, BTreeMap::new())).collect();
+    let mut corpus: Corpus = TARGETS.iter().chain(&["stop_detector"]).map(|t| (*t, BTreeMap::new())).collect();
     let mut seen: HashSet<(&'static str, Vec<u8>)> = HashSet::new();
     let mut add = |target: &'static str, name: &str, bytes: Vec<u8>| {
         if seen.insert((target, bytes.clone())) {
@@ -46,6 +46,13 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
         let json: Json = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
         let Some(case) = json.get("case").and_then(Json::as_str) else { continue };
+        if json.get("kind").and_then(Json::as_str) == Some("stop_detection") {
+            // Same input in every release's tree: one seed per case id.
+            if let Some(bytes) = stop_seed(&json) {
+                add("stop_detector", &seed_name(case), bytes);
+            }
+            continue;
+        }
         if json.get("kind").and_then(Json::as_str) != Some("message") {
             continue;
         }
@@ -103,6 +110,30 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         corpus.get_mut("roundtrip").expect("roundtrip").insert(format!("xorshift-{i}"), xorshift(i, 64 << i));
     }
     Ok(corpus)
+}
+
+/// A `stop_detector` input (`crate::stop`) from a `stop_detection` golden:
+/// its stop strings and flags, its engine steps' sizes and token ids.
+fn stop_seed(json: &Json) -> Option<Vec<u8>> {
+    let input = json.get("input")?;
+    let p = input.get("params")?;
+    let flag = |k: &str| p.get(k).and_then(Json::as_bool).unwrap_or(false);
+    let mut params = engine_protocol::translate::StopParams::new(
+        p.get("stop")?.as_array()?.iter().filter_map(|s| s.as_str().map(str::to_string)).collect(),
+    );
+    params.include_stop_str_in_output = flag("include_stop_str_in_output");
+    params.min_tokens = p.get("min_tokens").and_then(Json::as_u64).unwrap_or(0) as usize;
+    params.skip_special_tokens = p.get("skip_special_tokens").and_then(Json::as_bool).unwrap_or(true);
+    let steps = input.get("steps")?.as_array()?;
+    let mut sizes = Vec::new();
+    let mut ids = Vec::new();
+    for step in steps {
+        let new: Vec<u32> =
+            step.get("new_token_ids")?.as_array()?.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect();
+        sizes.push(new.len().max(1));
+        ids.extend(new);
+    }
+    Some(crate::stop::unparse(&crate::stop::StopInput { params, sizes, ids }))
 }
 
 fn collect_json(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
