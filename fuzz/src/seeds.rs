@@ -194,15 +194,7 @@ pub fn map_value<'a>(buf: &'a [u8], key: &str) -> Option<&'a [u8]> {
 }
 
 fn xorshift(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    engine_protocol::arbitrary::pseudo_random_bytes(seed, n)
 }
 
 /// Dtype strings of the tensor decoder (numpy strings and torch names).

@@ -22,9 +22,9 @@
 
 use std::sync::OnceLock;
 
+use engine_protocol::translate::stop::stream_in_steps;
 use engine_protocol::translate::tokenizer::ModelFiles;
-use engine_protocol::translate::{EngineStep, GatewayTokenizer, RequestStream, StepOutput, StopParams, StopSemantics};
-use engine_protocol::typed::{FinishReason, StopReason};
+use engine_protocol::translate::{GatewayTokenizer, StopParams, StopSemantics};
 
 /// The tiny tokenizer, built once from the committed files.
 pub fn tokenizer() -> &'static GatewayTokenizer {
@@ -125,50 +125,6 @@ pub fn unparse(input: &StopInput) -> Vec<u8> {
     out
 }
 
-struct Run {
-    outs: Vec<StepOutput>,
-    text: String,
-    ids: Vec<u32>,
-    max_held: usize,
-    bound: usize,
-}
-
-fn run(ids: &[u32], sizes: &[usize], p: &StopParams) -> Run {
-    let t = tokenizer();
-    let mut rs = RequestStream::new(t, &t.encode("x"), p.clone());
-    let bound = rs.detector.hold_back_bound();
-    let (mut outs, mut i, mut k, mut max_held) = (Vec::new(), 0, 0, 0);
-    while i < ids.len() && !rs.is_finished() {
-        let n = sizes[k % sizes.len()].max(1);
-        k += 1;
-        let chunk = ids[i..(i + n).min(ids.len())].to_vec();
-        i += n;
-        let last = i >= ids.len();
-        let step =
-            EngineStep { new_token_ids: chunk, finish_reason: last.then_some(FinishReason::Length), stop_reason: None };
-        if let Some(o) = rs.step(t, &step) {
-            if o.finish_reason.is_none() {
-                let held = match p.semantics {
-                    StopSemantics::Vllm => rs.detector.held_back().chars().count(),
-                    StopSemantics::Smg => rs.detector.held_back().len(),
-                };
-                max_held = max_held.max(held);
-            }
-            outs.push(o);
-        }
-    }
-    let text = outs.iter().map(|o| o.text.as_str()).collect();
-    let ids = outs.iter().flat_map(|o| o.token_ids.iter().copied()).collect();
-    Run { outs, text, ids, max_held, bound }
-}
-
-fn stop_of(outs: &[StepOutput]) -> Option<&str> {
-    outs.iter().find_map(|o| match &o.stop_reason {
-        Some(StopReason::Text(s)) => Some(s.as_str()),
-        _ => None,
-    })
-}
-
 /// The target: panics on any violated check.
 pub fn check(data: &[u8]) {
     let input = parse(data);
@@ -176,16 +132,18 @@ pub fn check(data: &[u8]) {
         return;
     }
     let p = &input.params;
-    let streamed = run(&input.ids, &input.sizes, p);
-    let one_shot = run(&input.ids, &[input.ids.len()], p);
+    let t = tokenizer();
+    let prompt = t.encode("x");
+    let streamed = stream_in_steps(t, &prompt, p, &input.ids, &input.sizes);
+    let one_shot = stream_in_steps(t, &prompt, p, &input.ids, &[input.ids.len()]);
     assert_eq!(streamed.text, one_shot.text, "streamed text differs from one-shot ({input:?})");
-    assert_eq!(streamed.ids, one_shot.ids, "streamed token ids differ from one-shot ({input:?})");
-    assert_eq!(stop_of(&streamed.outs), stop_of(&one_shot.outs), "stop differs ({input:?})");
+    assert_eq!(streamed.token_ids, one_shot.token_ids, "streamed token ids differ from one-shot ({input:?})");
+    assert_eq!(streamed.stop_string(), one_shot.stop_string(), "stop differs ({input:?})");
     assert!(
-        streamed.max_held <= streamed.bound,
+        streamed.max_held_back <= streamed.hold_back_bound,
         "held back {} > bound {} ({input:?})",
-        streamed.max_held,
-        streamed.bound
+        streamed.max_held_back,
+        streamed.hold_back_bound
     );
     if !p.include_stop_str_in_output && (p.min_tokens == 0 || p.semantics == StopSemantics::Smg) {
         for s in &p.stop {

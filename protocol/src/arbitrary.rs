@@ -381,23 +381,29 @@ impl Gen<'_, '_> {
     }
 }
 
+/// Deterministic pseudo-random bytes (xorshift64 of `seed`): generator
+/// input for tests and fuzz seeds that need no fuzzer.
+pub fn pseudo_random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{decode_message, encode_message, Limits};
 
-    /// Deterministic pseudo-random bytes (xorshift), so the test needs no
-    /// fuzzer: every message kind of every release, many draws each.
+    /// Deterministic pseudo-random bytes, so the test needs no fuzzer:
+    /// every message kind of every release, many draws each.
     fn bytes(seed: u64, n: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
+        super::pseudo_random_bytes(seed, n)
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod common;
 
 use std::sync::OnceLock;
 
+use engine_protocol::translate::stop::stream_in_steps;
 use engine_protocol::translate::{
     ClientEvent, EngineStep, GatewayTokenizer, RequestStream, StepOutput, StopParams, StopSemantics, Tracker,
 };
@@ -232,46 +233,6 @@ fn stops_strategy() -> impl Strategy<Value = Vec<String>> {
     prop::collection::vec(prop::collection::vec(prop::sample::select(ALPHABET), 1..3).prop_map(|v| v.concat()), 0..3)
 }
 
-struct Run {
-    outs: Vec<StepOutput>,
-    text: String,
-    ids: Vec<u32>,
-    max_held: usize,
-    bound: usize,
-}
-
-fn run_split(ids: &[u32], sizes: &[usize], p: &StopParams) -> Run {
-    let t = tok();
-    let mut rs = RequestStream::new(t, &t.encode("x"), p.clone());
-    let bound = rs.detector.hold_back_bound();
-    let mut outs = Vec::new();
-    let mut i = 0;
-    let mut k = 0;
-    let mut max_held = 0;
-    while i < ids.len() && !rs.is_finished() {
-        let n = sizes[k % sizes.len()].max(1);
-        k += 1;
-        let chunk = ids[i..(i + n).min(ids.len())].to_vec();
-        i += n;
-        let last = i >= ids.len();
-        let st =
-            EngineStep { new_token_ids: chunk, finish_reason: last.then_some(FinishReason::Length), stop_reason: None };
-        if let Some(o) = rs.step(t, &st) {
-            if o.finish_reason.is_none() {
-                let held = match p.semantics {
-                    StopSemantics::Vllm => rs.detector.held_back().chars().count(),
-                    StopSemantics::Smg => rs.detector.held_back().len(),
-                };
-                max_held = max_held.max(held);
-            }
-            outs.push(o);
-        }
-    }
-    let text = outs.iter().map(|o| o.text.as_str()).collect();
-    let ids = outs.iter().flat_map(|o| o.token_ids.iter().copied()).collect();
-    Run { outs, text, ids, max_held, bound }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct("proptest-regressions/translate_stop.txt"))), ..ProptestConfig::default() })]
 
@@ -293,23 +254,29 @@ proptest! {
         p.include_stop_str_in_output = include;
         p.min_tokens = min_tokens;
         p.semantics = if smg { StopSemantics::Smg } else { StopSemantics::Vllm };
-        let streamed = run_split(&ids, &sizes, &p);
-        let one_shot = run_split(&ids, &[ids.len().max(1)], &p);
+        let prompt = t.encode("x");
+        let streamed = stream_in_steps(t, &prompt, &p, &ids, &sizes);
+        let one_shot = stream_in_steps(t, &prompt, &p, &ids, &[ids.len().max(1)]);
         prop_assert_eq!(&streamed.text, &one_shot.text);
-        prop_assert_eq!(&streamed.ids, &one_shot.ids);
-        prop_assert_eq!(stop_of(&streamed.outs), stop_of(&one_shot.outs));
-        prop_assert!(streamed.max_held <= streamed.bound, "held {} > bound {}", streamed.max_held, streamed.bound);
+        prop_assert_eq!(&streamed.token_ids, &one_shot.token_ids);
+        prop_assert_eq!(streamed.stop_string(), one_shot.stop_string());
+        prop_assert!(
+            streamed.max_held_back <= streamed.hold_back_bound,
+            "held {} > bound {}",
+            streamed.max_held_back,
+            streamed.hold_back_bound
+        );
         // every delta is valid UTF-8 and never a broken replacement of input text
-        for o in &streamed.outs {
+        for o in &streamed.outputs {
             prop_assert!(std::str::from_utf8(o.text.as_bytes()).is_ok());
         }
-        prop_assert!(text.starts_with(&streamed.text) || !include || stop_of(&streamed.outs).is_some());
+        prop_assert!(text.starts_with(&streamed.text) || !include || streamed.stop_string().is_some());
         if !include && (min_tokens == 0 || p.semantics == StopSemantics::Smg) {
             for s in stops.iter().filter(|s| !s.is_empty()) {
                 prop_assert!(!streamed.text.contains(s.as_str()), "emitted {:?} contains hidden stop {:?}", streamed.text, s);
             }
         }
-        if stop_of(&streamed.outs).is_none() {
+        if streamed.stop_string().is_none() {
             prop_assert_eq!(&streamed.text, &t.decode(&ids, true));
         }
     }

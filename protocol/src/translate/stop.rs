@@ -412,3 +412,68 @@ impl RequestStream {
         })
     }
 }
+
+/// A token stream delivered to one request in engine steps
+/// ([`stream_in_steps`]): what the client saw, and how much text the detector
+/// held back at most between steps.
+#[derive(Debug, Clone)]
+pub struct StreamRun {
+    pub outputs: Vec<StepOutput>,
+    /// The deltas, concatenated.
+    pub text: String,
+    pub token_ids: Vec<u32>,
+    /// The longest held-back text between outputs, in the unit of the
+    /// semantics' bound (code points for vLLM's, bytes for SMG's).
+    pub max_held_back: usize,
+    /// [`StopDetector::hold_back_bound`].
+    pub hold_back_bound: usize,
+}
+
+impl StreamRun {
+    /// The stop string that finished the stream, if any.
+    pub fn stop_string(&self) -> Option<&str> {
+        self.outputs.iter().find_map(|o| match &o.stop_reason {
+            Some(StopReason::Text(s)) => Some(s.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// Delivers `ids` to a new request stream in engine steps of `sizes`
+/// tokens (round-robin, each at least 1), the last step finishing with
+/// LENGTH, as an engine would; stops early when the request finishes. The
+/// streamed-against-one-shot checks of the property tests and of the
+/// `stop_detector` fuzz target compare two such runs.
+pub fn stream_in_steps(
+    tok: &GatewayTokenizer,
+    prompt: &[u32],
+    params: &StopParams,
+    ids: &[u32],
+    sizes: &[usize],
+) -> StreamRun {
+    let mut rs = RequestStream::new(tok, prompt, params.clone());
+    let hold_back_bound = rs.detector.hold_back_bound();
+    let (mut outputs, mut i, mut k, mut max_held_back) = (Vec::new(), 0, 0, 0);
+    while i < ids.len() && !rs.is_finished() {
+        let n = sizes.get(k % sizes.len().max(1)).copied().unwrap_or(1).max(1);
+        k += 1;
+        let chunk = ids[i..(i + n).min(ids.len())].to_vec();
+        i += n;
+        let last = i >= ids.len();
+        let step =
+            EngineStep { new_token_ids: chunk, finish_reason: last.then_some(FinishReason::Length), stop_reason: None };
+        if let Some(o) = rs.step(tok, &step) {
+            if o.finish_reason.is_none() {
+                let held = match params.semantics {
+                    StopSemantics::Vllm => rs.detector.held_back().chars().count(),
+                    StopSemantics::Smg => rs.detector.held_back().len(),
+                };
+                max_held_back = max_held_back.max(held);
+            }
+            outputs.push(o);
+        }
+    }
+    let text = outputs.iter().map(|o| o.text.as_str()).collect();
+    let token_ids = outputs.iter().flat_map(|o| o.token_ids.iter().copied()).collect();
+    StreamRun { outputs, text, token_ids, max_held_back, hold_back_bound }
+}
