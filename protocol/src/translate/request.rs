@@ -720,34 +720,32 @@ fn validate_constraint_shape(c: &ConstraintFields) -> Result<Option<()>, Transla
 
 // ===== JSON form of the gateway request (goldens, gateways' HTTP layer)
 
-fn opt_i64(v: &serde_json::Value, k: &str) -> Result<Option<i64>, TranslateError> {
+/// Optional key `k` of `v` read by `read` (absent and null are `None`);
+/// anything `read` refuses is an error naming `k` and the expected `what`.
+fn opt<T>(
+    v: &serde_json::Value,
+    k: &str,
+    what: &str,
+    read: impl Fn(&serde_json::Value) -> Option<T>,
+) -> Result<Option<T>, TranslateError> {
     match v.get(k) {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(x) => x
-            .as_i64()
+        Some(x) => read(x)
             .map(Some)
-            .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected an integer, got {x}") }),
+            .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected {what}, got {x}") }),
     }
+}
+
+fn opt_i64(v: &serde_json::Value, k: &str) -> Result<Option<i64>, TranslateError> {
+    opt(v, k, "an integer", serde_json::Value::as_i64)
 }
 
 fn opt_f64(v: &serde_json::Value, k: &str) -> Result<Option<f64>, TranslateError> {
-    match v.get(k) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(x) => x
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected a number, got {x}") }),
-    }
+    opt(v, k, "a number", serde_json::Value::as_f64)
 }
 
 fn opt_bool(v: &serde_json::Value, k: &str) -> Result<Option<bool>, TranslateError> {
-    match v.get(k) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(x) => x
-            .as_bool()
-            .map(Some)
-            .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected a bool, got {x}") }),
-    }
+    opt(v, k, "a bool", serde_json::Value::as_bool)
 }
 
 fn int_list(v: &serde_json::Value, k: &str) -> Result<Option<Vec<i64>>, TranslateError> {
