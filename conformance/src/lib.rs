@@ -1,5 +1,5 @@
 //! `conformance`: the harness around `engine-protocol`. Loads golden corpora
-//! written to `shared/golden-format.md` ([`corpus`]), checks every case
+//! written to docs/case-format.md ([`corpus`]), checks every case
 //! against the reference implementation ([`check`]), reports as a table,
 //! JSON or JUnit ([`report`]) and times the codec on any corpus ([`bench`]).
 
@@ -8,6 +8,7 @@ pub mod check;
 pub mod corpus;
 pub mod kinds;
 pub mod report;
+pub mod skips;
 
 use std::path::Path;
 

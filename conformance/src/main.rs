@@ -1,9 +1,11 @@
 //! The `conformance` command line.
 //!
-//! - `conformance verify --corpus DIR [--format text|json|junit] [--output FILE]`
-//!   checks every golden case below DIR (contract: `shared/golden-format.md`);
-//!   prints one line per failing case and ends with `N passed, M failed`;
-//!   exits 0 exactly when nothing failed.
+//! - `conformance verify --corpus DIR [--format text|json|junit] [--output FILE]
+//!   [--deny-skips] [--expected-skips FILE]` checks every golden case below
+//!   DIR (format: docs/case-format.md); prints one line per failing case and
+//!   ends with `N passed, M failed[, K skipped]`; exits 0 exactly when
+//!   nothing failed. Skips are failures under `--deny-skips` unless the
+//!   expected-skips list names them ([`conformance::skips`]).
 //! - `conformance bench --corpus DIR [--repeats N]` prints
 //!   `<case id> decode_ns=<n> encode_ns=<n>` for every accepted message case.
 
@@ -19,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The global allocator this binary was built with (for bench reports).
 const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" };
-use conformance::{bench, corpus, report, verify_dir};
+use conformance::{bench, corpus, report, skips, verify_dir};
 
 #[derive(Parser)]
 #[command(name = "conformance", version, about = "Conformance suite for the vLLM EngineCore wire protocol")]
@@ -49,6 +51,14 @@ enum Command {
         /// summary line is still printed).
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Fail every skipped case that the expected-skips list does not
+        /// name (for a corpus meant to be fully supported).
+        #[arg(long)]
+        deny_skips: bool,
+        /// Cases that may be skipped, one `<case id> <reason>` per line; an
+        /// entry whose case is not skipped fails the run (stale entry).
+        #[arg(long, value_name = "FILE")]
+        expected_skips: Option<PathBuf>,
     },
     /// Time decode and encode of every accepted message case.
     Bench {
@@ -65,14 +75,22 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Verify { corpus, format, output } => {
-            let results = match verify_dir(&corpus) {
+        Command::Verify { corpus, format, output, deny_skips, expected_skips } => {
+            let expected = match expected_skips.as_deref().map(skips::ExpectedSkips::load).transpose() {
+                Ok(list) => list.unwrap_or_default(),
+                Err(e) => {
+                    eprintln!("conformance: bad expected-skips list: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let mut results = match verify_dir(&corpus) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("conformance: cannot read corpus {e}");
                     return ExitCode::from(2);
                 }
             };
+            skips::apply(&mut results, deny_skips, &expected);
             let t = report::totals(&results);
             let text = match format {
                 Format::Text => report::text(&results),

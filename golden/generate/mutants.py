@@ -211,7 +211,53 @@ def build(b):
     mut("lp_aux_not_multiple", LA, "Logprobs aux frame one byte short (not a multiple of the item size).", frames_fn=lambda f: [f[0], f[1], f[2][:-1]])
     mut("lp_aux_missing_frame", LA, "Logprobs referencing aux frame 2 which is absent.", frames_fn=lambda f: f[:2])
     mut("lp_aux_extra_frame", LA, "Logprobs with an extra unreferenced trailing aux frame (ignored).", frames_fn=lambda f: f + [b"\xff" * 4])
+    # ---- tensor shapes holding a negative dimension -----------------------
+    # numpy (LogprobsLists, `np.frombuffer(buf, dtype).reshape(shape)`) and
+    # torch (prompt_embeds, LogprobsTensors, `.view(shape)`) infer one
+    # unknown dimension from the buffer size.
+    def lp_ids(r):
+        return r[1][0][2][0]
+
+    def set_shape(get, shape):
+        return lambda r: get(r).__setitem__(1, shape)
+
+    def set_buffer(get, shape, data):
+        def f(r):
+            get(r)[1] = shape
+            get(r)[2] = Ext(3, data)
+        return f
+
+    mut("lp_shape_minus_one", LI, "numpy logprob ids (inline, 1x6) with shape [1, -1]: numpy infers 6.", set_shape(lp_ids, [1, -1]))
+    mut("lp_shape_only_minus_one", LI, "numpy logprob ids (inline) with shape [-1]: a flat array of 6.", set_shape(lp_ids, [-1]))
+    mut("lp_shape_minus_two", LI, "numpy logprob ids with shape [-2, 6]: numpy takes any negative dimension as the unknown one.", set_shape(lp_ids, [-2, 6]))
+    mut("lp_shape_two_unknown", LI, "numpy logprob ids with shape [-1, -1]: two unknown dimensions.", set_shape(lp_ids, [-1, -1]))
+    mut("lp_shape_minus_one_not_dividing", LI, "numpy logprob ids (6 items) with shape [-1, 4]: 4 does not divide 6.", set_shape(lp_ids, [-1, 4]))
+    mut("lp_shape_minus_one_zero_dim", LI, "numpy logprob ids with shape [0, -1] and 6 items: nothing to infer from.", set_shape(lp_ids, [0, -1]))
+    mut("lp_shape_minus_one_empty_buffer", LI, "numpy logprob ids with shape [-1] and an empty buffer: a 0-item array.", set_buffer(lp_ids, [-1], b""))
+    mut("lp_shape_two_minus_one_empty_buffer", LI, "numpy logprob ids with shape [2, -1] and an empty buffer: shape (2, 0).", set_buffer(lp_ids, [2, -1], b""))
+    mut("lp_shape_zero_minus_one_empty_buffer", LI, "numpy logprob ids with shape [0, -1] and an empty buffer.", set_buffer(lp_ids, [0, -1], b""))
+    mut("lp_aux_shape_minus_one", LA, "numpy logprob ids in aux frame 1 (12x6) with shape [-1, 6].", set_shape(lp_ids, [-1, 6]))
+    mut("lp_aux_shape_minus_one_not_dividing", LA, "numpy logprob ids in aux frame 1 (72 items) with shape [-1, 7].", set_shape(lp_ids, [-1, 7]))
+    mut("lp_tensor_two_elements", LI, "numpy logprob ids as a 2-array [dtype, shape] (data missing).", lambda r: r[1][0][2].__setitem__(0, r[1][0][2][0][:2]))
+    mut("lp_tensor_four_elements", LI, "numpy logprob ids as a 4-array (one element more than [dtype, shape, data]).", lambda r: r[1][0][2][0].append(None))
+    def emb(r):
+        return r[9]
+
+    EI = "request/prompt_embeds_inline"
+    mut("embeds_shape_minus_one", EI, "torch prompt_embeds (inline, 2x4 float32) with shape [-1, 4]: torch infers 2.", set_shape(emb, [-1, 4]))
+    mut("embeds_aux_shape_minus_one", E, "torch prompt_embeds in aux frame 1 (4x16) with shape [4, -1].", set_shape(emb, [4, -1]))
+    mut("embeds_shape_two_unknown", EI, "torch prompt_embeds with shape [-1, -1].", set_shape(emb, [-1, -1]))
+    mut("embeds_shape_minus_two", EI, "torch prompt_embeds with shape [-2, 4]: torch infers -1 only.", set_shape(emb, [-2, 4]))
+    mut("embeds_shape_minus_one_not_dividing", EI, "torch prompt_embeds (8 items) with shape [-1, 3].", set_shape(emb, [-1, 3]))
+    mut("embeds_shape_minus_one_empty_buffer", EI, "torch prompt_embeds with shape [-1] and an empty buffer (vLLM asserts a 0 dimension).", set_buffer(emb, [-1], b""))
+    mut("embeds_empty_buffer_zero_dim", EI, "torch prompt_embeds with shape [0, 4] and an empty buffer: an empty tensor.", set_buffer(emb, [0, 4], b""))
+    mut("embeds_empty_buffer_without_zero_dim", EI, "torch prompt_embeds with shape [2, 4] and an empty buffer (vLLM asserts a 0 dimension).", set_buffer(emb, [2, 4], b""))
+    mut("embeds_not_multiple_of_item", EI, "torch prompt_embeds float32 with a 7-byte buffer and shape [-1].", lambda r: set_buffer(emb, [-1], bytes(emb(r)[2].data)[:7])(r))
+    mut("embeds_tensor_two_elements", EI, "torch prompt_embeds as a 2-array [dtype, shape].", lambda r: r.__setitem__(9, r[9][:2]))
+
     PL = "output/prompt_logprobs_inline"
+    mut("plp_shape_minus_one", PL, "torch prompt logprob ids (inline, 2x2 int32) with shape [-1]: a flat tensor of 4.", lambda r: r[1][0][3][0].__setitem__(1, [-1]))
+
     mut("plp_numpy_dtype", PL, "Torch-typed prompt logprob ids with numpy dtype string <i4.", lambda r: r[1][0][3][0].__setitem__(0, "<i4"))
     mut("plp_four_elements", PL, "LogprobsTensors with 4 elements (0.18-0.28 shape).", lambda r: r[1][0].__setitem__(3, r[1][0][3][:4]))
     mut("plp_six_elements", PL, "LogprobsTensors with 6 elements.", lambda r: r[1][0][3].append(None))
@@ -220,7 +266,9 @@ def build(b):
     mut("plp_aux_index_out_of_range", PA, "Prompt logprob ids referencing aux frame 9.", lambda r: r[1][0][3][0].__setitem__(2, 9))
     U = "output/utility_success"
     mut("util_result_type_info", U, "UtilityResult with a non-nil type_info (needs insecure serialization).", lambda r: r[4][2].__setitem__(0, ["builtins", "list"]))
-    mut("util_result_three", U, "UtilityResult as a 3-array.", lambda r: r[4][2].append(None))
+    mut("util_result_three", U, "UtilityResult as a 3-array (more elements than [type_info, value]).", lambda r: r[4][2].append(None))
+    mut("util_result_one", U, "UtilityResult as the one-element array [type_info] (value missing).", lambda r: r[4].__setitem__(2, [None]))
+    mut("util_result_empty", U, "UtilityResult as an empty array.", lambda r: r[4].__setitem__(2, []))
     mut("util_output_empty", U, "UtilityOutput as an empty array.", lambda r: r.__setitem__(4, []))
     mut("util_output_call_id_only", U, "UtilityOutput with only call_id.", lambda r: r.__setitem__(4, [7]))
     mut("util_call_id_str", U, "UtilityOutput call_id as a string.", lambda r: r[4].__setitem__(0, "7"))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,17 +103,65 @@ INPUT_KINDS = {
 }
 
 
+# CPython's default recursion limit, which msgspec's decoder counts every
+# nesting level against (after the Python frames already on the decoding
+# thread's stack). The engine runs with it unless something in its process
+# raised it (torch's inductor raises it to 2000 when it compiles a graph).
+ENGINE_RECURSION_LIMIT = 1000
+
+
+def _process_input_sockets(decode_call, data, box):
+    """Stands in for EngineCoreProc.process_input_sockets: the thread's
+    target, calling the decoder directly. With threading's own
+    _bootstrap/_bootstrap_inner/run and MsgpackDecoder.decode that makes the
+    5 Python frames the engine's input thread has when msgspec runs."""
+    try:
+        box["value"] = decode_call(data)
+    except BaseException as e:  # noqa: BLE001 - whatever the decoder raises
+        box["error"] = e
+
+
+def on_input_thread(decode_call, data):
+    """Runs decode_call(data) the way the engine's input thread runs its
+    decoder: on a fresh thread, under the engine's recursion limit, with the
+    same Python frames below it. That makes msgspec's depth verdict (a
+    RecursionError past 995 levels) the engine's."""
+    if sys.getrecursionlimit() != ENGINE_RECURSION_LIMIT:
+        raise RuntimeError(f"decode under recursion limit {sys.getrecursionlimit()}, not {ENGINE_RECURSION_LIMIT}")
+    box: dict = {}
+    t = threading.Thread(target=_process_input_sockets, args=(decode_call, data, box))
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@contextlib.contextmanager
+def deep_python(limit: int = 20000):
+    """A raised recursion limit for the generator's own work on deep values
+    (rendering views, writing and reading JSON, re-encoding with vLLM's
+    encoder); never around a verdict."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def decode(env: Env, message: str, frames: list[bytes]):
     """Decode exactly the way vLLM does for this message kind. Returns the
-    decoded object; raises whatever vLLM raises."""
+    decoded object; raises whatever vLLM raises. The decoder runs as on the
+    engine's input thread (on_input_thread)."""
     if message in INPUT_KINDS:
         # EngineCoreProc.process_input_sockets: type frame, then data frames.
         type_frame, *data_frames = frames
         request_type = env.EngineCoreRequestType(bytes(type_frame))
         RT = env.EngineCoreRequestType
         if request_type == RT.ADD:
-            return env.MsgpackDecoder(env.EngineCoreRequest).decode(data_frames)
-        request = env.MsgpackDecoder().decode(data_frames)
+            return on_input_thread(env.MsgpackDecoder(env.EngineCoreRequest).decode, data_frames)
+        request = on_input_thread(env.MsgpackDecoder().decode, data_frames)
         if request_type == RT.UTILITY:
             client_idx, call_id, method, args = request
         elif request_type == RT.START_DP_WAVE:
@@ -118,18 +169,18 @@ def decode(env: Env, message: str, frames: list[bytes]):
             new_wave, exclude_eng_index = request
         return request
     if message == "EngineCoreOutputs":
-        return env.MsgpackDecoder(env.EngineCoreOutputs).decode(frames)
+        return on_input_thread(env.MsgpackDecoder(env.EngineCoreOutputs).decode, frames)
     if message == "UtilityOutput":
-        return env.MsgpackDecoder(env.UtilityOutput).decode(frames)
+        return on_input_thread(env.MsgpackDecoder(env.UtilityOutput).decode, frames)
     if message == "EngineCoreReadyResponse":
         (payload,) = frames
-        return msgspec.msgpack.decode(payload, type=env.EngineCoreReadyResponse)
+        return on_input_thread(lambda p: msgspec.msgpack.decode(p, type=env.EngineCoreReadyResponse), payload)
     if message == "HandshakeInit":
         (payload,) = frames
-        return msgspec.msgpack.decode(payload, type=env.EngineHandshakeMetadata)
+        return on_input_thread(lambda p: msgspec.msgpack.decode(p, type=env.EngineHandshakeMetadata), payload)
     if message in ("HandshakeHello", "HandshakeReady"):
         (payload,) = frames
-        msg = msgspec.msgpack.decode(payload)
+        msg = on_input_thread(msgspec.msgpack.decode, payload)
         # vllm/v1/engine/utils.py wait_for_engine_startup reads these keys.
         status, local, headless = msg["status"], msg["local"], msg["headless"]
         return msg
@@ -174,6 +225,19 @@ FRAME_PATTERNS = (
     "cannot reshape array",
     "is invalid for input of size",
     "buffer is smaller than requested size",
+    # torch: a buffer whose size is not a multiple of the dtype's item size
+    "to view Byte as",
+)
+
+# torch / numpy refusing a shape itself (a well-typed field with a bad value):
+# two dimensions to infer, a negative dimension other than -1, a negative
+# dimension with an empty buffer.
+SHAPE_PATTERNS = (
+    "can only specify one unknown dimension",
+    "only one dimension can be inferred",
+    "invalid shape dimension",
+    "Trying to create tensor with negative dimension",
+    "SymIntArrayRef expected to contain only concrete integers",
 )
 
 
@@ -182,6 +246,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
     from vllm.exceptions import VLLMValidationError
 
     msg = str(exc)
+    if isinstance(exc, RecursionError):
+        return "limits", "RecursionError: nesting beyond what msgspec admits under the recursion limit"
     if isinstance(exc, msgspec.ValidationError):
         if "Invalid enum value" in msg:
             return "enum", "ValidationError 'Invalid enum value'"
@@ -192,8 +258,16 @@ def classify(exc: BaseException) -> tuple[str, str]:
             return "missing-field", "ValidationError 'Expected `array` of length N to M, got K' with K < N"
         if m:
             return "type", "ValidationError 'Expected `array` of length N to M, got K' with K > M"
+        if "not enough values to unpack" in msg:
+            return "missing-field", "ValidationError 'not enough values to unpack' (a decode hook unpacking a short array)"
+        if "too many values to unpack" in msg:
+            return "type", "ValidationError 'too many values to unpack' (a decode hook unpacking a long array)"
+        if "cannot unpack non-iterable" in msg:
+            return "type", "ValidationError 'cannot unpack non-iterable' (a decode hook unpacking a scalar)"
         if any(p in msg for p in FRAME_PATTERNS):
             return "frames", "ValidationError wrapping a numpy/torch buffer-size error"
+        if any(p in msg for p in SHAPE_PATTERNS):
+            return "validation", "ValidationError wrapping a numpy refusal of the shape"
         if re.match(r"Expected `[^`]+`( of length at most \d+)?, got `[^`]+`", msg) or re.match(
             r"Expected `[^`]+`, got `", msg
         ):
@@ -211,6 +285,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "frames", "IndexError (aux frame index / missing payload frame)"
     if isinstance(exc, RuntimeError) and any(p in msg for p in FRAME_PATTERNS):
         return "frames", "torch RuntimeError on buffer size"
+    if isinstance(exc, RuntimeError) and any(p in msg for p in SHAPE_PATTERNS):
+        return "validation", "torch RuntimeError refusing the shape"
     if isinstance(exc, ValueError) and "is not a valid EngineCoreRequestType" in msg:
         return "frames", "ValueError from EngineCoreRequestType(bytes)"
     if isinstance(exc, ValueError) and "not enough values to unpack" in msg:
@@ -242,6 +318,8 @@ class Case:
     source: str = "vllm-encoder"
     derived_from: str | None = None
     extra: dict = field(default_factory=dict)
+    # Nests deeper than an indented JSON file comfortably shows.
+    deep: bool = False
 
     @property
     def id(self) -> str:
@@ -289,7 +367,8 @@ def finalize_and_write(env: Env, built: list[Case], out: str, info: dict) -> lis
         }
         if exc is None:
             d["expect"] = "accept"
-            value, drift = view_of(env, c.message, frames)
+            with deep_python():
+                value, drift = view_of(env, c.message, frames)
             d["value"] = value
             notes = list(view.NOTES) if c.message in VIEW_NOTES_KINDS else []
             if c.source == "live-engine" and (c.extra.get("engine_version") != env.version or reencode(env, c.message, obj) != frames):
@@ -298,7 +377,8 @@ def finalize_and_write(env: Env, built: list[Case], out: str, info: dict) -> lis
                 d["encode"] = "equivalent"
                 d["encode_note"] = ["captured from a vLLM release other than this tree's: the bytes carry that release's field set, which the value of this release's schema does not record"]
             elif c.source in ("vllm-encoder", "live-engine"):
-                again = reencode(env, c.message, obj)
+                with deep_python():
+                    again = reencode(env, c.message, obj)
                 if again != frames:
                     raise RuntimeError(f"{c.id}: vLLM re-encode is not byte-identical")
                 if notes:
@@ -322,11 +402,15 @@ def finalize_and_write(env: Env, built: list[Case], out: str, info: dict) -> lis
             if c.source == "vllm-encoder":
                 # vLLM's encoder produced it, vLLM's decoder refuses it.
                 d["encode"] = "exact"
-        d.update(c.extra)
+        extra = dict(c.extra)
+        prov.update(extra.pop("provenance", {}))
+        d.update(extra)
         path = os.path.join(out, c.group, c.name + ".json")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(d, f, indent=1, ensure_ascii=False, allow_nan=False)
+        with deep_python(), open(path, "w") as f:
+            # A deeply nested value is written without indentation (indented,
+            # each level would add its depth in spaces to its line).
+            json.dump(d, f, indent=None if c.deep else 1, ensure_ascii=False, allow_nan=False)
             f.write("\n")
         written.append(d)
     return written

@@ -286,17 +286,20 @@ TORCH_TO_NUMPY = {
 
 
 def tensor_values(dtype: str, shape, buf: bytes, torch_like: bool):
+    """The flat C-order numbers of a tensor's buffer. The shape is checked
+    the way numpy's reshape reads it (one negative dimension is inferred
+    from the buffer size; vLLM's decoder has already accepted it), and kept
+    as sent by the caller."""
     if dtype == "bfloat16":
         u16 = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
         arr = u16.view("<f4")
     else:
         npd = TORCH_TO_NUMPY.get(dtype, dtype) if torch_like else dtype
         arr = np.frombuffer(buf, dtype=np.dtype(npd))
-    n = 1
-    for s in shape:
-        n *= s
-    if arr.size != n:
-        raise ViewError(f"buffer holds {arr.size} items, shape {shape} needs {n}")
+    try:
+        arr = arr.reshape(shape)
+    except ValueError as e:
+        raise ViewError(f"buffer holds {arr.size} items, shape {shape} does not fit: {e}") from e
     out = []
     for v in arr.ravel().tolist():
         if isinstance(v, float):
@@ -312,10 +315,14 @@ def render_tensor(t, raw, path, frames):
     dtype, shape, data = raw
     if isinstance(data, msgspec.msgpack.Ext):
         buf = bytes(data.data)
+    elif isinstance(data, (bytes, bytearray)):
+        buf = bytes(data)
     elif isinstance(data, int) and not isinstance(data, bool):
+        # vLLM indexes a Python list of the frames: negative indices count
+        # from the end.
         buf = bytes(frames[data])
     else:
-        raise ViewError(f"{path}: tensor data neither ext nor index")
+        raise ViewError(f"{path}: tensor data neither ext, bin nor index")
     torch_like = getattr(t.cls, "__module__", "").startswith("torch")
     return {
         "dtype": dtype,

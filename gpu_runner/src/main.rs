@@ -1,8 +1,48 @@
-//! `gpu-runner`: will replay the golden corpus against live engines over real
-//! ZeroMQ (the gateway side of the handshake). Not implemented yet; this binary
-//! says so and exits with an error instead of pretending to run.
+//! `gpu-runner`: replays gateway scenarios against live vLLM EngineCores
+//! over ZeroMQ (`run`), and runs the mock engine (`mock-engine`). See
+//! docs/runner.md.
+
+use clap::Parser;
+use gpu_runner::cli::{self, Cli, Command};
 
 fn main() {
-    eprintln!("gpu-runner: live-engine replay is not implemented yet (see the project's open issues)");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gpu-runner: cannot start the async runtime: {e}");
+            std::process::exit(2);
+        }
+    };
+    let code = rt.block_on(async {
+        let work = async {
+            match cli.command {
+                Command::Run(a) => cli::run(*a).await,
+                Command::MockEngine(a) => cli::mock_engine(a).await,
+            }
+        };
+        // SIGINT / SIGTERM end the run in order: dropping the run stops the
+        // engine's process group and removes the socket files.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = work => r,
+            _ = tokio::signal::ctrl_c() => Err("interrupted (SIGINT)".into()),
+            _ = terminated => Err("terminated (SIGTERM)".into()),
+        }
+    });
+    match code {
+        Ok(c) => std::process::exit(c),
+        Err(e) => {
+            eprintln!("gpu-runner: {e}");
+            std::process::exit(2);
+        }
+    }
 }

@@ -1,7 +1,6 @@
 //! The schema-driven decoder: msgspec's tolerance, none of its silence.
 //!
-//! Behaviour (msgspec 0.23 as vLLM uses it; wire reference §4 rules 6-12,
-//! corrections 6-9):
+//! Behaviour (msgspec 0.23 as vLLM uses it; docs/wire-protocol.md §6):
 //! - positional structs need at least their required prefix, fill missing
 //!   trailing defaults, and accept extra trailing elements, each reported as
 //!   drift (`EngineCoreRequest[22]`);
@@ -15,17 +14,47 @@
 //!   UTF-8;
 //! - the validations vLLM's `__post_init__` runs on decode are applied
 //!   (`crate::validate`);
-//! - tensors are `[dtype, shape, data]`, data an ext-3 body or the index of a
-//!   frame (index 0 is the payload frame itself, as in vLLM), and the byte
-//!   count must equal itemsize times the shape's product.
+//! - arrays that vLLM's decode hooks unpack (`UtilityResult`'s
+//!   `[type_info, value]`, a tensor's `[dtype, shape, data]`) are
+//!   `missing-field` when short and `type` when long, like positional
+//!   structs (docs/case-format.md §5.2);
+//! - tensors are `[dtype, shape, data]`, data an ext-3 body, a `bin`, or the
+//!   index of a frame (index 0 is the payload frame itself, as in vLLM; a
+//!   negative index, which vLLM's Python list would count from the end, is
+//!   refused as `frames`); the shape is
+//!   resolved against the buffer as numpy's `reshape` and torch's `view` do,
+//!   one dimension being inferred ([`check_tensor_shape`]), and the value
+//!   keeps the shape as sent.
 //!
 //! # Limits
 //!
-//! Documented in [`Limits`]. Every declared array, map, string and binary
-//! length is checked against the bytes that remain before anything is
-//! allocated (each element takes at least one byte), nesting is bounded by
-//! `max_depth`, and frame counts and sizes are bounded, so memory use is a
-//! small multiple of the input size and no input can exhaust the stack.
+//! Every limit, its default and why: docs/limits.md. In short: every
+//! declared array, map, string and binary length is checked against the
+//! bytes that remain before anything is allocated (each element takes at
+//! least one byte); frame counts and sizes are bounded; the tensor bytes
+//! copied are bounded by the size of all frames; nesting is bounded by
+//! [`Limits::max_depth`], 995 by default: measured, it is exactly the
+//! deepest message vLLM's engine decodes. msgspec counts each nesting level
+//! (array, map, struct) against CPython's recursion limit (1000 by default,
+//! CPython 3.11 as in both vLLM releases' environments), after the Python
+//! frames already on the decoding thread; the engine's input thread has 5
+//! (`Thread._bootstrap`, `_bootstrap_inner`, `run`, `process_input_sockets`,
+//! `MsgpackDecoder.decode`), so it decodes 995 levels counted from the
+//! message root and raises `RecursionError` at the 996th (goldens
+//! `request/extra_args_at_engine_depth`, `request/extra_args_past_engine_depth`,
+//! `utility/args_*_engine_depth`). This decoder counts levels the same way
+//! (the root struct is level 1, each struct, array, map and tensor below it
+//! one more) and refuses the 996th with `limits`.
+//!
+//! The depth does not cost call stack: the only unbounded nesting is in
+//! `Any`-typed values (`extra_args`, `kv_transfer_params`, UTILITY
+//! arguments, ...) and multimodal `NestedTensors`, and both are decoded
+//! iteratively, with an explicit stack on the heap; the typed recursion
+//! follows the schema, whose deepest path is a handful of levels. A debug
+//! build decodes a message at the default limit in under 64 KiB of stack
+//! (and one 50 000 levels deep, with a raised limit, in the same), so no
+//! input can exhaust the stack. Memory stays a small multiple of the input
+//! size: each level costs one open-container record and the value itself.
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::{ReadError, Reader, Token};
@@ -33,12 +62,29 @@ use crate::schema::Default as FieldDefault;
 use crate::schema::{Layout, StructSchema, TensorKind, Ty};
 use crate::value::{is_default, numpy_dtype, torch_dtype, StructValue, Tensor, Value};
 
-/// Decoder limits. The defaults suit an EngineCore gateway.
+/// The nesting vLLM's engine admits on its input socket, counted from the
+/// message root as this decoder counts it (every array, map, struct and
+/// tensor one level): 995. See the module docs ("Limits") for how it was
+/// measured.
+pub const VLLM_ENGINE_MAX_DEPTH: usize = 995;
+
+/// Python frames on the stack of vLLM's engine input thread when it calls
+/// msgspec (`Thread._bootstrap`, `_bootstrap_inner`, `run`,
+/// `EngineCoreProc.process_input_sockets`, `MsgpackDecoder.decode`).
+const ENGINE_INPUT_THREAD_FRAMES: usize = 5;
+
+/// Decoder limits. The defaults suit an EngineCore gateway; every field can
+/// be set (`Limits { max_depth: 1995, ..Limits::default() }`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Maximum nesting of arrays and maps (schema structs count as one
-    /// level). Default 64: vLLM's deepest schema path is 6 levels; the
-    /// rest is headroom for `Any`-typed fields such as `extra_args`.
+    /// Maximum nesting of arrays, maps, structs and tensors, counted from
+    /// the message root (the root struct is level 1). Default
+    /// [`VLLM_ENGINE_MAX_DEPTH`] (995): exactly what vLLM's engine decodes
+    /// under CPython's default recursion limit, so the decoder admits
+    /// every message the engine admits and refuses, with `limits`, the
+    /// messages the engine refuses with a `RecursionError`. An engine whose
+    /// interpreter runs with a higher recursion limit admits more
+    /// ([`Limits::for_recursion_limit`]).
     pub max_depth: usize,
     /// Maximum number of frames in one message (payload and aux frames).
     /// Default 4096.
@@ -50,7 +96,19 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_depth: 64, max_frames: 4096, max_frame_bytes: 1 << 30 }
+        Limits { max_depth: VLLM_ENGINE_MAX_DEPTH, max_frames: 4096, max_frame_bytes: 1 << 30 }
+    }
+}
+
+impl Limits {
+    /// The default limits with the depth an engine admits whose Python
+    /// interpreter runs with `sys.getrecursionlimit() == recursion_limit`
+    /// (CPython 3.11: msgspec counts each nesting level against the limit,
+    /// after the input thread's own frames). For example 2000, the limit
+    /// torch's inductor raises the interpreter to when it compiles a graph
+    /// in the engine process, gives 1995.
+    pub fn for_recursion_limit(recursion_limit: usize) -> Self {
+        Limits { max_depth: recursion_limit.saturating_sub(ENGINE_INPUT_THREAD_FRAMES), ..Limits::default() }
     }
 }
 
@@ -142,6 +200,39 @@ struct Decoder<'a, 'l> {
     /// engine references each aux frame once; a message that references the
     /// same buffer again and again would otherwise copy it each time.
     tensor_budget: usize,
+}
+
+/// An open container of an `Any` value (see `Decoder::any`).
+enum AnyFrame {
+    Array {
+        items: Vec<Value>,
+        left: usize,
+    },
+    /// `key` holds the key whose value comes next.
+    Map {
+        entries: Vec<(Value, Value)>,
+        key: Option<Value>,
+        left: usize,
+    },
+}
+
+/// The path inside an `Any` value to the element being read.
+fn any_path(open: &[AnyFrame]) -> String {
+    let mut p = String::new();
+    for f in open {
+        match f {
+            AnyFrame::Array { items, .. } => p.push_str(&Seg::Index(items.len()).render()),
+            AnyFrame::Map { key: Some(k), .. } => {
+                let label = match k {
+                    Value::Str(s) => s.clone(),
+                    other => format!("{other:?}"),
+                };
+                p.push_str(&Seg::Key(&label).render());
+            }
+            AnyFrame::Map { key: None, .. } => {}
+        }
+    }
+    p
 }
 
 /// One step of a path.
@@ -412,8 +503,11 @@ impl<'a> Decoder<'a, '_> {
                     self.depth -= 1;
                     Ok(Value::Array(vec![ti, v]))
                 }
+                // vLLM's decode hook unpacks `result_type, result = obj`:
+                // too few elements is a missing field, too many a wrong type
+                // (docs/case-format.md §5.2).
                 Token::Array(n) => Err(err(
-                    RejectClass::Validation,
+                    if n < 2 { RejectClass::MissingField } else { RejectClass::Type },
                     format!("expected UtilityResult [type_info, value], got array of {n}"),
                 )),
                 t => Err(type_err(ty, &t)),
@@ -421,26 +515,53 @@ impl<'a> Decoder<'a, '_> {
         }
     }
 
-    /// vLLM's rule: numbers stay numbers; a 3-array whose first element is
-    /// a string is a torch tensor; any other array is a list of nested
-    /// tensors.
+    /// vLLM's rule (`_decode_nested_tensors`): numbers stay numbers; a
+    /// non-empty array whose first element is a string is a torch tensor;
+    /// any other array is a list of nested tensors. Iterative (an explicit
+    /// stack of open lists), so the nesting costs heap, not call stack.
     fn nested_tensors(&mut self) -> R<Value> {
-        match self.peek()? {
-            Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_) | Token::Bool(_) => self.any(),
-            Token::Array(n) => {
-                let mut look = self.r.clone();
-                let _ = look.token();
-                if n == 3 && matches!(look.token(), Ok(Token::Str(_))) {
-                    return Ok(Value::Tensor(Box::new(self.tensor(TensorKind::Torch)?)));
+        let mut open: Vec<(Vec<Value>, usize)> = Vec::new();
+        let path =
+            |open: &[(Vec<Value>, usize)]| open.iter().map(|(xs, _)| Seg::Index(xs.len()).render()).collect::<String>();
+        loop {
+            let t = self.peek().map_err(|e| e.under(&path(&open)))?;
+            let mut v = match t {
+                Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_) | Token::Bool(_) => {
+                    self.any().map_err(|e| e.under(&path(&open)))?
                 }
-                self.token()?;
-                let n = self.check_len(n, 1)?;
-                self.enter()?;
-                let v = self.list(&Ty::NestedTensors, n)?;
+                Token::Array(n) => {
+                    let mut look = self.r.clone();
+                    let _ = look.token();
+                    if n > 0 && matches!(look.token(), Ok(Token::Str(_))) {
+                        let t = self.tensor(TensorKind::Torch).map_err(|e| e.under(&path(&open)))?;
+                        Value::Tensor(Box::new(t))
+                    } else {
+                        self.token()?;
+                        let n = self.check_len(n, 1).and_then(|n| self.enter().map(|()| n));
+                        let n = n.map_err(|e| e.under(&path(&open)))?;
+                        if n > 0 {
+                            open.push((Vec::with_capacity(self.prealloc(n)), n));
+                            continue;
+                        }
+                        self.depth -= 1;
+                        Value::Array(Vec::new())
+                    }
+                }
+                t => return Err(type_err(&Ty::NestedTensors, &t).under(&path(&open))),
+            };
+            // Hand the value to the innermost open list, closing the lists
+            // it completes.
+            loop {
+                let Some((items, left)) = open.last_mut() else { return Ok(v) };
+                items.push(v);
+                *left -= 1;
+                if *left > 0 {
+                    break;
+                }
+                let (items, _) = open.pop().unwrap_or_default();
                 self.depth -= 1;
-                Ok(v)
+                v = Value::Array(items);
             }
-            t => Err(type_err(&Ty::NestedTensors, &t)),
         }
     }
 
@@ -476,8 +597,58 @@ impl<'a> Decoder<'a, '_> {
         Ok(Value::Array(out))
     }
 
+    /// An `Any`-typed value: the plain MessagePack tree. Iterative (an
+    /// explicit stack of open arrays and maps), so that the nesting the
+    /// depth limit admits costs heap, not call stack; errors name the path
+    /// as the recursive rendering would (`[i]` per array element, `.key`
+    /// per map value, nothing for a map key).
     fn any(&mut self) -> R<Value> {
-        Ok(match self.token()? {
+        let mut open: Vec<AnyFrame> = Vec::new();
+        loop {
+            let mut v = match self.any_scalar_or_open(&mut open) {
+                Ok(Some(v)) => v,
+                Ok(None) => continue,
+                Err(e) => return Err(e.under(&any_path(&open))),
+            };
+            // Hand the value to the innermost open container, closing the
+            // containers it completes.
+            loop {
+                match open.last_mut() {
+                    None => return Ok(v),
+                    Some(AnyFrame::Array { items, left }) => {
+                        items.push(v);
+                        *left -= 1;
+                        if *left > 0 {
+                            break;
+                        }
+                        let Some(AnyFrame::Array { items, .. }) = open.pop() else { unreachable!() };
+                        v = Value::Array(items);
+                    }
+                    Some(AnyFrame::Map { entries, key, left }) => match key.take() {
+                        None => {
+                            *key = Some(v);
+                            break;
+                        }
+                        Some(k) => {
+                            entries.push((k, v));
+                            *left -= 1;
+                            if *left > 0 {
+                                break;
+                            }
+                            let Some(AnyFrame::Map { entries, .. }) = open.pop() else { unreachable!() };
+                            v = Value::Map(entries);
+                        }
+                    },
+                }
+                self.depth -= 1;
+            }
+        }
+    }
+
+    /// One step of [`Decoder::any`]: a scalar (or an empty container) as
+    /// `Some`, or `None` after opening a non-empty container on `open`.
+    fn any_scalar_or_open(&mut self, open: &mut Vec<AnyFrame>) -> R<Option<Value>> {
+        Ok(Some(match self.token()? {
             Token::Nil => Value::Nil,
             Token::Bool(b) => Value::Bool(b),
             Token::Int(v) => Value::Int(v),
@@ -490,27 +661,24 @@ impl<'a> Decoder<'a, '_> {
             Token::Array(n) => {
                 let n = self.check_len(n, 1)?;
                 self.enter()?;
-                let v = self.list(&Ty::Any, n)?;
+                if n > 0 {
+                    open.push(AnyFrame::Array { items: Vec::with_capacity(self.prealloc(n)), left: n });
+                    return Ok(None);
+                }
                 self.depth -= 1;
-                v
+                Value::Array(Vec::new())
             }
             Token::Map(n) => {
                 let n = self.check_len(n, 2)?;
                 self.enter()?;
-                let mut entries = Vec::with_capacity(self.prealloc(n));
-                for _ in 0..n {
-                    let k = self.any()?;
-                    let label = match &k {
-                        Value::Str(s) => s.clone(),
-                        other => format!("{other:?}"),
-                    };
-                    let v = self.at(Seg::Key(&label), |d| d.any())?;
-                    entries.push((k, v));
+                if n > 0 {
+                    open.push(AnyFrame::Map { entries: Vec::with_capacity(self.prealloc(n)), key: None, left: n });
+                    return Ok(None);
                 }
                 self.depth -= 1;
-                Value::Map(entries)
+                Value::Map(Vec::new())
             }
-        })
+        }))
     }
 
     fn struct_value(&mut self, s: &'static StructSchema) -> R<StructValue> {
@@ -653,11 +821,11 @@ impl<'a> Decoder<'a, '_> {
             return Err(err(RejectClass::Type, format!("expected tensor [dtype, shape, data], got {}", t.type_name())));
         };
         if n != 3 {
-            // vLLM's decode hook unpacks three names: a ValueError there.
-            return Err(err(
-                RejectClass::Validation,
-                format!("expected tensor [dtype, shape, data], got array of {n}"),
-            ));
+            // vLLM's decode hook unpacks three names (`dtype, shape, data =
+            // arr`): too few elements is a missing field, too many a wrong
+            // type (docs/case-format.md §5.2).
+            let class = if n < 3 { RejectClass::MissingField } else { RejectClass::Type };
+            return Err(err(class, format!("expected tensor [dtype, shape, data], got array of {n}")));
         }
         self.enter()?;
         let (dtype, parsed) = self.at(Seg::Index(0), |d| {
@@ -685,12 +853,9 @@ impl<'a> Decoder<'a, '_> {
             let mut shape = Vec::with_capacity(d.prealloc(dims));
             for i in 0..dims {
                 match d.token()? {
-                    Token::Int(x) if x >= 0 => shape.push(x),
-                    Token::Int(x) => {
-                        return Err(
-                            err(RejectClass::Frames, format!("negative dimension {x}")).under(&Seg::Index(i).render())
-                        )
-                    }
+                    // Negative dimensions are judged with the buffer below
+                    // (numpy and torch infer one unknown dimension).
+                    Token::Int(x) => shape.push(x),
                     t => return Err(type_err(&Ty::Int, &t).under(&Seg::Index(i).render())),
                 }
             }
@@ -701,6 +866,10 @@ impl<'a> Decoder<'a, '_> {
             Token::Ext(3, b) => Ok(b),
             Token::Bin(b) => Ok(b),
             Token::Int(i) => {
+                // A negative index is refused: vLLM indexes a Python list,
+                // where -1 is the last frame, but an engine never writes
+                // one, and honouring it would let an appended frame change
+                // what a message means (docs/limits.md).
                 if i < 0 || i as usize >= frames.len() {
                     return Err(err(
                         RejectClass::Frames,
@@ -715,15 +884,8 @@ impl<'a> Decoder<'a, '_> {
                 format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()),
             )),
         })?;
-        let count = Tensor::element_count(&shape);
-        let want = count.and_then(|c| c.checked_mul(parsed.elem.size()));
-        if want != Some(data.len()) {
-            let shown = want.map_or_else(|| "an overflowing size".to_string(), |w| format!("{w} bytes"));
-            return Err(err(
-                RejectClass::Frames,
-                format!("buffer of {} bytes does not match dtype {dtype} and shape {shape:?} ({shown})", data.len()),
-            )
-            .under("[2]"));
+        if let Err((class, seg, detail)) = check_tensor_shape(kind, &shape, data.len(), parsed.elem.size()) {
+            return Err(err(class, format!("{detail} (dtype {dtype}, shape {shape:?})")).under(seg));
         }
         if data.len() > self.tensor_budget {
             return Err(err(
@@ -742,6 +904,103 @@ impl<'a> Decoder<'a, '_> {
     }
 }
 
+/// The dimensions `shape` stands for when the buffer holds `elements`
+/// items, with numpy's `reshape` rules: at most one negative dimension,
+/// which is inferred (numpy takes any negative value as "unknown"; it needs
+/// the other dimensions' product to be non-zero and to divide `elements`);
+/// otherwise the product must equal `elements`. `None` when the shape does
+/// not fit (or its product overflows). Every tensor vLLM accepts, numpy or
+/// torch, satisfies this (torch's rules are stricter, see
+/// [`check_tensor_shape`]).
+pub fn resolve_shape(shape: &[i64], elements: usize) -> Option<Vec<u64>> {
+    let mut unknown = None;
+    let mut known: u64 = 1;
+    for (i, &d) in shape.iter().enumerate() {
+        if d < 0 {
+            if unknown.replace(i).is_some() {
+                return None;
+            }
+        } else {
+            known = known.checked_mul(d as u64)?;
+        }
+    }
+    let elements = elements as u64;
+    let mut out: Vec<u64> = shape.iter().map(|&d| d.max(0) as u64).collect();
+    match unknown {
+        None => (known == elements).then_some(out),
+        Some(i) => {
+            if known == 0 || !elements.is_multiple_of(known) {
+                return None;
+            }
+            out[i] = elements / known;
+            Some(out)
+        }
+    }
+}
+
+/// vLLM's decode hook on a tensor's shape and buffer (`_decode_ndarray`:
+/// `np.frombuffer(buf, dtype).reshape(shape)`; `_decode_tensor`:
+/// `torch.frombuffer(buf, uint8).view(dtype).view(shape)`, or for an empty
+/// buffer `assert 0 in shape; torch.empty(shape)`), in the order it checks:
+///
+/// 1. the byte count must be a multiple of the item size (`frames`);
+/// 2. the shape must be well-formed: numpy admits one negative dimension of
+///    any value, torch exactly one `-1` and no other negative value; an empty
+///    torch buffer needs a `0` dimension and no negative one (`validation`:
+///    numpy's "can only specify one unknown dimension", torch's "only one
+///    dimension can be inferred" / "invalid shape dimension", the failed
+///    assertion, "negative dimension");
+/// 3. the shape must fit the item count, one unknown dimension being
+///    inferred from it ([`resolve_shape`]; `frames`).
+///
+/// On error: the class, the tensor element the error belongs to (`[1]` the
+/// shape, `[2]` the data) and what went wrong.
+pub fn check_tensor_shape(
+    kind: TensorKind,
+    shape: &[i64],
+    nbytes: usize,
+    itemsize: usize,
+) -> Result<(), (RejectClass, &'static str, String)> {
+    if !nbytes.is_multiple_of(itemsize) {
+        return Err((
+            RejectClass::Frames,
+            "[2]",
+            format!("buffer of {nbytes} bytes is not a multiple of the item size {itemsize}"),
+        ));
+    }
+    let negatives = shape.iter().filter(|&&d| d < 0).count();
+    match kind {
+        TensorKind::Numpy if negatives > 1 => {
+            return Err((RejectClass::Validation, "[1]", "more than one unknown (negative) dimension".into()));
+        }
+        TensorKind::Torch if nbytes == 0 => {
+            if !shape.contains(&0) {
+                return Err((RejectClass::Validation, "[1]", "an empty buffer needs a 0 dimension".into()));
+            }
+            if negatives > 0 {
+                return Err((RejectClass::Validation, "[1]", "negative dimension with an empty buffer".into()));
+            }
+        }
+        TensorKind::Torch => {
+            if let Some(d) = shape.iter().find(|&&d| d < -1) {
+                return Err((RejectClass::Validation, "[1]", format!("invalid dimension {d} (only -1 is inferred)")));
+            }
+            if negatives > 1 {
+                return Err((RejectClass::Validation, "[1]", "more than one dimension to infer".into()));
+            }
+        }
+        TensorKind::Numpy => {}
+    }
+    match resolve_shape(shape, nbytes / itemsize) {
+        Some(_) => Ok(()),
+        None => Err((
+            RejectClass::Frames,
+            "[2]",
+            format!("buffer of {nbytes} bytes ({} items) does not fit the shape", nbytes / itemsize),
+        )),
+    }
+}
+
 /// Ext types: vLLM's decoder knows 3 (raw view); 1 and 2 (pickle) need
 /// `VLLM_ALLOW_INSECURE_SERIALIZATION`, which a gateway never enables.
 fn ext(t: i8, b: &[u8]) -> R<Value> {
@@ -757,11 +1016,13 @@ fn ext(t: i8, b: &[u8]) -> R<Value> {
 fn dedup_set(v: &mut Value) {
     match v {
         Value::IntArray(xs) if xs.len() > 1 => {
+            work::add(xs.len() as u64);
             let mut seen = std::collections::HashSet::with_capacity(xs.len());
             xs.retain(|x| seen.insert(*x));
         }
         Value::Array(xs) if xs.len() > 1 && xs.iter().all(|x| matches!(x, Value::Str(_))) => {
             // set[str]: hashed, linear in the element count.
+            work::add(xs.len() as u64);
             let keep: Vec<bool> = {
                 let mut seen = std::collections::HashSet::with_capacity(xs.len());
                 xs.iter().map(|x| if let Value::Str(s) = x { seen.insert(s.as_str()) } else { true }).collect()
@@ -772,6 +1033,7 @@ fn dedup_set(v: &mut Value) {
         Value::Array(xs) if xs.len() > 1 => {
             let mut kept: Vec<Value> = Vec::with_capacity(xs.len());
             for x in xs.drain(..) {
+                work::add(kept.len() as u64 + 1);
                 if !kept.contains(&x) {
                     kept.push(x);
                 }
@@ -779,5 +1041,32 @@ fn dedup_set(v: &mut Value) {
             *xs = kept;
         }
         _ => {}
+    }
+}
+
+/// A per-thread count of the decoder's element comparisons in set
+/// deduplication, for tests that bound the work a decode does (a count is
+/// stable where a wall-clock bound is not). Not part of the API.
+#[doc(hidden)]
+pub mod work {
+    use std::cell::Cell;
+
+    thread_local! {
+        static STEPS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    #[inline]
+    pub(crate) fn add(n: u64) {
+        STEPS.with(|s| s.set(s.get().saturating_add(n)));
+    }
+
+    /// The steps counted on this thread since the last [`reset`].
+    pub fn steps() -> u64 {
+        STEPS.with(Cell::get)
+    }
+
+    /// Sets this thread's count to zero.
+    pub fn reset() {
+        STEPS.with(|s| s.set(0));
     }
 }

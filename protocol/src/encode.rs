@@ -1,7 +1,7 @@
 //! The schema-driven encoder, byte-identical to vLLM's `MsgpackEncoder`
 //! (msgspec 0.23) for values built the way vLLM builds them.
 //!
-//! Rules (wire reference §4 rules 1-8, §3.16; live-vllm-cpu.md §2):
+//! Rules (docs/wire-protocol.md §5; tensors §5.11):
 //! - positional structs and named tuples: every field, in order;
 //! - omit-defaults maps (`SamplingParams`): only fields whose value differs
 //!   from the default, in declaration order;
@@ -234,32 +234,36 @@ impl Encoder {
         }
     }
 
+    /// Writes an `Any` value. Iterative (a stack of the values still to
+    /// write), so nesting as deep as the decoder admits costs heap, not
+    /// call stack.
     fn any(&mut self, v: &Value) -> Result<(), Error> {
-        match v {
-            Value::Nil => write::nil(&mut self.out),
-            Value::Bool(b) => write::bool(&mut self.out, *b),
-            Value::Int(i) => write::int(&mut self.out, *i),
-            Value::UInt(u) => write::uint(&mut self.out, *u),
-            Value::Float(f) => write::float(&mut self.out, *f),
-            Value::Str(s) => write::str(&mut self.out, s),
-            Value::Bytes(b) => write::bin(&mut self.out, b),
-            Value::Ext(t, b) => write::ext(&mut self.out, *t, b),
-            Value::IntArray(xs) => write::int_array(&mut self.out, xs),
-            Value::Array(xs) => {
-                write::array_len(&mut self.out, xs.len() as u32);
-                for x in xs {
-                    self.any(x)?;
+        let mut todo: Vec<&Value> = vec![v];
+        while let Some(v) = todo.pop() {
+            match v {
+                Value::Nil => write::nil(&mut self.out),
+                Value::Bool(b) => write::bool(&mut self.out, *b),
+                Value::Int(i) => write::int(&mut self.out, *i),
+                Value::UInt(u) => write::uint(&mut self.out, *u),
+                Value::Float(f) => write::float(&mut self.out, *f),
+                Value::Str(s) => write::str(&mut self.out, s),
+                Value::Bytes(b) => write::bin(&mut self.out, b),
+                Value::Ext(t, b) => write::ext(&mut self.out, *t, b),
+                Value::IntArray(xs) => write::int_array(&mut self.out, xs),
+                Value::Array(xs) => {
+                    write::array_len(&mut self.out, xs.len() as u32);
+                    todo.extend(xs.iter().rev());
                 }
-            }
-            Value::Map(entries) => {
-                write::map_len(&mut self.out, entries.len() as u32);
-                for (k, x) in entries {
-                    self.any(k)?;
-                    self.any(x)?;
+                Value::Map(entries) => {
+                    write::map_len(&mut self.out, entries.len() as u32);
+                    for (k, x) in entries.iter().rev() {
+                        todo.push(x);
+                        todo.push(k);
+                    }
                 }
+                Value::Struct(sv) => self.struct_value(sv.schema, sv)?,
+                Value::Tensor(t) => self.tensor(t),
             }
-            Value::Struct(sv) => self.struct_value(sv.schema, sv)?,
-            Value::Tensor(t) => self.tensor(t),
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Errors and the one outcome classification shared by `conformance verify`,
 //! the fuzz targets and the live runner.
 //!
-//! Reject classes are those of `shared/golden-format.md`: `malformed`,
+//! Reject classes are those of docs/case-format.md §5: `malformed`,
 //! `type`, `missing-field`, `enum`, `validation`, `limits`, `frames`.
 
 use std::fmt;

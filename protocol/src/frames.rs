@@ -1,7 +1,7 @@
 //! The ZeroMQ multipart layer: request-type bytes, engine identities, the
 //! death sentinel, and which message travels in which frames.
 //!
-//! Wire facts (wire reference §1.3-§1.5, live-vllm-cpu.md §2):
+//! Wire facts (docs/wire-protocol.md §2.4, §3.1-§3.4):
 //! - on the engine's input socket a message is `[type(1 byte), payload,
 //!   aux...]` after the ROUTER's routing-identity frame: `00` ADD, `01`
 //!   ABORT, `02` START_DP_WAVE, `03` UTILITY. `04` (EXECUTOR_FAILED) and
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn engine_identity_is_two_bytes_little_endian() {
-        // Wire reference §7.1 case 1.
+        // docs/wire-protocol.md §2.4 and §15.
         assert_eq!(engine_identity(0), [0, 0]);
         assert_eq!(engine_identity(1), [1, 0]);
         assert_eq!(engine_identity(258), [2, 1]);

@@ -13,13 +13,13 @@
 //! - [`validate`]: the rules vLLM's decoder runs (`__post_init__`);
 //! - [`frames`] / [`message`]: request-type bytes, identities, the death
 //!   sentinel, and which frames carry which message;
-//! - [`view`]: the canonical JSON view of `shared/golden-format.md`;
+//! - [`view`]: the canonical JSON view of docs/case-format.md §6;
 //! - [`typed`]: typed access for gateways (finish reasons, structured-output
 //!   constraints, output batches).
 //!
 //! # Provenance
 //! Wire facts come from vLLM's own classes and encoder (goldens under
-//! `golden/vllm/`) and from `shared/reference/vllm-enginecore-wire.md`;
+//! `golden/vllm/`) and from docs/wire-protocol.md;
 //! no vLLM source is copied.
 
 #[cfg(feature = "arbitrary")]

@@ -1,7 +1,7 @@
 //! Whole messages: which schema type a message kind decodes as, and which
 //! frames carry it.
 //!
-//! Frame layouts (golden-format.md, wire reference §1.4): input-socket
+//! Frame layouts (docs/case-format.md §4.1-§4.2, docs/wire-protocol.md §3.1): input-socket
 //! messages (`EngineCoreRequest`, `AbortRequest`, `UtilityRequest`,
 //! `StartDpWave`) are `[type byte, payload, aux...]`; engine outputs are
 //! `[payload, aux...]`; handshake messages and the ready response are one

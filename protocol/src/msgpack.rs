@@ -2,7 +2,7 @@
 //! and a writer that picks the byte forms msgspec 0.23 picks.
 //!
 //! Wire facts relied on (MessagePack spec; msgspec behaviour verified in
-//! `shared/reference/vllm-enginecore-wire.md` §4):
+//! docs/wire-protocol.md §5.5-§5.8):
 //! - integers are written in their smallest form, non-negative values always
 //!   with the unsigned markers (`cc`..`cf`), negative ones with `d0`..`d3`;
 //! - floats are always written as float64 (`cb`); float32 (`ca`) is accepted
@@ -416,7 +416,7 @@ mod tests {
 
     #[test]
     fn integers_use_msgspec_smallest_forms() {
-        // Byte forms from the wire reference §4 rule 5 (msgspec 0.23.0).
+        // Byte forms from docs/wire-protocol.md §5.6 (msgspec 0.23.0).
         assert_eq!(written(|o| write::int(o, 127)), [0x7f]);
         assert_eq!(written(|o| write::int(o, 128)), [0xcc, 0x80]);
         assert_eq!(written(|o| write::int(o, 256)), [0xcd, 0x01, 0x00]);

@@ -2,7 +2,7 @@
 //! constraint as a Rust enum (so exactly one constraint is representable),
 //! and read-only views of output batches over decoded values.
 //!
-//! Wire facts (wire reference §3.3, §3.10, §3.14): `FinishReason` is 0 STOP,
+//! Wire facts (docs/wire-protocol.md §7.2, §7.4, §8.4): `FinishReason` is 0 STOP,
 //! 1 LENGTH, 2 ABORT, 3 ERROR, 4 REPETITION; `stop_reason` is nil, a token id
 //! (stop token) or a string (set by a frontend, or `repetition_detected`);
 //! `RequestOutputKind` is 0 CUMULATIVE, 1 DELTA, 2 FINAL_ONLY;

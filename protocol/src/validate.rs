@@ -1,9 +1,9 @@
 //! The validations vLLM's typed decoder runs on decode (msgspec calls
 //! `__post_init__` on Structs and dataclasses), so a conformant gateway never
 //! sends what they reject: on a real engine such a payload raises inside the
-//! input thread and the engine stops reading input (wire reference §1.9).
+//! input thread and the engine stops reading input (docs/wire-protocol.md §10.1).
 //!
-//! Sources: wire reference §1.9 and §3.3-§3.5; verdicts of vLLM 0.32/0.33's
+//! Sources: docs/wire-protocol.md §10.2-§10.4; verdicts of vLLM 0.32/0.33's
 //! own decoder on the `mutant` goldens.
 
 use crate::error::Violation;

@@ -1,14 +1,20 @@
-//! The canonical view of `shared/golden-format.md`: a JSON rendering of a
+//! The canonical view of docs/case-format.md §6: a JSON rendering of a
 //! decoded message, and back.
 //!
-//! Rules (golden-format.md "The canonical view"): structs are objects of
+//! Rules (docs/case-format.md §6.1-§6.10): structs are objects of
 //! every schema field in declaration order (defaults filled); enums are
 //! their integer values; tensors are `{dtype, shape, data}` with data the
 //! flat C-order numbers; non-finite floats are `"NaN"`, `"Infinity"`,
 //! `"-Infinity"`; bin is `{"$bytes": hex}`, other ext `{"$ext": T, "hex"}`;
 //! sets are sorted arrays; non-string map keys are decimal strings; `Any`
-//! fields are plain JSON of their MessagePack value. Floats compare by value
+//! fields are plain JSON of their MessagePack value; a tensor's shape is
+//! kept as sent (a dimension to infer stays `-1`). Floats compare by value
 //! ([`diff`]).
+//!
+//! `Any` values, `NestedTensors` and the comparison are walked with explicit
+//! stacks, not recursion, so views as deep as the decoder's depth limit
+//! (docs/limits.md) cost heap, not call stack; [`parse_json`] reads case
+//! files that deep (serde_json alone stops at 128 levels).
 
 use serde_json::{Map, Number, Value as Json};
 
@@ -47,9 +53,9 @@ pub fn to_view(ty: &'static Ty, value: &Value) -> Json {
         },
         (Ty::Struct(_), Value::Struct(sv)) => struct_view(sv),
         (Ty::UtilityResult, Value::Array(xs)) => Json::Array(xs.iter().map(any_view).collect()),
-        (Ty::NestedTensors, Value::Array(xs)) => {
-            Json::Array(xs.iter().map(|x| to_view(&Ty::NestedTensors, x)).collect())
-        }
+        // Nested lists of tensors and numbers: `any_view` renders tensors
+        // by the tensor rule (and is iterative).
+        (Ty::NestedTensors, v @ Value::Array(_)) => any_view(v),
         (_, v) => any_view(v),
     }
 }
@@ -142,8 +148,67 @@ fn tensor_view(t: &Tensor) -> Json {
     Json::Object(m)
 }
 
-/// Plain JSON of a MessagePack value (rules 4-8).
+/// Plain JSON of a MessagePack value (rules 4-8). Iterative (an explicit
+/// stack of open arrays and maps), so that a value as deep as the decoder
+/// admits costs heap, not call stack.
 pub fn any_view(v: &Value) -> Json {
+    enum Open<'a> {
+        Array(std::slice::Iter<'a, Value>, Vec<Json>),
+        Map(std::slice::Iter<'a, (Value, Value)>, Map<String, Json>, String),
+    }
+    let mut open: Vec<Open> = Vec::new();
+    let mut next = v;
+    loop {
+        let mut done = match next {
+            Value::Array(xs) => {
+                open.push(Open::Array(xs.iter(), Vec::with_capacity(xs.len())));
+                None
+            }
+            Value::Map(entries) => {
+                open.push(Open::Map(entries.iter(), Map::with_capacity(entries.len()), String::new()));
+                None
+            }
+            leaf => Some(leaf_view(leaf)),
+        };
+        // Hand a finished value to the innermost open container, then move
+        // to the next element to render (closing finished containers).
+        loop {
+            if let Some(j) = done.take() {
+                match open.last_mut() {
+                    None => return j,
+                    Some(Open::Array(_, out)) => out.push(j),
+                    Some(Open::Map(_, out, key)) => {
+                        out.insert(std::mem::take(key), j);
+                    }
+                }
+            }
+            match open.last_mut() {
+                None => unreachable!("an open container is left while rendering"),
+                Some(Open::Array(items, _)) => {
+                    if let Some(x) = items.next() {
+                        next = x;
+                        break;
+                    }
+                }
+                Some(Open::Map(entries, _, key)) => {
+                    if let Some((k, x)) = entries.next() {
+                        *key = key_string(k);
+                        next = x;
+                        break;
+                    }
+                }
+            }
+            done = Some(match open.pop() {
+                Some(Open::Array(_, out)) => Json::Array(out),
+                Some(Open::Map(_, out, _)) => Json::Object(out),
+                None => unreachable!("checked above"),
+            });
+        }
+    }
+}
+
+/// The view of a value that is not an array or a map.
+fn leaf_view(v: &Value) -> Json {
     match v {
         Value::Nil => Json::Null,
         Value::Bool(b) => Json::Bool(*b),
@@ -162,17 +227,11 @@ pub fn any_view(v: &Value) -> Json {
             m.insert("hex".into(), Json::String(hex(b)));
             Json::Object(m)
         }
-        Value::Array(xs) => Json::Array(xs.iter().map(any_view).collect()),
         Value::IntArray(xs) => Json::Array(xs.iter().map(|&x| Json::from(x)).collect()),
-        Value::Map(entries) => {
-            let mut m = Map::with_capacity(entries.len());
-            for (k, v) in entries {
-                m.insert(key_string(k), any_view(v));
-            }
-            Json::Object(m)
-        }
         Value::Struct(sv) => struct_view(sv),
         Value::Tensor(t) => tensor_view(t),
+        // Containers are rendered by `any_view`.
+        Value::Array(_) | Value::Map(_) => any_view(v),
     }
 }
 
@@ -287,19 +346,9 @@ impl FromView {
             (Ty::UtilityResult, Json::Array(xs)) if xs.len() == 2 => {
                 Ok(Value::Array(xs.iter().map(|x| self.any(x)).collect()))
             }
-            (Ty::NestedTensors, Json::Object(m)) => {
-                Ok(Value::Tensor(Box::new(self.tensor(crate::schema::TensorKind::Torch, m)?)))
+            (Ty::NestedTensors, j @ (Json::Object(_) | Json::Array(_) | Json::Number(_) | Json::Bool(_))) => {
+                self.tree(j, true)
             }
-            (Ty::NestedTensors, Json::Array(xs)) => {
-                let mut out = Vec::with_capacity(xs.len());
-                for (i, x) in xs.iter().enumerate() {
-                    self.path.push(format!("[{i}]"));
-                    out.push(self.value(&Ty::NestedTensors, x)?);
-                    self.path.pop();
-                }
-                Ok(Value::Array(out))
-            }
-            (Ty::NestedTensors, j @ (Json::Number(_) | Json::Bool(_))) => Ok(self.any(j)),
             (ty, j) => Err(self.err(format!("view {j} does not fit {}", short_ty(ty)))),
         }
     }
@@ -359,31 +408,103 @@ impl FromView {
     }
 
     fn any(&self, j: &Json) -> Value {
-        match j {
-            Json::Null => Value::Nil,
-            Json::Bool(b) => Value::Bool(*b),
-            Json::Number(n) => match int_of(n) {
-                Some(v) if !n.is_f64() => v,
-                _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Json::String(s) => Value::Str(s.clone()),
-            Json::Array(xs) => Value::Array(xs.iter().map(|x| self.any(x)).collect()),
-            Json::Object(m) => {
-                if m.len() == 1 {
-                    if let Some(b) = m.get("$bytes").and_then(Json::as_str).and_then(unhex) {
-                        return Value::Bytes(b);
+        // Infallible: every JSON value is some `Any` value.
+        self.tree(j, false).unwrap_or(Value::Nil)
+    }
+
+    /// A JSON tree as an `Any` value (`tensors` false: objects are maps,
+    /// `{"$bytes"}` bin and `{"$ext", "hex"}` ext), or as `NestedTensors`
+    /// (`tensors` true: objects are torch tensors, arrays lists, numbers
+    /// numbers). Iterative, like [`any_view`].
+    fn tree(&self, j: &Json, tensors: bool) -> Result<Value, Error> {
+        enum Open<'a> {
+            Array(std::slice::Iter<'a, Json>, Vec<Value>),
+            Map(serde_json::map::Iter<'a>, Vec<(Value, Value)>, Option<Value>),
+        }
+        let mut open: Vec<Open> = Vec::new();
+        let mut next = j;
+        loop {
+            let mut done = match next {
+                Json::Array(xs) => {
+                    open.push(Open::Array(xs.iter(), Vec::with_capacity(xs.len())));
+                    None
+                }
+                Json::Object(m) if tensors => {
+                    Some(Value::Tensor(Box::new(self.tensor(crate::schema::TensorKind::Torch, m)?)))
+                }
+                Json::Object(m) => match special_object(m) {
+                    Some(v) => Some(v),
+                    None => {
+                        open.push(Open::Map(m.iter(), Vec::with_capacity(m.len()), None));
+                        None
+                    }
+                },
+                Json::String(_) | Json::Null if tensors => {
+                    return Err(self.err(format!("view {next} does not fit NestedTensors")));
+                }
+                leaf => Some(json_leaf(leaf)),
+            };
+            loop {
+                if let Some(v) = done.take() {
+                    match open.last_mut() {
+                        None => return Ok(v),
+                        Some(Open::Array(_, out)) => out.push(v),
+                        Some(Open::Map(_, out, key)) => out.push((key.take().unwrap_or(Value::Nil), v)),
                     }
                 }
-                if m.len() == 2 {
-                    if let (Some(t), Some(b)) =
-                        (m.get("$ext").and_then(Json::as_i64), m.get("hex").and_then(Json::as_str).and_then(unhex))
-                    {
-                        return Value::Ext(t as i8, b);
+                match open.last_mut() {
+                    None => unreachable!("an open container is left while building"),
+                    Some(Open::Array(items, _)) => {
+                        if let Some(x) = items.next() {
+                            next = x;
+                            break;
+                        }
+                    }
+                    Some(Open::Map(entries, _, key)) => {
+                        if let Some((k, x)) = entries.next() {
+                            *key = Some(Value::Str(k.clone()));
+                            next = x;
+                            break;
+                        }
                     }
                 }
-                Value::Map(m.iter().map(|(k, v)| (Value::Str(k.clone()), self.any(v))).collect())
+                done = Some(match open.pop() {
+                    Some(Open::Array(_, out)) => Value::Array(out),
+                    Some(Open::Map(_, out, _)) => Value::Map(out),
+                    None => unreachable!("checked above"),
+                });
             }
         }
+    }
+}
+
+/// `{"$bytes": hex}` and `{"$ext": T, "hex": hex}` (rule 5).
+fn special_object(m: &Map<String, Json>) -> Option<Value> {
+    if m.len() == 1 {
+        if let Some(b) = m.get("$bytes").and_then(Json::as_str).and_then(unhex) {
+            return Some(Value::Bytes(b));
+        }
+    }
+    if m.len() == 2 {
+        if let (Some(t), Some(b)) =
+            (m.get("$ext").and_then(Json::as_i64), m.get("hex").and_then(Json::as_str).and_then(unhex))
+        {
+            return Some(Value::Ext(t as i8, b));
+        }
+    }
+    None
+}
+
+/// A JSON scalar as a value (integers stay integers).
+fn json_leaf(j: &Json) -> Value {
+    match j {
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match int_of(n) {
+            Some(v) if !n.is_f64() => v,
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::Str(s.clone()),
+        _ => Value::Nil,
     }
 }
 
@@ -414,7 +535,7 @@ fn json_fits(ty: &Ty, j: &Json) -> bool {
 }
 
 /// A float of the view: a JSON number, or `"NaN"`, `"Infinity"`,
-/// `"-Infinity"` (golden-format rule 4).
+/// `"-Infinity"` (docs/case-format.md §6.4).
 pub fn float_of(x: &Json) -> Option<f64> {
     match x {
         Json::Number(n) => n.as_f64(),
@@ -454,60 +575,217 @@ pub fn from_view(root: &str, ty: &'static Ty, view: &Json) -> Result<Value, Erro
     FromView { path: vec![root.to_string()] }.value(ty, view)
 }
 
+// ===== reading case files =====
+
+/// The deepest JSON document [`parse_json`] reads: the decoder's default
+/// depth limit plus room for the case file around a message's view.
+pub const MAX_JSON_DEPTH: usize = crate::decode::VLLM_ENGINE_MAX_DEPTH + 64;
+
+/// Parses a JSON document (a case file) nesting up to [`MAX_JSON_DEPTH`]
+/// levels. serde_json alone stops at 128 levels, fewer than a message the
+/// engine accepts can nest, and recurses once per level; here arrays and
+/// objects are assembled with an explicit stack (heap, not call stack) and
+/// each scalar is read by serde_json itself, so scalars, strings and
+/// numbers mean exactly what they mean to `serde_json::from_str`. A deeper
+/// document is an error, never a stack overflow.
+pub fn parse_json(text: &str) -> Result<Json, String> {
+    enum Open {
+        Array(Vec<Json>),
+        Object(Map<String, Json>, Option<String>),
+    }
+    let b = text.as_bytes();
+    let mut i = 0usize;
+    let skip_ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    let at = |i: usize| {
+        let line = 1 + b[..i.min(b.len())].iter().filter(|&&c| c == b'\n').count();
+        format!("line {line}")
+    };
+    let mut open: Vec<Open> = Vec::new();
+    loop {
+        skip_ws(&mut i);
+        // An object key (and its colon) comes before each member value.
+        if let Some(Open::Object(_, key @ None)) = open.last_mut() {
+            if b.get(i) != Some(&b'"') {
+                return Err(format!("expected a string key at {}", at(i)));
+            }
+            let end = string_end(b, i).ok_or_else(|| format!("unterminated string at {}", at(i)))?;
+            let k: String = serde_json::from_str(&text[i..end]).map_err(|e| format!("{e} at {}", at(i)))?;
+            *key = Some(k);
+            i = end;
+            skip_ws(&mut i);
+            if b.get(i) != Some(&b':') {
+                return Err(format!("expected `:` at {}", at(i)));
+            }
+            i += 1;
+            skip_ws(&mut i);
+        }
+        let mut done = match b.get(i) {
+            None => return Err("EOF while parsing a value".into()),
+            Some(b'[') | Some(b'{') => {
+                if open.len() >= MAX_JSON_DEPTH {
+                    return Err(format!("JSON nests deeper than {MAX_JSON_DEPTH} levels at {}", at(i)));
+                }
+                let is_array = b[i] == b'[';
+                i += 1;
+                skip_ws(&mut i);
+                let close = if is_array { b']' } else { b'}' };
+                if b.get(i) == Some(&close) {
+                    i += 1;
+                    Some(if is_array { Json::Array(Vec::new()) } else { Json::Object(Map::new()) })
+                } else {
+                    open.push(if is_array { Open::Array(Vec::new()) } else { Open::Object(Map::new(), None) });
+                    continue;
+                }
+            }
+            Some(b'"') => {
+                let end = string_end(b, i).ok_or_else(|| format!("unterminated string at {}", at(i)))?;
+                let v: Json = serde_json::from_str(&text[i..end]).map_err(|e| format!("{e} at {}", at(i)))?;
+                i = end;
+                Some(v)
+            }
+            Some(_) => {
+                let start = i;
+                while i < b.len() && !matches!(b[i], b',' | b']' | b'}' | b':' | b' ' | b'\t' | b'\n' | b'\r') {
+                    i += 1;
+                }
+                let v: Json = serde_json::from_str(&text[start..i]).map_err(|e| format!("{e} at {}", at(start)))?;
+                if v.is_array() || v.is_object() || v.is_string() {
+                    return Err(format!("expected a value at {}", at(start)));
+                }
+                Some(v)
+            }
+        };
+        // Hand the value to the innermost open container; close the
+        // containers that end here.
+        loop {
+            let Some(v) = done.take() else { break };
+            match open.last_mut() {
+                None => {
+                    skip_ws(&mut i);
+                    if i != b.len() {
+                        return Err(format!("trailing characters at {}", at(i)));
+                    }
+                    return Ok(v);
+                }
+                Some(Open::Array(xs)) => xs.push(v),
+                Some(Open::Object(m, key)) => {
+                    m.insert(key.take().unwrap_or_default(), v);
+                }
+            }
+            skip_ws(&mut i);
+            let close = match open.last() {
+                Some(Open::Array(_)) => b']',
+                _ => b'}',
+            };
+            match b.get(i) {
+                Some(b',') => i += 1,
+                Some(&c) if c == close => {
+                    i += 1;
+                    done = Some(match open.pop() {
+                        Some(Open::Array(xs)) => Json::Array(xs),
+                        Some(Open::Object(m, _)) => Json::Object(m),
+                        None => unreachable!("an open container was just used"),
+                    });
+                }
+                _ => return Err(format!("expected `,` or `{}` at {}", close as char, at(i))),
+            }
+        }
+    }
+}
+
+/// The index just past the JSON string starting at `start` (a `"`).
+fn string_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 // ===== comparison =====
 
 /// The first difference between two views, as `(path, description)`, or
 /// `None` when equal. Numbers compare by value as IEEE doubles (integers
 /// exactly); `"NaN"` equals `"NaN"`; object key order is ignored.
 pub fn diff(expected: &Json, actual: &Json) -> Option<(String, String)> {
+    // Iterative (an explicit stack of the objects and arrays being
+    // compared), so that views as deep as the decoder admits cost heap, not
+    // call stack; differences are reported in document order.
+    enum Open<'a> {
+        Object(serde_json::map::Iter<'a>, &'a Map<String, Json>, &'a Map<String, Json>, usize),
+        Array(std::iter::Enumerate<std::iter::Zip<std::slice::Iter<'a, Json>, std::slice::Iter<'a, Json>>>, usize),
+    }
     let mut path = String::new();
-    diff_at(expected, actual, &mut path)
+    let mut open: Vec<Open> = Vec::new();
+    let mut pair = Some((expected, actual));
+    loop {
+        if let Some((e, a)) = pair.take() {
+            match (e, a) {
+                (Json::Number(x), Json::Number(y)) => {
+                    if !same_number(x, y) {
+                        return Some((path, format!("expected {x}, got {y}")));
+                    }
+                }
+                (Json::Object(x), Json::Object(y)) => open.push(Open::Object(x.iter(), x, y, path.len())),
+                (Json::Array(x), Json::Array(y)) => {
+                    if x.len() != y.len() {
+                        return Some((path, format!("expected {} elements, got {}", x.len(), y.len())));
+                    }
+                    open.push(Open::Array(x.iter().zip(y.iter()).enumerate(), path.len()));
+                }
+                (x, y) if x == y => {}
+                (x, y) => return Some((path, format!("expected {x}, got {y}"))),
+            }
+        }
+        match open.last_mut()? {
+            Open::Object(keys, x, y, len) => {
+                path.truncate(*len);
+                match keys.next() {
+                    Some((k, ev)) => {
+                        path.push('.');
+                        path.push_str(k);
+                        match y.get(k) {
+                            Some(av) => pair = Some((ev, av)),
+                            None => return Some((path, format!("missing (expected {ev})"))),
+                        }
+                    }
+                    None => {
+                        if let Some(k) = y.keys().find(|k| !x.contains_key(*k)) {
+                            return Some((format!("{path}.{k}"), format!("unexpected key (value {})", y[k])));
+                        }
+                        open.pop();
+                    }
+                }
+            }
+            Open::Array(items, len) => {
+                path.truncate(*len);
+                match items.next() {
+                    Some((i, (ev, av))) => {
+                        path.push_str(&format!("[{i}]"));
+                        pair = Some((ev, av));
+                    }
+                    None => {
+                        open.pop();
+                    }
+                }
+            }
+        }
+    }
 }
 
-fn diff_at(e: &Json, a: &Json, path: &mut String) -> Option<(String, String)> {
-    match (e, a) {
-        (Json::Number(x), Json::Number(y)) => {
-            let same = match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-                (Some(p), Some(q), _, _) if !x.is_f64() && !y.is_f64() => p == q,
-                (_, _, Some(p), Some(q)) if !x.is_f64() && !y.is_f64() => p == q,
-                _ => x.as_f64() == y.as_f64(),
-            };
-            (!same).then(|| (path.clone(), format!("expected {x}, got {y}")))
-        }
-        (Json::Object(x), Json::Object(y)) => {
-            for (k, ev) in x {
-                let len = path.len();
-                path.push('.');
-                path.push_str(k);
-                let r = match y.get(k) {
-                    Some(av) => diff_at(ev, av, path),
-                    None => Some((path.clone(), format!("missing (expected {ev})"))),
-                };
-                path.truncate(len);
-                if r.is_some() {
-                    return r;
-                }
-            }
-            y.keys()
-                .find(|k| !x.contains_key(*k))
-                .map(|k| (format!("{path}.{k}"), format!("unexpected key (value {})", y[k])))
-        }
-        (Json::Array(x), Json::Array(y)) => {
-            if x.len() != y.len() {
-                return Some((path.clone(), format!("expected {} elements, got {}", x.len(), y.len())));
-            }
-            for (i, (ev, av)) in x.iter().zip(y).enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                let r = diff_at(ev, av, path);
-                path.truncate(len);
-                if r.is_some() {
-                    return r;
-                }
-            }
-            None
-        }
-        (x, y) if x == y => None,
-        (x, y) => Some((path.clone(), format!("expected {x}, got {y}"))),
+/// Numbers compare by value as IEEE doubles, integers exactly.
+fn same_number(x: &Number, y: &Number) -> bool {
+    match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+        (Some(p), Some(q), _, _) if !x.is_f64() && !y.is_f64() => p == q,
+        (_, _, Some(p), Some(q)) if !x.is_f64() && !y.is_f64() => p == q,
+        _ => x.as_f64() == y.as_f64(),
     }
 }

@@ -116,3 +116,83 @@ fn trailing_bytes_after_the_payload_are_malformed() {
     let e = decode(v033(), MessageKind::EngineCoreOutputs, &[p]).unwrap_err();
     assert_eq!(e.class, RejectClass::Malformed);
 }
+
+// ---- tensor shapes with a dimension to infer (vLLM's numpy `reshape` and
+// torch `view`), and the arrays decode hooks unpack.
+// The frames are those of the golden mutants; their verdicts come from
+// vLLM's decoder.
+
+fn shape_view(version: &str, id: &str, kind: MessageKind) -> serde_json::Value {
+    let rel = if version == "0.32.0" { v032() } else { v033() };
+    let d = decode(rel, kind, &golden_frames(version, id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+    engine_protocol::view::to_view(kind.payload_type(rel), &d.value)
+}
+
+#[test]
+fn a_minus_one_dimension_is_inferred_and_the_view_keeps_the_shape_as_sent() {
+    for version in ["0.32.0", "0.33.0"] {
+        let v = shape_view(version, "mutant/lp_shape_minus_one", MessageKind::EngineCoreOutputs);
+        let ids = &v["outputs"][0]["new_logprobs"]["logprob_token_ids"];
+        assert_eq!(ids["shape"], serde_json::json!([1, -1]));
+        assert_eq!(ids["data"].as_array().unwrap().len(), 6);
+        // numpy takes any negative dimension as the unknown one
+        let v = shape_view(version, "mutant/lp_shape_minus_two", MessageKind::EngineCoreOutputs);
+        assert_eq!(v["outputs"][0]["new_logprobs"]["logprob_token_ids"]["shape"], serde_json::json!([-2, 6]));
+        // an aux frame, and torch tensors
+        shape_view(version, "mutant/lp_aux_shape_minus_one", MessageKind::EngineCoreOutputs);
+        let v = shape_view(version, "mutant/embeds_shape_minus_one", MessageKind::EngineCoreRequest);
+        assert_eq!(v["prompt_embeds"]["shape"], serde_json::json!([-1, 4]));
+        assert_eq!(v["prompt_embeds"]["data"].as_array().unwrap().len(), 8);
+        shape_view(version, "mutant/embeds_aux_shape_minus_one", MessageKind::EngineCoreRequest);
+        // an empty numpy buffer infers 0
+        let v = shape_view(version, "mutant/lp_shape_two_minus_one_empty_buffer", MessageKind::EngineCoreOutputs);
+        assert_eq!(v["outputs"][0]["new_logprobs"]["logprob_token_ids"]["data"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn shapes_vllm_refuses_are_rejected_with_its_class() {
+    let cases = [
+        ("mutant/lp_shape_two_unknown", MessageKind::EngineCoreOutputs, RejectClass::Validation),
+        ("mutant/lp_shape_minus_one_not_dividing", MessageKind::EngineCoreOutputs, RejectClass::Frames),
+        ("mutant/lp_shape_minus_one_zero_dim", MessageKind::EngineCoreOutputs, RejectClass::Frames),
+        ("mutant/lp_shape_zero_minus_one_empty_buffer", MessageKind::EngineCoreOutputs, RejectClass::Frames),
+        ("mutant/embeds_shape_two_unknown", MessageKind::EngineCoreRequest, RejectClass::Validation),
+        ("mutant/embeds_shape_minus_two", MessageKind::EngineCoreRequest, RejectClass::Validation),
+        ("mutant/embeds_shape_minus_one_not_dividing", MessageKind::EngineCoreRequest, RejectClass::Frames),
+        ("mutant/embeds_shape_minus_one_empty_buffer", MessageKind::EngineCoreRequest, RejectClass::Validation),
+        ("mutant/embeds_empty_buffer_without_zero_dim", MessageKind::EngineCoreRequest, RejectClass::Validation),
+        ("mutant/embeds_not_multiple_of_item", MessageKind::EngineCoreRequest, RejectClass::Frames),
+    ];
+    for (id, kind, class) in cases {
+        let e = decode(v033(), kind, &golden_frames("0.33.0", id)).expect_err(id);
+        assert_eq!(e.class, class, "{id}: {e}");
+        assert!(e.path.contains("prompt_embeds") || e.path.contains("logprob_token_ids"), "{id}: {e}");
+    }
+    // torch accepts an empty buffer with a 0 dimension
+    decode(v033(), MessageKind::EngineCoreRequest, &golden_frames("0.33.0", "mutant/embeds_empty_buffer_zero_dim"))
+        .expect("an empty tensor");
+}
+
+#[test]
+fn short_unpacked_arrays_are_missing_fields_and_long_ones_wrong_types() {
+    // docs/case-format.md §5.2: fewer elements than fields without default is
+    // missing-field, more than the schema allows is type.
+    let cases = [
+        ("mutant/util_result_one", RejectClass::MissingField),
+        ("mutant/util_result_empty", RejectClass::MissingField),
+        ("mutant/util_result_three", RejectClass::Type),
+        ("mutant/lp_tensor_two_elements", RejectClass::MissingField),
+        ("mutant/lp_tensor_four_elements", RejectClass::Type),
+    ];
+    for (id, class) in cases {
+        for (version, rel) in [("0.32.0", v032()), ("0.33.0", v033())] {
+            let e = decode(rel, MessageKind::EngineCoreOutputs, &golden_frames(version, id)).expect_err(id);
+            assert_eq!(e.class, class, "{version} {id}: {e}");
+        }
+    }
+    let e =
+        decode(v033(), MessageKind::EngineCoreRequest, &golden_frames("0.33.0", "mutant/embeds_tensor_two_elements"))
+            .unwrap_err();
+    assert_eq!(e.class, RejectClass::MissingField, "{e}");
+}

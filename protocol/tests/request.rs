@@ -121,7 +121,7 @@ fn structured_outputs_roundtrip_through_the_typed_enum() {
 
 #[test]
 fn short_request_of_nine_elements_is_accepted_and_eight_is_not() {
-    // Fields 0-8 have no default (wire reference §3.1).
+    // Fields 0-8 have no default (docs/wire-protocol.md §7.1).
     let nine = unhex("99 a17291 01 c0 c0 c0 cb3ff0000000000000 c0 c0 c0");
     let d = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], nine]).expect("nine elements");
     let Value::Struct(req) = d.value else { panic!() };
@@ -150,7 +150,7 @@ fn unknown_sampling_key_is_accepted_and_reported_as_drift() {
 
 #[test]
 fn float32_temperature_is_accepted_and_widened_exactly() {
-    // Wire reference §7.2 case 21: 0.8 as float32 decodes as 0.800000011920929.
+    // docs/wire-protocol.md §6.4: 0.8 as float32 decodes as 0.800000011920929.
     let payload = unhex("99 a17291 01 c0 de0001 ab74656d7065726174757265 ca3f4ccccd c0 cb3ff0000000000000 c0c0c0");
     let d = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0], payload]).unwrap();
     let Value::Struct(req) = d.value else { panic!() };

@@ -18,7 +18,7 @@ fn golden_messages() -> Vec<(String, MessageKind, Vec<Vec<u8>>)> {
                 dirs.push(p);
                 continue;
             }
-            let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let j = engine_protocol::view::parse_json(&std::fs::read_to_string(&p).unwrap()).unwrap();
             if j["kind"] != "message" {
                 continue;
             }

@@ -1,7 +1,9 @@
-//! Top-k logprob shaping: unit cases from the reference notes (C4/C5) with
+//! Top-k logprob shaping: unit cases from docs/translation.md ("Logprob shaping") with
 //! vLLM's semantics, and property tests against an independent model of
 //! vLLM's rules. vLLM's own outputs are pinned by the `logprob_shaping`
 //! goldens (`conformance verify`).
+
+mod common;
 
 use engine_protocol::translate::logprobs::expected_len;
 use engine_protocol::translate::{shape_row, EngineRow, LogprobEntry, LogprobShaper};
@@ -77,6 +79,27 @@ fn cumulative_logprob_sums_the_sampled_column() {
     sh.add_sample_rows(None, &[row(&[1, 2], &[-0.5, -0.25], 2), row(&[3, 3], &[-0.25, -0.25], 1)]);
     assert_eq!(sh.cumulative_logprob, Some(-0.75));
     assert_eq!(sh.sample.unwrap().len(), 2);
+}
+
+#[test]
+fn without_detokenize_no_token_is_decoded() {
+    // SamplingParams.detokenize = false: vLLM's OutputProcessor gives
+    // LogprobsProcessor no tokenizer, so every decoded_token is None.
+    let tok = common::tiny_tokenizer().expect("golden/tiny tokenizer");
+    let rows = [row(&[40, 41, 42], &[-0.5, -0.25, -1.0], 2)];
+    let mut on = LogprobShaper::new(Some(2), Some(1), false);
+    on.add_sample_rows(Some(&tok), &rows);
+    on.add_prompt_rows(Some(&tok), &rows);
+    assert!(on.sample.unwrap()[0].iter().all(|e| e.decoded_token.is_some()));
+    let mut off = LogprobShaper::new(Some(2), Some(1), false).with_detokenize(false);
+    off.add_sample_rows(Some(&tok), &rows);
+    off.add_prompt_rows(Some(&tok), &rows);
+    let sample = off.sample.unwrap();
+    assert_eq!(ids_ranks(&sample[0]), [(40, 2), (41, 1), (42, 2)]);
+    assert!(sample[0].iter().all(|e| e.decoded_token.is_none()));
+    let prompt = off.prompt.unwrap();
+    assert!(prompt[1].as_ref().unwrap().iter().all(|e| e.decoded_token.is_none()));
+    assert_eq!(off.cumulative_logprob, Some(-0.5));
 }
 
 /// A row as an engine makes it: distinct descending top-K, a sampled token

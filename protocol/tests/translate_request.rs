@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 use engine_protocol::translate::GatewayTokenizer;
 use engine_protocol::translate::{
-    translate, ConstraintFields, EngineInfo, GenerateRequest, JsonObjectFalse, TranslateOptions, Translated,
+    translate, ConstraintFields, EngineInfo, GenerateRequest, JsonObjectFalse, TranslateErrorClass, TranslateOptions,
+    Translated,
 };
 use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::to_view;
@@ -147,7 +148,7 @@ fn max_tokens_default_is_the_room_never_16() {
 fn prompt_without_room_is_an_error() {
     for n in [64, 70] {
         let e = translate(&req(n), &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
-        assert_eq!(e.field, "prompt_token_ids");
+        assert_eq!((e.field.as_str(), e.class), ("prompt_token_ids", TranslateErrorClass::TooLong));
     }
     let e = translate(&req(0), &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
     assert_eq!(e.field, "prompt_token_ids");
@@ -160,7 +161,8 @@ fn max_tokens_over_room_is_reported_or_rejected() {
     assert_eq!(t.max_tokens, 100);
     assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
     let strict = TranslateOptions { reject_max_tokens_over_room: true, ..Default::default() };
-    assert_eq!(translate(&r, &engine(64), tok(), &strict).unwrap_err().field, "max_tokens");
+    let e = translate(&r, &engine(64), tok(), &strict).unwrap_err();
+    assert_eq!((e.field.as_str(), e.class), ("max_tokens", TranslateErrorClass::TooLong));
 }
 
 #[test]
@@ -190,7 +192,7 @@ fn json_object_false_is_no_constraint_by_default_and_an_error_for_parity() {
     let t = go(&r);
     assert!(t.requests[0].sampling_params().is_nil("structured_outputs"));
     let parity = TranslateOptions { json_object_false: JsonObjectFalse::Reject, ..Default::default() };
-    assert_eq!(translate(&r, &engine(64), tok(), &parity).unwrap_err().field, "json_object");
+    assert_eq!(translate(&r, &engine(64), tok(), &parity).unwrap_err().field, "structured_outputs.json_object");
 }
 
 #[test]
@@ -267,6 +269,8 @@ proptest! {
             }
             Err(e) => {
                 prop_assert_ne!(set.len(), 1);
+                let class = if set.len() > 1 { TranslateErrorClass::Conflict } else { TranslateErrorClass::InvalidValue };
+                prop_assert_eq!(e.class, class);
                 for f in &set {
                     prop_assert!(e.field.contains(f) && e.message.contains(f), "{:?} does not name {}", e, f);
                 }

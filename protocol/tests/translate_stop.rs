@@ -1,5 +1,5 @@
 //! Stop detection: SMG's semantics as an option (hand-written cases from
-//! shared/reference/translation-rules.md §D), vLLM's semantics on the same
+//! docs/translation.md "Stop detection"), vLLM's semantics on the same
 //! inputs, finish-reason synthesis, and property tests over random token
 //! streams of the tiny tokenizer (vLLM's semantics are pinned by the
 //! `stop_detection` goldens, checked by `conformance verify`).
@@ -57,7 +57,7 @@ fn stop_of(outs: &[StepOutput]) -> Option<String> {
     })
 }
 
-// ---- SMG semantics (translation-rules.md D3/D4)
+// ---- SMG semantics (docs/translation.md "Stop detection")
 
 #[test]
 fn smg_jail_drain_holds_back_longest_stop_in_bytes() {

@@ -43,7 +43,12 @@ fn cmp_entries(path: &str, want: &Json, got: &[LogprobEntry]) -> Result<(), Stri
         let ok = w.get("token_id").and_then(Json::as_u64) == Some(u64::from(g.token_id))
             && w.get("logprob").and_then(num).is_some_and(|x| same_f64(x, g.logprob))
             && w.get("rank").and_then(Json::as_i64) == Some(g.rank)
-            && w.get("decoded_token").and_then(Json::as_str) == g.decoded_token.as_deref();
+            && match (w.get("decoded_token"), &g.decoded_token) {
+                // `null` when the request does not detokenize.
+                (Some(Json::Null), None) => true,
+                (Some(Json::String(a)), Some(b)) => a == b,
+                _ => false,
+            };
         if !ok {
             return Err(format!("{path}[{j}]: expected {w}, got {g:?}"));
         }
@@ -56,7 +61,13 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
     let k = opt_i64(input.get("num_logprobs"));
     let pk = opt_i64(input.get("num_prompt_logprobs"));
     let flat = input.get("flat_logprobs").and_then(Json::as_bool).unwrap_or(false);
-    let mut sh = LogprobShaper::new(k, pk, flat);
+    // SamplingParams.detokenize: true when absent.
+    let detokenize = match input.get("detokenize") {
+        None | Some(Json::Null) => true,
+        Some(Json::Bool(b)) => *b,
+        Some(other) => return Err(format!("input.detokenize: expected a bool, got {other}")),
+    };
+    let mut sh = LogprobShaper::new(k, pk, flat).with_detokenize(detokenize);
     for (i, st) in input.get("steps").and_then(Json::as_array).ok_or("input.steps")?.iter().enumerate() {
         if let Some(l) = st.get("logprobs").filter(|x| !x.is_null()) {
             sh.add_sample_rows(Some(&tok), &rows(l, &format!("steps[{i}].logprobs"))?);

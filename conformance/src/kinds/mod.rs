@@ -18,6 +18,9 @@ use serde_json::Value as Json;
 use crate::check::Verdict;
 use crate::corpus::Case;
 
+/// The gateway kinds this build checks.
+pub const KNOWN: &[&str] = &["stop_detection", "logprob_shaping", "translation"];
+
 /// Checks a case of a gateway kind.
 pub fn check(case: &Case, input: &Json, expected: &Json) -> Verdict {
     let r = match case.kind.as_str() {
@@ -79,7 +82,7 @@ pub fn load_tokenizer(dir: &Path) -> Result<GatewayTokenizer, String> {
     .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
-/// JSON number or non-finite string as f64 (golden-format rule 4).
+/// JSON number or non-finite string as f64 (docs/case-format.md §6.4).
 pub fn num(v: &Json) -> Option<f64> {
     engine_protocol::view::float_of(v)
 }

@@ -1,14 +1,30 @@
 //! `translation`: a gateway request through `translate` (vLLM-parity
-//! options), compared with vLLM's `InputProcessor.process_inputs` (+
-//! `ParentRequest` for n > 1) on the fields the engine reads, plus the
-//! frontend fields the gateway's detector uses (`stop`,
-//! `include_stop_str_in_output`, `skip_special_tokens`). Token-id sets
-//! (`stop_token_ids`, `_all_stop_token_ids`) compare as sorted sets;
-//! request ids and timestamps are not compared.
+//! options), compared with what vLLM's `InputProcessor.process_inputs` (+
+//! `ParentRequest` for n > 1) built for the same request.
+//!
+//! - Accepted requests: when the case records `engine_request` (the
+//!   canonical view of the whole `EngineCoreRequest` vLLM would send), every
+//!   field of ours is compared with it, field by field, except the
+//!   run-specific ones the case lists under `expected.volatile`; the
+//!   `sampling_params` subset of older cases is compared as well, read from
+//!   what goes on the wire (not from the gateway's own stop settings).
+//! - Refused requests: vLLM's message is classified into the vocabulary of
+//!   [`TranslateErrorClass`] plus the parameter(s) it names
+//!   ([`classify_vllm_error`]); ours must have the same class and the same
+//!   parameters. A message the classifier does not know fails the case, so
+//!   a new kind of refusal cannot pass unexamined.
+//! - A case whose own input is unusable (no tokenizer, a request JSON that
+//!   does not parse) fails, whatever it expects.
+//!
+//! docs/case-format.md describes the `input` and `expected` shapes.
 
 use engine_protocol::release;
-use engine_protocol::translate::{translate, EngineInfo, GenerateRequest, TranslateOptions, Translated};
+use engine_protocol::translate::{
+    translate, EngineInfo, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions, Translated,
+};
 use engine_protocol::value::{StructValue, Value};
+use engine_protocol::view::{diff, to_view};
+use engine_protocol::MessageKind;
 use serde_json::{json, Value as Json};
 
 use super::{num, same_f64, tokenizer_for};
@@ -51,8 +67,9 @@ fn sorted_ids(v: Option<&Value>) -> Json {
     Json::Array(xs)
 }
 
-/// The compared fields of one engine request, in `expected`'s shape.
-pub fn engine_fields(t: &Translated, sp: &StructValue) -> Json {
+/// The compared fields of one engine request, in `expected`'s shape, all
+/// read from the `SamplingParams` that goes on the wire.
+pub fn engine_fields(sp: &StructValue) -> Json {
     let g = |k: &str| sp.get(k).map(to_json).unwrap_or(Json::Null);
     let so = match sp.get("structured_outputs") {
         Some(Value::Struct(s)) => {
@@ -76,15 +93,15 @@ pub fn engine_fields(t: &Translated, sp: &StructValue) -> Json {
         "top_k": g("top_k"),
         "min_p": g("min_p"),
         "seed": g("seed"),
-        "stop": t.stop.stop,
+        "stop": g("stop"),
         "stop_token_ids": sorted_ids(sp.get("stop_token_ids")),
         "ignore_eos": g("ignore_eos"),
         "max_tokens": g("max_tokens"),
         "min_tokens": g("min_tokens"),
         "logprobs": g("logprobs"),
         "prompt_logprobs": g("prompt_logprobs"),
-        "include_stop_str_in_output": t.stop.include_stop_str_in_output,
-        "skip_special_tokens": t.stop.skip_special_tokens,
+        "include_stop_str_in_output": g("include_stop_str_in_output"),
+        "skip_special_tokens": g("skip_special_tokens"),
         "_eos_token_id": g("_eos_token_id"),
         "_all_stop_token_ids": sorted_ids(sp.get("_all_stop_token_ids")),
         "logit_bias": logit_bias,
@@ -123,22 +140,130 @@ pub fn options_for(input: &Json) -> TranslateOptions {
     o
 }
 
-pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<Translated, String>, String> {
+/// Runs the case's request through `translate`. The outer error is a
+/// problem with the case itself (tokenizer, input keys, a request that does
+/// not parse): a failure whatever the case expects.
+pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<Translated, TranslateError>, String> {
     let tok = tokenizer_for(case, input)?;
     let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
     let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or("input.max_model_len")?;
     let engine = EngineInfo { max_model_len, release: rel };
     let req = input.get("request").ok_or("input.request")?;
-    Ok(GenerateRequest::from_json(req).and_then(|r| translate(&r, &engine, &tok, opts)).map_err(|e| e.to_string()))
+    let req = GenerateRequest::from_json(req).map_err(|e| format!("input.request does not parse: {e}"))?;
+    Ok(translate(&req, &engine, &tok, opts))
+}
+
+/// vLLM's refusal, classified: the class and the parameters it names.
+pub type ErrorKey = (TranslateErrorClass, Vec<String>);
+
+/// Classifies one of vLLM's frontend error messages (the `translation`
+/// goldens record them verbatim) into the vocabulary our errors use.
+/// `None` for a message no rule knows.
+pub fn classify_vllm_error(message: &str) -> Option<ErrorKey> {
+    use TranslateErrorClass::*;
+    let one = |class, p: &str| Some((class, vec![p.to_string()]));
+    let m = message.trim();
+    if m.contains("maximum context length") || m.contains("longer than the maximum model length") {
+        // "your prompt contains N input tokens ... even without any output
+        // tokens" and "The decoder prompt (length N) plus ..." are about the
+        // prompt; "you requested N output tokens" about max_tokens.
+        let about_output = m.contains("you requested") || m.contains("output tokens and your prompt");
+        return one(TooLong, if about_output { "max_tokens" } else { "prompt_token_ids" });
+    }
+    if let Some(rest) = m.split("multiple are specified:").nth(1) {
+        // A Python dict repr: {'json': None, 'regex': 'a', ...}; the set
+        // fields are the ones whose value is not None.
+        let mut params = Vec::new();
+        for field in ["json", "regex", "choice", "grammar", "json_object", "structural_tag"] {
+            let key = format!("'{field}': ");
+            if let Some(at) = rest.find(&key) {
+                if !rest[at + key.len()..].starts_with("None") {
+                    params.push(format!("structured_outputs.{field}"));
+                }
+            }
+        }
+        return (!params.is_empty()).then_some((Conflict, params));
+    }
+    if m.contains("none are specified") {
+        return one(InvalidValue, "structured_outputs");
+    }
+    if let Some(at) = m.find("(parameter=") {
+        let p: String = m[at + "(parameter=".len()..].chars().take_while(|c| *c != ',' && *c != ')').collect();
+        return one(InvalidValue, p.trim());
+    }
+    if let Some(rest) = m.strip_prefix("structured_outputs.") {
+        let field: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        return one(InvalidValue, &format!("structured_outputs.{field}"));
+    }
+    if m.starts_with("Choice '") {
+        return one(InvalidValue, "structured_outputs.choice");
+    }
+    if m.starts_with("The decoder prompt cannot be empty") || (m.starts_with("Token id ") && m.contains("out of vocab"))
+    {
+        return one(InvalidValue, "prompt_token_ids");
+    }
+    if m.contains("not supported") {
+        let p: String = m.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        return (!p.is_empty()).then(|| (Unsupported, vec![p]));
+    }
+    // "<param> must ..." / "<param> cannot ...".
+    let mut words = m.split_whitespace();
+    let (p, verb) = (words.next()?, words.next()?);
+    let is_param = p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if is_param && (verb == "must" || verb == "cannot") {
+        return one(InvalidValue, p);
+    }
+    None
+}
+
+/// Our error in the same words.
+pub fn error_key(e: &TranslateError) -> ErrorKey {
+    (e.class, e.params().into_iter().map(str::to_string).collect())
+}
+
+fn same_key(a: &ErrorKey, b: &ErrorKey) -> bool {
+    let sorted = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v
+    };
+    a.0 == b.0 && sorted(&a.1) == sorted(&b.1)
+}
+
+fn show_key(k: &ErrorKey) -> String {
+    format!("{}({})", k.0, k.1.join(", "))
 }
 
 pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
     let got = run(case, input, &options_for(input))?;
     match (expected.get("error"), got) {
-        (Some(_), Err(_)) => Ok(()),
+        (Some(want), Err(e)) => {
+            let message = want.get("message").and_then(Json::as_str).ok_or("expected.error.message")?;
+            let want = classify_vllm_error(message)
+                .ok_or_else(|| format!("vLLM's error is outside the classified vocabulary: {message:?}"))?;
+            let ours = error_key(&e);
+            if same_key(&want, &ours) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "vLLM refused with {} ({message:?}); we refused with {} ({e})",
+                    show_key(&want),
+                    show_key(&ours)
+                ))
+            }
+        }
         (Some(e), Ok(_)) => Err(format!("expected an error ({e}), translation succeeded")),
         (None, Err(e)) => Err(format!("expected a translation, got error: {e}")),
         (None, Ok(t)) => {
+            let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
+            let ty = MessageKind::EngineCoreRequest.payload_type(rel);
+            let volatile: Vec<&str> = match expected.get("volatile") {
+                None => Vec::new(),
+                Some(Json::Array(xs)) => {
+                    xs.iter().map(|x| x.as_str().ok_or("expected.volatile holds strings")).collect::<Result<_, _>>()?
+                }
+                Some(_) => return Err("expected.volatile must be an array of field names".into()),
+            };
             let want = expected.get("requests").and_then(Json::as_array).ok_or("expected.requests")?;
             if want.len() != t.requests.len() {
                 return Err(format!("expected {} engine requests, got {}", want.len(), t.requests.len()));
@@ -152,7 +277,24 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
                         w["prompt_token_ids"]
                     ));
                 }
-                let got = engine_fields(&t, r.sampling_params());
+                if let Some(full) = w.get("engine_request") {
+                    let full = full.as_object().ok_or("engine_request must be an object")?;
+                    let ours = to_view(ty, &r.request);
+                    let ours = ours.as_object().ok_or("our request view is not an object")?;
+                    for (k, wv) in full {
+                        if volatile.contains(&k.as_str()) {
+                            continue;
+                        }
+                        let gv = ours.get(k).ok_or_else(|| format!("requests[{i}]: we have no field {k}"))?;
+                        if let Some((path, what)) = diff(wv, gv) {
+                            return Err(format!("requests[{i}].engine_request.{k}{path}: {what}"));
+                        }
+                    }
+                    if let Some(k) = ours.keys().find(|k| !full.contains_key(*k)) {
+                        return Err(format!("requests[{i}]: vLLM's request has no field {k}, ours does"));
+                    }
+                }
+                let got = engine_fields(r.sampling_params());
                 let wsp = w.get("sampling_params").and_then(Json::as_object).ok_or("sampling_params")?;
                 for (k, wv) in wsp {
                     let gv = got.get(k).unwrap_or(&Json::Null);

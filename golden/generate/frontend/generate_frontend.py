@@ -45,6 +45,16 @@ warnings.filterwarnings("ignore")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 TINY = os.path.join(ROOT, "golden", "tiny")
+# golden/generate/: view.py renders canonical views
+sys.path.insert(0, os.path.dirname(HERE))
+
+# Top-level EngineCoreRequest fields whose values are run-specific: the ids
+# (a server appends random characters to request_id; external_req_id is the
+# caller's own id, and children are "<i>_<request_id>") and arrival_time
+# (time.time() when the caller gives none). Found by building each request
+# twice as a server does (random ids, no arrival time): these and only these
+# differ.
+VOLATILE_REQUEST_FIELDS = ("request_id", "external_req_id", "arrival_time")
 
 EOS = 2
 EOT = 4  # second id of generation_config.eos_token_id
@@ -327,16 +337,21 @@ class Gen:
             self.stop_case(f"random_{i:03d}", "Randomised token stream, stops and flags (seeded).", prompt, stream, rng, split=split, **params)
 
     # ===================================================== logprob shaping
-    def run_logprobs(self, prompt, num_logprobs, num_prompt_logprobs, flat, steps):
+    def run_logprobs(self, prompt, num_logprobs, num_prompt_logprobs, flat, steps, detokenize=True):
         from vllm.sampling_params import RequestOutputKind, SamplingParams
         from vllm.v1.engine import EngineCoreOutput
-        from vllm.v1.engine.logprobs import LogprobsProcessor
+        from vllm.v1.engine.output_processor import OutputProcessor
         from vllm.v1.outputs import LogprobsLists, LogprobsTensors
 
         np, torch = self.np, self.torch
         sp = SamplingParams(max_tokens=16, logprobs=num_logprobs, prompt_logprobs=num_prompt_logprobs,
-                            flat_logprobs=flat, output_kind=RequestOutputKind.DELTA)
-        lp = LogprobsProcessor.from_new_request(self.tok, self.request("l", prompt, sp))
+                            flat_logprobs=flat, detokenize=detokenize, output_kind=RequestOutputKind.DELTA)
+        # The request's LogprobsProcessor as vLLM's OutputProcessor makes it
+        # (RequestState.from_new_request: no tokenizer when detokenize is
+        # false).
+        op = OutputProcessor(self.tok, log_stats=False)
+        op.add_request(self.request("l", prompt, sp), None)
+        lp = op.request_states["l"].logprobs_processor
         for st in steps:
             new_lp = None
             if st.get("logprobs") is not None:
@@ -437,6 +452,14 @@ class Gen:
             ("prompt_k3_sample_k2", "prompt_logprobs=3 and logprobs=2 together.", 2, 4, 3, False, None),
             ("prompt_all", "prompt_logprobs=-1.", None, 0, -1, False, None),
             ("prompt_k2_flat", "prompt_logprobs=2, flat.", None, 0, 2, True, None),
+            # detokenize=false: vLLM decodes no token, decoded_token is null
+            ("k2_no_detokenize", "detokenize=false: every decoded_token is null.", 2, 4, None, False, None),
+            ("k0_no_detokenize", "detokenize=false with logprobs=0.", 0, 3, None, False, None),
+            ("k5_greedy_no_detokenize", "detokenize=false, greedy: the merged entry's decoded_token is null too.", 5, 5, None, False, "greedy"),
+            ("k_all_no_detokenize", "detokenize=false with logprobs=-1.", -1, 5, None, False, None),
+            ("k3_flat_no_detokenize", "detokenize=false with flat_logprobs.", 3, 4, None, True, "in_top"),
+            ("prompt_k1_no_detokenize", "detokenize=false with prompt_logprobs=1.", None, 0, 1, False, None),
+            ("prompt_k2_sample_k3_no_detokenize", "detokenize=false with prompt_logprobs=2 and logprobs=3.", 3, 3, 2, False, None),
         ]
         for i, (name, doc, k, kb, pk, flat, special) in enumerate(specs):
             rng = random.Random(2000 + i)
@@ -478,13 +501,17 @@ class Gen:
                 k_eff = -1
             else:
                 k_eff = k
-            exp = self.run_logprobs(prompt, k_eff, pk, flat, steps)
+            detokenize = not name.endswith("_no_detokenize")
+            exp = self.run_logprobs(prompt, k_eff, pk, flat, steps, detokenize)
             inp = {
                 "tokenizer": "tiny",
                 "prompt_token_ids": prompt,
                 "num_logprobs": k,
                 "num_prompt_logprobs": pk,
                 "flat_logprobs": flat,
+                # SamplingParams.detokenize, written only when false (true
+                # when absent)
+                **({} if detokenize else {"detokenize": False}),
                 "steps": [
                     {
                         "new_token_ids": st["new_token_ids"],
@@ -511,29 +538,36 @@ class Gen:
         return procs
 
     def run_translation(self, proc, req: dict):
-        from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
         from vllm.v1.engine.parallel_sampling import ParentRequest
 
-        kw = {k: v for k, v in req.items() if k not in ("prompt_token_ids", "structured_outputs", "logit_bias")}
-        if "logit_bias" in req:
-            kw["logit_bias"] = {int(k): v for k, v in req["logit_bias"].items()}
         try:
-            if "structured_outputs" in req:
-                kw["structured_outputs"] = StructuredOutputsParams(**req["structured_outputs"])
-            if "max_tokens" not in kw:
-                kw["max_tokens"] = None
-            sp = SamplingParams(output_kind=RequestOutputKind.DELTA, **kw)
+            sp = self.sampling_params(req)
             r = proc.process_inputs("t", {"prompt_token_ids": list(req["prompt_token_ids"])}, sp,
                                     supported_tasks=("generate",), arrival_time=1700000000.25)
         except Exception as e:  # noqa: BLE001 - the verdict is whatever vLLM raises
             return {"error": {"type": type(e).__name__, "message": str(e)[:300]}}
+        self.check_volatile(proc, req, r)
+        # InputProcessor.assign_request_id with VLLM_DISABLE_REQUEST_ID_RANDOMIZATION
+        # behaviour (a server appends 8 random characters to request_id):
+        # the ids stay deterministic here and are listed as volatile.
         r.external_req_id = r.request_id
-        params = [r.sampling_params]
+        engine_requests = [r]
         if r.sampling_params.n > 1:
+            # AsyncLLM.add_request's fan-out: a child per index, each a copy
+            # of the request (the last one the request itself) with the
+            # child's id and sampling params.
             parent = ParentRequest(r)
-            params = [parent.get_child_info(i)[1] for i in range(r.sampling_params.n)]
+            n = r.sampling_params.n
+            engine_requests = []
+            for i in range(n):
+                child_id, child_params = parent.get_child_info(i)
+                child = r if i == n - 1 else copy.copy(r)
+                child.request_id = child_id
+                child.sampling_params = child_params
+                engine_requests.append(child)
         reqs = []
-        for p in params:
+        for er in engine_requests:
+            p = er.sampling_params
             so = p.structured_outputs
             reqs.append({
                 "prompt_token_ids": list(r.prompt_token_ids),
@@ -566,8 +600,51 @@ class Gen:
                         "json_object": so.json_object, "structural_tag": so.structural_tag, "_backend": so._backend,
                     },
                 },
+                "engine_request": self.engine_request_view(er),
             })
-        return {"requests": reqs}
+        return {"requests": reqs, "volatile": list(VOLATILE_REQUEST_FIELDS)}
+
+    @staticmethod
+    def sampling_params(req: dict):
+        """SamplingParams of a translation input, built fresh (vLLM's
+        frontend may update the objects it is given)."""
+        from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
+
+        req = copy.deepcopy(req)
+        kw = {k: v for k, v in req.items() if k not in ("prompt_token_ids", "structured_outputs", "logit_bias")}
+        if "logit_bias" in req:
+            kw["logit_bias"] = {int(k): v for k, v in req["logit_bias"].items()}
+        if "structured_outputs" in req:
+            kw["structured_outputs"] = StructuredOutputsParams(**req["structured_outputs"])
+        if "max_tokens" not in kw:
+            kw["max_tokens"] = None
+        return SamplingParams(output_kind=RequestOutputKind.DELTA, **kw)
+
+    def check_volatile(self, proc, req, built):
+        """Builds the request again as a server does (no arrival time, a
+        randomised request id): the fields that differ must be volatile."""
+        again = proc.process_inputs("t", {"prompt_token_ids": list(req["prompt_token_ids"])}, self.sampling_params(req),
+                                    supported_tasks=("generate",))
+        proc.assign_request_id(again)
+        fixed = self.engine_request_view(copy.copy(built))
+        fixed["external_req_id"] = fixed["request_id"]
+        live = self.engine_request_view(again)
+        differ = [k for k in live if live[k] != fixed[k]]
+        assert set(differ) <= set(VOLATILE_REQUEST_FIELDS), f"run-specific fields beyond the volatile list: {differ}"
+
+    def engine_request_view(self, request):
+        """The canonical view of an EngineCoreRequest, as message cases get
+        it: encoded by vLLM's MsgpackEncoder, rendered from the wire bytes by
+        golden/generate/view.py."""
+        from vllm.v1.engine import EngineCoreRequest
+        from vllm.v1.serial_utils import MsgpackEncoder
+
+        import view
+
+        frames = [bytes(f) for f in MsgpackEncoder().encode(request)]
+        value, drift = view.render_message(EngineCoreRequest, frames, "EngineCoreRequest")
+        assert not drift, drift
+        return value
 
     def build_translation(self):
         procs = self.processors()

@@ -10,7 +10,7 @@
 //! Field orders, types and defaults come from vLLM's own classes as installed
 //! from PyPI (dumped with `golden/generate/generate.py --schema-dump` into
 //! `golden/generate/schema/`, and cross-checked by the `schema_tables` test),
-//! and from `shared/reference/vllm-enginecore-wire.md` §2-§3.
+//! and from docs/wire-protocol.md §4, §7, §8 (layouts: §5.1).
 
 pub mod vllm;
 

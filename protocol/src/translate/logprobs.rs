@@ -1,6 +1,6 @@
 //! Top-k logprob shaping: from the engine's `K_batch + 1` columns per
 //! position (sampled token first, then the batch-wide top `K_batch`, see
-//! the wire reference §5) to what the client asked for, as vLLM's frontend
+//! docs/wire-protocol.md §9.3) to what the client asked for, as vLLM's frontend
 //! does it (`LogprobsProcessor`, `append_logprobs_for_next_position`):
 //!
 //! * the client's own `k` (`-1` = every column): the sampled token plus the
@@ -17,7 +17,10 @@
 //! * decoded tokens: each id decoded alone; a text ending in U+FFFD (an
 //!   unfinished UTF-8 sequence) is re-decoded with up to 4 preceding
 //!   sampled (or prompt) tokens as context, keeping only what this token
-//!   adds, or `""` when still unfinished.
+//!   adds, or `""` when still unfinished;
+//! * a request with `detokenize = false`: no decoding at all, every
+//!   `decoded_token` is `None` (vLLM's `OutputProcessor` then hands
+//!   `LogprobsProcessor` no tokenizer).
 
 use super::tokenizer::GatewayTokenizer;
 
@@ -93,6 +96,10 @@ pub struct LogprobShaper {
     pub num_logprobs: Option<i64>,
     pub num_prompt_logprobs: Option<i64>,
     pub flat: bool,
+    /// The request's `detokenize` (`SamplingParams.detokenize`, default
+    /// true). When false no token is decoded, whatever tokenizer the add
+    /// methods are given: every `decoded_token` is `None`.
+    pub detokenize: bool,
     /// One entry list per generated position.
     pub sample: Option<Vec<Vec<LogprobEntry>>>,
     /// `None` first, then one entry list per scored prompt position.
@@ -106,12 +113,19 @@ impl LogprobShaper {
             num_logprobs,
             num_prompt_logprobs,
             flat,
+            detokenize: true,
             sample: num_logprobs.map(|_| Vec::new()),
             // vLLM: the first prompt position is None; a flat container
             // stores it as an empty position.
             prompt: num_prompt_logprobs.map(|_| vec![if flat { Some(Vec::new()) } else { None }]),
             cumulative_logprob: num_logprobs.map(|_| 0.0),
         }
+    }
+
+    /// Sets the request's `detokenize` (see [`LogprobShaper::detokenize`]).
+    pub fn with_detokenize(mut self, detokenize: bool) -> Self {
+        self.detokenize = detokenize;
+        self
     }
 
     fn decoded(tok: &GatewayTokenizer, ids: &[u32], context: &[u32]) -> Vec<String> {
@@ -130,6 +144,7 @@ impl LogprobShaper {
     /// Sample rows of one engine output.
     pub fn add_sample_rows(&mut self, tok: Option<&GatewayTokenizer>, rows: &[EngineRow]) {
         let (Some(k), Some(sample)) = (self.num_logprobs, self.sample.as_mut()) else { return };
+        let tok = tok.filter(|_| self.detokenize);
         for row in rows {
             let decoded = tok.map(|t| {
                 let ctx = last_context(sample.iter().map(|p| p.first().map(|e| e.token_id)));
@@ -145,6 +160,7 @@ impl LogprobShaper {
     /// Prompt rows (`P - 1` over one or more prefill chunks).
     pub fn add_prompt_rows(&mut self, tok: Option<&GatewayTokenizer>, rows: &[EngineRow]) {
         let (Some(k), Some(prompt)) = (self.num_prompt_logprobs, self.prompt.as_mut()) else { return };
+        let tok = tok.filter(|_| self.detokenize);
         for row in rows {
             let decoded = tok.map(|t| {
                 let ctx = last_context(prompt.iter().map(|p| p.as_ref().and_then(|p| p.first().map(|e| e.token_id))));

@@ -32,7 +32,7 @@ pub use finish::{ClientEvent, Tracker};
 pub use logprobs::{shape_row, EngineRow, LogprobEntry, LogprobShaper};
 pub use request::{
     translate, ConstraintFields, EngineInfo, EngineRequest, GenerateRequest, JsonObjectFalse, TranslateError,
-    TranslateOptions, Translated,
+    TranslateErrorClass, TranslateOptions, Translated,
 };
 pub use stop::{EngineStep, RequestStream, StepOutput, StopDetector, StopParams, StopSemantics};
 pub use tokenizer::{DecodeStream, GatewayTokenizer};

@@ -107,7 +107,7 @@ pub enum JsonObjectFalse {
 }
 
 /// Gateway policy knobs. [`TranslateOptions::default`] is the gateway
-/// behaviour of issue #3; [`TranslateOptions::vllm_parity`] is what vLLM's
+/// defaults of docs/translation.md ("Request translation"); [`TranslateOptions::vllm_parity`] is what vLLM's
 /// own input processing does (the `translation` goldens).
 #[derive(Debug, Clone)]
 pub struct TranslateOptions {
@@ -167,24 +167,88 @@ impl TranslateOptions {
     }
 }
 
-/// Why a request was not translated. `field` names the offending request
-/// field(s).
+/// The kind of a translation error, in a vocabulary small enough to
+/// compare with what vLLM's frontend raises for the same request (the
+/// `translation` goldens record vLLM's message; the conformance checker
+/// classifies it into the same words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TranslateErrorClass {
+    /// A parameter's value is out of range, out of vocabulary, empty or
+    /// otherwise refused.
+    InvalidValue,
+    /// Parameters that are each valid but cannot be combined (two
+    /// structured-output constraints).
+    Conflict,
+    /// The prompt, or prompt plus output, does not fit `max_model_len`.
+    TooLong,
+    /// The engine or this gateway does not support the parameter.
+    Unsupported,
+    /// The request itself is not well formed (a field of the wrong JSON
+    /// type): refused before any rule of the engine is applied.
+    Malformed,
+}
+
+impl TranslateErrorClass {
+    /// The class's name in reports: `invalid_value`, `conflict`,
+    /// `too_long`, `unsupported`, `malformed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TranslateErrorClass::InvalidValue => "invalid_value",
+            TranslateErrorClass::Conflict => "conflict",
+            TranslateErrorClass::TooLong => "too_long",
+            TranslateErrorClass::Unsupported => "unsupported",
+            TranslateErrorClass::Malformed => "malformed",
+        }
+    }
+}
+
+impl std::fmt::Display for TranslateErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a request was not translated: the class, the offending request
+/// field(s) (`field`, comma-separated when several; structured-output
+/// fields as `structured_outputs.<name>`) and a message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TranslateError {
+    pub class: TranslateErrorClass,
     pub field: String,
     pub message: String,
 }
 
+impl TranslateError {
+    /// The parameters the error is about.
+    pub fn params(&self) -> Vec<&str> {
+        self.field.split(',').filter(|p| !p.is_empty()).collect()
+    }
+
+    fn malformed(field: &str, message: impl Into<String>) -> Self {
+        TranslateError { class: TranslateErrorClass::Malformed, field: field.into(), message: message.into() }
+    }
+}
+
 impl std::fmt::Display for TranslateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+        write!(f, "{}: {} ({})", self.field, self.message, self.class)
     }
 }
 
 impl std::error::Error for TranslateError {}
 
 fn err<T>(field: &str, message: impl Into<String>) -> Result<T, TranslateError> {
-    Err(TranslateError { field: field.into(), message: message.into() })
+    Err(TranslateError { class: TranslateErrorClass::InvalidValue, field: field.into(), message: message.into() })
+}
+
+fn err_class<T>(class: TranslateErrorClass, field: &str, message: impl Into<String>) -> Result<T, TranslateError> {
+    Err(TranslateError { class, field: field.into(), message: message.into() })
+}
+
+/// `structured_outputs.<name>` for each name, comma-separated.
+fn so_fields(names: &[&str]) -> String {
+    names.iter().map(|n| format!("structured_outputs.{n}")).collect::<Vec<_>>().join(",")
 }
 
 /// One engine request of a translation.
@@ -275,8 +339,9 @@ fn validate_constraint(
 ) -> Result<Option<StructuredOutputs>, TranslateError> {
     let set = c.set_fields();
     if set.len() > 1 {
-        return err(
-            &set.join(","),
+        return err_class(
+            TranslateErrorClass::Conflict,
+            &so_fields(&set),
             format!("exactly one structured-output constraint is allowed, got {}", set.join(", ")),
         );
     }
@@ -288,46 +353,46 @@ fn validate_constraint(
     }
     if let Some(choice) = &c.choice {
         if choice.is_empty() {
-            return err("choice", "choice cannot be an empty list");
+            return err("structured_outputs.choice", "choice cannot be an empty list");
         }
     }
     if let Some(g) = &c.grammar {
         if g.trim().is_empty() {
-            return err("grammar", "grammar cannot be an empty string");
+            return err("structured_outputs.grammar", "grammar cannot be an empty string");
         }
     }
     if let Some(serde_json::Value::String(s)) = &c.json {
         if s.trim().is_empty() {
-            return err("json", "json cannot be an empty string");
+            return err("structured_outputs.json", "json cannot be an empty string");
         }
     }
     if let Some(j) = &c.json {
         if nesting_too_deep(j, MAX_JSON_NESTING) {
-            return err("json", "the JSON schema is nested too deeply");
+            return err("structured_outputs.json", "the JSON schema is nested too deeply");
         }
     }
     if let Some(t) = &c.structural_tag {
         if nesting_too_deep(&serde_json::Value::String(t.clone()), MAX_JSON_NESTING + STRUCTURAL_TAG_WRAPPER_NESTING) {
-            return err("structural_tag", "the structural tag is nested too deeply");
+            return err("structured_outputs.structural_tag", "the structural tag is nested too deeply");
         }
     }
     if c.json_object == Some(false) {
         return match opts.json_object_false {
             JsonObjectFalse::NoConstraint => Ok(None),
             JsonObjectFalse::Reject => err(
-                "json_object",
+                "structured_outputs.json_object",
                 "json_object must be true if set; omit structured_outputs to disable structured outputs",
             ),
         };
     }
     if let Some(r) = &c.regex {
         if r.contains('\0') {
-            return err("regex", "regex must not contain a NUL character");
+            return err("structured_outputs.regex", "regex must not contain a NUL character");
         }
     }
     if let Some(t) = &c.structural_tag {
         if t.trim().is_empty() {
-            return err("structural_tag", "structural_tag cannot be an empty string");
+            return err("structured_outputs.structural_tag", "structural_tag cannot be an empty string");
         }
     }
     let constraint = if let Some(j) = &c.json {
@@ -521,7 +586,8 @@ pub fn translate(
         return err("prompt_token_ids", "the prompt cannot be empty");
     }
     if prompt_len as i64 >= mml {
-        return err(
+        return err_class(
+            TranslateErrorClass::TooLong,
             "prompt_token_ids",
             format!(
                 "the prompt (length {prompt_len}) leaves no room in max_model_len {mml} for at least one output token"
@@ -539,7 +605,7 @@ pub fn translate(
                 let msg =
                     format!("max_tokens {m} exceeds the room left in the context ({room} = {mml} - {prompt_len})");
                 if opts.reject_max_tokens_over_room {
-                    return err("max_tokens", msg);
+                    return err_class(TranslateErrorClass::TooLong, "max_tokens", msg);
                 }
                 warnings.push(msg);
             }
@@ -611,7 +677,9 @@ pub fn translate(
     if min_tokens != 0 {
         sp.set("min_tokens", Value::Int(min_tokens));
     }
-    sp.set("stop", Value::Array(Vec::new()));
+    // vLLM's input processor sends the stop strings on the wire too (the
+    // engine does not read them; the frontend's detector does).
+    sp.set("stop", Value::Array(req.stop.iter().cloned().map(Value::Str).collect()));
     sp.set("stop_token_ids", Value::IntArray(stop_token_ids.clone()));
     if req.ignore_eos {
         sp.set("ignore_eos", Value::Bool(true));
@@ -630,6 +698,20 @@ pub fn translate(
         sp.set("include_stop_str_in_output", Value::Bool(true));
     }
     sp.set("output_kind", Value::Int(1));
+    // vLLM's input processor resolves the unset watermarking option to
+    // false before the request goes out (translation goldens).
+    sp.set("watermarking", Value::Bool(false));
+    // SamplingParams.__post_init__: `bad_words` None becomes [], and stop
+    // strings that are not part of the output hold back as many characters
+    // as the longest one minus one.
+    sp.set("bad_words", Value::Array(Vec::new()));
+    if !req.include_stop_str_in_output {
+        if let Some(longest) = req.stop.iter().map(|s| s.chars().count()).max() {
+            if longest > 1 {
+                sp.set("output_text_buffer_length", Value::Int(longest as i64 - 1));
+            }
+        }
+    }
     if !req.ignore_eos {
         if let Some(e) = eos {
             sp.set("_eos_token_id", Value::Int(e));
@@ -712,9 +794,11 @@ fn validate_constraint_shape(c: &ConstraintFields) -> Result<Option<()>, Transla
     match set.len() {
         1 => Ok(Some(())),
         0 => err("structured_outputs", "a structured-output constraint is required when structured_outputs is given"),
-        _ => {
-            err(&set.join(","), format!("exactly one structured-output constraint is allowed, got {}", set.join(", ")))
-        }
+        _ => err_class(
+            TranslateErrorClass::Conflict,
+            &so_fields(&set),
+            format!("exactly one structured-output constraint is allowed, got {}", set.join(", ")),
+        ),
     }
 }
 
@@ -730,9 +814,7 @@ fn opt<T>(
 ) -> Result<Option<T>, TranslateError> {
     match v.get(k) {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(x) => read(x)
-            .map(Some)
-            .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected {what}, got {x}") }),
+        Some(x) => read(x).map(Some).ok_or_else(|| TranslateError::malformed(k, format!("expected {what}, got {x}"))),
     }
 }
 
@@ -753,13 +835,10 @@ fn int_list(v: &serde_json::Value, k: &str) -> Result<Option<Vec<i64>>, Translat
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::Array(xs)) => xs
             .iter()
-            .map(|x| {
-                x.as_i64()
-                    .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected integers, got {x}") })
-            })
+            .map(|x| x.as_i64().ok_or_else(|| TranslateError::malformed(k, format!("expected integers, got {x}"))))
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(x) => err(k, format!("expected a list of integers, got {x}")),
+        Some(x) => Err(TranslateError::malformed(k, format!("expected a list of integers, got {x}"))),
     }
 }
 
@@ -772,11 +851,11 @@ fn str_list(v: &serde_json::Value, k: &str) -> Result<Option<Vec<String>>, Trans
             .map(|x| {
                 x.as_str()
                     .map(str::to_string)
-                    .ok_or_else(|| TranslateError { field: k.into(), message: format!("expected strings, got {x}") })
+                    .ok_or_else(|| TranslateError::malformed(k, format!("expected strings, got {x}")))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(x) => err(k, format!("expected a string or a list of strings, got {x}")),
+        Some(x) => Err(TranslateError::malformed(k, format!("expected a string or a list of strings, got {x}"))),
     }
 }
 
@@ -789,6 +868,7 @@ impl GenerateRequest {
             .iter()
             .map(|&t| {
                 u32::try_from(t).map_err(|_| TranslateError {
+                    class: TranslateErrorClass::InvalidValue,
                     field: "prompt_token_ids".into(),
                     message: format!("token id {t} is out of vocabulary"),
                 })
@@ -810,19 +890,17 @@ impl GenerateRequest {
             Some(serde_json::Value::Object(m)) => Some(
                 m.iter()
                     .map(|(k, b)| {
-                        let k = k.parse::<i64>().map_err(|_| TranslateError {
-                            field: "logit_bias".into(),
-                            message: format!("key {k} is not a token id"),
+                        let k = k.parse::<i64>().map_err(|_| {
+                            TranslateError::malformed("logit_bias", format!("key {k} is not a token id"))
                         })?;
-                        let b = b.as_f64().ok_or_else(|| TranslateError {
-                            field: "logit_bias".into(),
-                            message: format!("bias {b} is not a number"),
+                        let b = b.as_f64().ok_or_else(|| {
+                            TranslateError::malformed("logit_bias", format!("bias {b} is not a number"))
                         })?;
                         Ok((k, b))
                     })
                     .collect::<Result<Vec<_>, TranslateError>>()?,
             ),
-            Some(x) => return err("logit_bias", format!("expected an object, got {x}")),
+            Some(x) => return Err(TranslateError::malformed("logit_bias", format!("expected an object, got {x}"))),
         };
         Ok(GenerateRequest {
             request_id: v.get("request_id").and_then(|x| x.as_str()).unwrap_or("t").to_string(),

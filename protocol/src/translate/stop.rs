@@ -25,7 +25,7 @@
 //!   released when the request finishes.
 //!
 //! [`StopSemantics::Smg`] reproduces the SMG router decoder
-//! (`shared/reference/translation-rules.md` §D): ties on the end go to the
+//! (docs/translation.md "Stop detection"): ties on the end go to the
 //! longer stop, the hold-back is the longest stop's length in **bytes**
 //! (whether or not the stop is visible), and `min_tokens` is ignored.
 

