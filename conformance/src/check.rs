@@ -1,20 +1,29 @@
-//! Checking one case against the reference implementation.
+//! Checking one case: the checks of docs/case-format.md §9, written once.
 //!
 //! A `message` case passes when (docs/case-format.md §9.2):
 //! 1. decoding its frames gives the engine's verdict: accepted with a view
-//!    equal to `value` (and, when the case lists `drift`, exactly that
-//!    drift), or rejected with the expected class;
-//! 2. for `encode: exact`, encoding `value` reproduces `frames` byte for
-//!    byte;
+//!    equal to `value` and exactly the drift the case lists (none when it
+//!    lists none), or rejected with the expected class;
+//! 2. encoding `value` is accepted, and for `encode: exact` reproduces
+//!    `frames` byte for byte (set elements may be reordered in the payload
+//!    frame: Python writes sets in hash order, which the value does not
+//!    carry);
 //! 3. decode(encode(value)) gives `value` again.
+//!
+//! [`check_message`] runs these checks against any [`Codec`]: the reference
+//! implementation in process ([`check`], the default of `verify`) or an
+//! outside testee (docs/testee.md, [`crate::testee`]). The comparisons rely
+//! on `engine_protocol::view::diff` for views (§6) and on the schema tables
+//! of `engine-protocol` for the set-order allowance.
 
 use engine_protocol::error::Outcome;
 use engine_protocol::msgpack::{Reader, Token};
 use engine_protocol::schema::{Layout, Ty};
-use engine_protocol::view::{diff, from_view, to_view};
-use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind, ReleaseSchema};
+use engine_protocol::view::diff;
+use engine_protocol::{release, MessageKind};
 use serde_json::Value as Json;
 
+use crate::codec::{Codec, DecodeAnswer, EncodeAnswer, InProcess, NoAnswer, Target};
 use crate::corpus::{Body, Case, EncodeMode, Expect};
 
 /// The verdict on one case.
@@ -23,24 +32,72 @@ pub enum Verdict {
     Pass,
     Fail(String),
     /// Not checked, with the reason (a dialect, version or kind this build
-    /// declares unsupported). Counted and printed, never silent.
+    /// declares unsupported, or a request a testee declined). Counted and
+    /// printed, never silent.
     Skip(String),
 }
 
-/// Checks one case.
+/// Checks one case against the reference implementation, in process.
 pub fn check(case: &Case) -> Verdict {
-    let Some(rel) = release(&case.dialect, &case.version) else {
+    if release(&case.dialect, &case.version).is_none() {
         return Verdict::Skip(format!("no schema table for {} {}", case.dialect, case.version));
-    };
+    }
     match &case.body {
-        Body::Message { message, frames, expect, value, encode, drift } => {
-            match check_message(rel, *message, frames, expect, value.as_ref(), *encode, drift.as_deref()) {
-                Ok(()) => Verdict::Pass,
-                Err(e) => Verdict::Fail(e),
-            }
-        }
+        Body::Message { .. } => check_message(&mut InProcess::default(), case),
         Body::Other { input, expected } => crate::kinds::check(case, input, expected),
         Body::Unsupported(why) => Verdict::Skip(why.clone()),
+    }
+}
+
+/// The case id as reports print it: `<dialect>/<version>/<case id>`.
+pub fn report_id(case: &Case) -> String {
+    format!("{}/{}/{}", case.dialect, case.version, case.id)
+}
+
+/// Runs the checks of a `message` case (docs/case-format.md §9.2) with the
+/// results `codec` gives. A case of another kind is skipped.
+pub fn check_message(codec: &mut dyn Codec, case: &Case) -> Verdict {
+    let Body::Message { message, frames, expect, value, encode, drift } = &case.body else {
+        return Verdict::Skip(format!("kind `{}` is not a message case", case.kind));
+    };
+    let id = report_id(case);
+    let target = Target { case: &id, dialect: &case.dialect, version: &case.version, message: *message };
+    let parts = MessageParts { frames, expect, value: value.as_ref(), encode: *encode, drift: drift.as_deref() };
+    match message_checks(codec, &target, &parts) {
+        Ok(None) => Verdict::Pass,
+        Ok(Some(skipped)) => Verdict::Skip(skipped),
+        Err(Stop::Fail(why)) => Verdict::Fail(why),
+        Err(Stop::Skip(why)) => Verdict::Skip(why),
+    }
+}
+
+struct MessageParts<'a> {
+    frames: &'a [Vec<u8>],
+    expect: &'a Expect,
+    value: Option<&'a Json>,
+    encode: EncodeMode,
+    drift: Option<&'a [String]>,
+}
+
+/// Why the checks of a case stopped early.
+enum Stop {
+    Fail(String),
+    /// The codec skipped a request whose answer the next check needs.
+    Skip(String),
+}
+
+impl From<NoAnswer> for Stop {
+    fn from(e: NoAnswer) -> Self {
+        match e {
+            NoAnswer::Skipped(why) => Stop::Skip(why),
+            NoAnswer::Failed(why) => Stop::Fail(why),
+        }
+    }
+}
+
+impl From<String> for Stop {
+    fn from(why: String) -> Self {
+        Stop::Fail(why)
     }
 }
 
@@ -69,75 +126,106 @@ pub fn frames_diff(expected: &[Vec<u8>], actual: &[Vec<u8>]) -> Option<String> {
     None
 }
 
-fn check_message(
-    rel: &'static ReleaseSchema,
-    kind: MessageKind,
-    frames: &[Vec<u8>],
-    expect: &Expect,
-    value: Option<&Json>,
-    encode: EncodeMode,
-    drift: Option<&[String]>,
-) -> Result<(), String> {
-    let limits = Limits::default();
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    let decoded = decode_message(rel, kind, &refs, &limits);
-    let decoded = match (expect, decoded) {
-        (Expect::Reject(class), Err(e)) if e.class == *class => return Ok(()),
-        (Expect::Reject(class), Err(e)) => {
-            return Err(format!("expected reject {class}, got reject {} at {}: {}", e.class, e.path, e.detail))
+/// `expected` and `actual` are the same frames but for the order of set
+/// elements in the payload frame (docs/case-format.md §9.2 item 3). Needs the
+/// schema of `dialect`/`version`; false without one.
+pub fn same_but_set_order(target: &Target, expected: &[Vec<u8>], actual: &[Vec<u8>]) -> bool {
+    let Some(rel) = release(target.dialect, target.version) else { return false };
+    let ty = target.message.payload_type(rel);
+    let payload_at = usize::from(target.message.request_type().is_some());
+    expected.len() == actual.len()
+        && expected.iter().zip(actual).enumerate().all(|(i, (e, a))| {
+            if i == payload_at {
+                sets_sorted(ty, e).is_some_and(|x| Some(x) == sets_sorted(ty, a))
+            } else {
+                e == a
+            }
+        })
+}
+
+fn with_detail(class: impl std::fmt::Display, detail: &str) -> String {
+    if detail.is_empty() {
+        format!("reject {class}")
+    } else {
+        format!("reject {class}: {detail}")
+    }
+}
+
+/// The view and drift of a decode answer that accepts as the case expects;
+/// otherwise the failure (a wrong verdict or class).
+fn accepted(answer: DecodeAnswer, expect: &Expect) -> Result<(Json, Vec<String>), String> {
+    match (expect, answer) {
+        (Expect::Accept, DecodeAnswer::Accept { view, drift }) => Ok((view, drift)),
+        (Expect::Accept, DecodeAnswer::Reject { class, detail }) => {
+            Err(format!("expected accept, got {}", with_detail(class, &detail)))
         }
-        (Expect::Reject(class), Ok(d)) => {
-            return Err(format!("expected reject {class}, got {}", Outcome::Accept { drift: d.drift }.label()))
+        (Expect::Reject(class), DecodeAnswer::Accept { drift, .. }) => {
+            Err(format!("expected reject {class}, got {}", Outcome::Accept { drift }.label()))
         }
-        (Expect::Accept, Err(e)) => {
-            return Err(format!("expected accept, got reject {} at {}: {}", e.class, e.path, e.detail))
+        (Expect::Reject(class), DecodeAnswer::Reject { class: got, detail }) => {
+            Err(format!("expected reject {class}, got {}", with_detail(got, &detail)))
         }
-        (Expect::Accept, Ok(d)) => d,
-    };
-    let ty = kind.payload_type(rel);
-    let expected_view = value.ok_or("accepted case has no value")?;
-    let view = to_view(ty, &decoded.value);
+    }
+}
+
+/// The checks in order; `Ok(Some(reason))` when none failed but the codec
+/// skipped a request (a decoder without an encoder).
+fn message_checks(codec: &mut dyn Codec, target: &Target, case: &MessageParts) -> Result<Option<String>, Stop> {
+    let kind: MessageKind = target.message;
+    // 1. The verdict, the view, the drift.
+    let answer = codec.decode(target, case.frames)?;
+    if let (Expect::Reject(class), DecodeAnswer::Reject { class: got, .. }) = (case.expect, &answer) {
+        if class == got {
+            return Ok(None);
+        }
+    }
+    let (view, got_drift) = accepted(answer, case.expect)?;
+    let expected_view = case.value.ok_or("accepted case has no value".to_string())?;
     if let Some((path, what)) = diff(expected_view, &view) {
-        return Err(format!("decoded view differs at {}{path}: {what}", kind.name()));
+        return Err(format!("decoded view differs at {}{path}: {what}", kind.name()).into());
     }
     // A case without `drift` declares none: spurious drift is a failure.
-    let mut want = drift.map(<[String]>::to_vec).unwrap_or_default();
-    let mut got = decoded.drift.clone();
+    let mut want = case.drift.map(<[String]>::to_vec).unwrap_or_default();
+    let mut got = got_drift;
     want.sort();
     got.sort();
     if want != got {
-        return Err(match drift {
+        return Err(match case.drift {
             Some(_) => format!("drift differs: expected {want:?}, got {got:?}"),
             None => format!("the case lists no drift, the decoder reported {got:?}"),
-        });
+        }
+        .into());
     }
-    let built = from_view(kind.name(), ty, expected_view).map_err(|e| format!("value does not build: {e}"))?;
-    let encoded = encode_message(rel, kind, &built).map_err(|e| format!("encode failed: {e}"))?;
-    if encode == EncodeMode::Exact {
-        if let Some(d) = frames_diff(frames, &encoded) {
-            // Python writes sets in hash-table order, which the value does
-            // not carry: compare again with set elements in byte order.
-            let payload_at = usize::from(kind.request_type().is_some());
-            let same_but_set_order = frames.len() == encoded.len()
-                && frames.iter().zip(&encoded).enumerate().all(|(i, (e, a))| {
-                    if i == payload_at {
-                        sets_sorted(ty, e).is_some_and(|x| Some(x) == sets_sorted(ty, a))
-                    } else {
-                        e == a
-                    }
-                });
-            if !same_but_set_order {
-                return Err(format!("encode not exact: {d}"));
+    // 2. The value encodes, exactly where the case says so.
+    let encoded = match codec.encode(target, expected_view) {
+        Ok(EncodeAnswer::Frames(frames)) => frames,
+        Ok(EncodeAnswer::Reject { class, detail }) => {
+            return Err(format!("encode refused the value: {}", with_detail(class, &detail)).into())
+        }
+        // A codec without an encoder: the decode checks above stand, the
+        // case as a whole is not checked.
+        Err(NoAnswer::Skipped(why)) => return Ok(Some(why)),
+        Err(e) => return Err(e.into()),
+    };
+    if case.encode == EncodeMode::Exact {
+        if let Some(d) = frames_diff(case.frames, &encoded) {
+            if !same_but_set_order(target, case.frames, &encoded) {
+                return Err(format!("encode not exact: {d}").into());
             }
         }
     }
-    let refs: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
-    let again =
-        decode_message(rel, kind, &refs, &limits).map_err(|e| format!("decode(encode(value)) rejected: {e}"))?;
-    if let Some((path, what)) = diff(expected_view, &to_view(ty, &again.value)) {
-        return Err(format!("decode(encode(value)) differs at {}{path}: {what}", kind.name()));
+    // 3. decode(encode(value)) == value.
+    match codec.decode(target, &encoded)? {
+        DecodeAnswer::Accept { view, .. } => {
+            if let Some((path, what)) = diff(expected_view, &view) {
+                return Err(format!("decode(encode(value)) differs at {}{path}: {what}", kind.name()).into());
+            }
+        }
+        DecodeAnswer::Reject { class, detail } => {
+            return Err(format!("decode(encode(value)) rejected: {}", with_detail(class, &detail)).into())
+        }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// `payload` with the elements of every set-typed field reordered by their

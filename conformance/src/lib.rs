@@ -1,14 +1,19 @@
 //! `conformance`: the harness around `engine-protocol`. Loads golden corpora
 //! written to docs/case-format.md ([`corpus`]), checks every case
-//! against the reference implementation ([`check`]), reports as a table,
-//! JSON or JUnit ([`report`]) and times the codec on any corpus ([`bench`]).
+//! against the reference implementation ([`check`]) or, for message cases,
+//! against an outside codec speaking the testee protocol of docs/testee.md
+//! ([`testee`]; both through the [`codec::Codec`] interface), reports as a
+//! table, JSON or JUnit ([`report`]) and times the codec on any corpus
+//! ([`mod@bench`]).
 
 pub mod bench;
 pub mod check;
+pub mod codec;
 pub mod corpus;
 pub mod kinds;
 pub mod report;
 pub mod skips;
+pub mod testee;
 
 use std::path::Path;
 
@@ -22,9 +27,17 @@ pub fn group_of(case: &corpus::Case) -> String {
     format!("{}/{}/{}", case.dialect, case.version, g)
 }
 
-/// Loads and checks every case under `dir`. Load errors become failures
-/// naming their file.
+/// Loads and checks every case under `dir` against the reference
+/// implementation, in process. Load errors become failures naming their
+/// file.
 pub fn verify_dir(dir: &Path) -> Result<Vec<CaseResult>, String> {
+    verify_dir_with(dir, check::check)
+}
+
+/// Loads every case under `dir` and judges each with `check`, in path
+/// order. Load errors and duplicate case ids become failures, whatever
+/// `check` is.
+pub fn verify_dir_with(dir: &Path, mut check: impl FnMut(&corpus::Case) -> Verdict) -> Result<Vec<CaseResult>, String> {
     let (cases, errors) = corpus::load(dir)?;
     let mut results: Vec<CaseResult> = errors
         .into_iter()
@@ -40,10 +53,10 @@ pub fn verify_dir(dir: &Path) -> Result<Vec<CaseResult>, String> {
         let key = (case.dialect.clone(), case.version.clone(), case.id.clone());
         let verdict = match seen.insert(key, case.file.clone()) {
             Some(other) => Verdict::Fail(format!("duplicate case id (also in {})", other.display())),
-            None => check::check(case),
+            None => check(case),
         };
         results.push(CaseResult {
-            id: format!("{}/{}/{}", case.dialect, case.version, case.id),
+            id: check::report_id(case),
             file: case.file.display().to_string(),
             group: group_of(case),
             verdict,

@@ -5,7 +5,13 @@
 //!   DIR (format: docs/case-format.md); prints one line per failing case and
 //!   ends with `N passed, M failed[, K skipped]`; exits 0 exactly when
 //!   nothing failed. Skips are failures under `--deny-skips` unless the
-//!   expected-skips list names them ([`conformance::skips`]).
+//!   expected-skips list names them ([`conformance::skips`]). With
+//!   `--testee CMD [--testee-timeout SECS]` the message cases are checked
+//!   against an outside codec speaking the testee protocol of docs/testee.md
+//!   instead of the reference implementation; the gateway kinds are then
+//!   skipped.
+//! - `conformance testee` serves the testee protocol with the reference
+//!   implementation on standard input and output ([`conformance::testee::serve`]).
 //! - `conformance bench --corpus DIR [--repeats N]` prints
 //!   `<case id> decode_ns=<n> encode_ns=<n>` for every accepted message case.
 
@@ -21,7 +27,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The global allocator this binary was built with (for bench reports).
 const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" };
-use conformance::{bench, corpus, report, skips, verify_dir};
+use conformance::testee::{self, serve::Fault, Testee};
+use conformance::{bench, corpus, report, skips, verify_dir, verify_dir_with};
 
 #[derive(Parser)]
 #[command(name = "conformance", version, about = "Conformance suite for the vLLM EngineCore wire protocol")]
@@ -59,6 +66,22 @@ enum Command {
         /// entry whose case is not skipped fails the run (stale entry).
         #[arg(long, value_name = "FILE")]
         expected_skips: Option<PathBuf>,
+        /// Check the message cases against this testee command instead of
+        /// the reference implementation (docs/testee.md); split into words
+        /// like a shell, run without one.
+        #[arg(long, value_name = "CMD")]
+        testee: Option<String>,
+        /// Seconds the testee may take to answer one request before the
+        /// case fails and the testee is restarted.
+        #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, requires = "testee")]
+        testee_timeout: Duration,
+    },
+    /// Serve the testee protocol (docs/testee.md) on stdin/stdout with the
+    /// reference implementation.
+    Testee {
+        /// A deliberate fault, for testing the runner (docs/testee.md §9).
+        #[arg(long, hide = true)]
+        fault: Option<Fault>,
     },
     /// Time decode and encode of every accepted message case.
     Bench {
@@ -73,9 +96,29 @@ enum Command {
     },
 }
 
+/// A positive, finite number of seconds.
+fn seconds(s: &str) -> Result<Duration, String> {
+    let x: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if x.is_finite() && x > 0.0 && x < 1e9 {
+        Ok(Duration::from_secs_f64(x))
+    } else {
+        Err(format!("`{s}` is not a positive number of seconds"))
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Verify { corpus, format, output, deny_skips, expected_skips } => {
+        Command::Testee { fault } => {
+            match testee::serve::serve(std::io::stdin().lock(), std::io::stdout().lock(), fault) {
+                Ok(testee::serve::Ending::EndOfInput) => ExitCode::SUCCESS,
+                Ok(testee::serve::Ending::Crash) => ExitCode::from(3),
+                Err(e) => {
+                    eprintln!("conformance testee: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Verify { corpus, format, output, deny_skips, expected_skips, testee, testee_timeout } => {
             let expected = match expected_skips.as_deref().map(skips::ExpectedSkips::load).transpose() {
                 Ok(list) => list.unwrap_or_default(),
                 Err(e) => {
@@ -83,7 +126,28 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let mut results = match verify_dir(&corpus) {
+            let verified = match testee {
+                None => verify_dir(&corpus),
+                Some(command) => {
+                    let mut t = match Testee::start(&command, testee_timeout) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            eprintln!("conformance: {e}");
+                            return ExitCode::from(2);
+                        }
+                    };
+                    let results = verify_dir_with(&corpus, |case| testee::check(&mut t, case));
+                    eprintln!(
+                        "conformance: testee {}: {} requests, {} restarts",
+                        t.hello().implementation,
+                        t.requests,
+                        t.restarts
+                    );
+                    t.finish();
+                    results
+                }
+            };
+            let mut results = match verified {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("conformance: cannot read corpus {e}");
