@@ -8,8 +8,9 @@ Three roles, one file (run through bench/runner-compare.sh):
            The batches are built once, before any timing, with vLLM's own
            MsgpackEncoder: `shape` outputs of one token each, request ids
            spread round-robin over N in-flight requests, weight_version
-           "default", a timestamp, nothing else (the plain decode-step shape
-           of docs/bench.md). With --handshake it is an engine: HELLO /
+           "default", a timestamp, nothing else (the decode step of
+           output/batch_64 in docs/bench.md, without finishes). With
+           --handshake it is an engine: HELLO /
            INIT / registration / READY as vLLM 0.32's EngineCoreProc does,
            then it reads the gateway's N ADDs (checking their ids) before
            pushing. With --connect it dials a PULL directly.
@@ -20,8 +21,9 @@ Three roles, one file (run through bench/runner-compare.sh):
            recv_multipart(copy=False) + vLLM's MsgpackDecoder(EngineCoreOutputs)
            + demultiplex into a dict request_id -> list, as vLLM's
            process_outputs_socket does; `recv <shape> <count>` times the
-           receive alone (the ceiling the source and socket allow).
-           Answers `<shape> <count> <outputs> <elapsed_ns> <orphans>`.
+           receive alone. Answers `<shape> <count> <outputs> <wall_ns>
+           <cpu_ns>` (CPU time of this process, libzmq's I/O thread
+           included), as the Rust side does.
 
   compare  the driver: starts the Rust side (the gpu-runner bench binary in
            --serve mode, which runs the gateway's transport against its own
@@ -196,6 +198,7 @@ def consume(args):
             mode, shape, count = words[0], int(words[1]), int(words[2])
             recv = pull.recv_multipart
             n_out = orphans = held = 0
+            c0 = time.process_time_ns()  # this process: the loop and libzmq's I/O thread
             t0 = time.perf_counter_ns()
             src.stdin.write(f"push {shape} {count}\n")
             src.stdin.flush()
@@ -229,9 +232,12 @@ def consume(args):
             else:
                 sys.exit(f"consume: unknown command {line!r}")
             elapsed = time.perf_counter_ns() - t0
+            cpu = time.process_time_ns() - c0
             for s in streams.values():
                 s.clear()
-            print(f"{shape} {count} {n_out} {elapsed} {orphans}", flush=True)
+            if orphans:
+                sys.exit(f"consume: {orphans} outputs for unknown request ids")
+            print(f"{shape} {count} {n_out} {elapsed} {cpu}", flush=True)
     finally:
         src.stdin.close()
         src.wait(timeout=10)
@@ -263,10 +269,10 @@ class Side:
         line = self.proc.stdout.readline().split()
         if len(line) != 5:
             raise SystemExit(f"{self.name}: unexpected answer {line!r}")
-        s, c, n_out, ns, orphans = map(int, line)
-        if (s, c) != (shape, count) or int(orphans) != 0 or (cmd != "recv" and n_out != shape * count):
-            raise SystemExit(f"{self.name}: {shape}x{count} delivered {n_out} outputs, {orphans} orphans")
-        return count / (ns / 1e9)  # batches per second
+        s, c, n_out, wall_ns, cpu_ns = map(int, line)
+        if (s, c) != (shape, count) or (cmd != "recv" and n_out != shape * count):
+            raise SystemExit(f"{self.name}: {shape}x{count} delivered {n_out} outputs")
+        return count / (wall_ns / 1e9), cpu_ns / 1e3 / count  # batches per second, CPU us per batch
 
     def close(self):
         self.proc.stdin.close()
@@ -287,28 +293,24 @@ def compare(args):
     for side in sides.values():
         side.wait_ready()
     names = list(sides)
-    rates = {(n, s): [] for n in names + ["ceiling"] for s in shapes}
-    ratios = {(n, s): [] for n, _ in rust_like for s in shapes}
+    # per (side, shape): [(batches/s, CPU us per batch)] over rounds
+    runs = {(n, s): [] for n in names + ["recv-only"] for s in shapes}
     try:
         for s in shapes:  # warm-up
             for side in sides.values():
                 side.run("decode", s, counts[s] // 4)
         for r in range(args.rounds):
             for s in shapes:
-                # Rotate who goes first, so that neither side always runs
-                # right after the other's source burst.
+                # Rotate who goes first: no side always runs right after
+                # the same other one.
                 k = (r + shapes.index(s)) % len(names)
-                order = names[k:] + names[:k]
-                got = {n: sides[n].run("decode", s, counts[s]) for n in order}
+                got = {n: sides[n].run("decode", s, counts[s]) for n in names[k:] + names[:k]}
                 for n, v in got.items():
-                    rates[(n, s)].append(v)
-                for n, _ in rust_like:
-                    ratios[(n, s)].append(got[n] / got["python"])
+                    runs[(n, s)].append(v)
                 if args.ceiling:
-                    rates[("ceiling", s)].append(sides["python"].run("recv", s, counts[s]))
+                    runs[("recv-only", s)].append(sides["python"].run("recv", s, counts[s]))
                 print(f"round {r + 1}/{args.rounds} batch {s}: "
-                      + ", ".join(f"{n} {got[n]:,.0f}/s" for n in names)
-                      + "; " + ", ".join(f"{n}/python {got[n] / got['python']:.2f}" for n, _ in rust_like),
+                      + ", ".join(f"{n} {got[n][0]:,.0f}/s {got[n][1]:.2f}us" for n in names),
                       file=sys.stderr, flush=True)
     finally:
         for side in sides.values():
@@ -317,36 +319,55 @@ def compare(args):
     import vllm
 
     med = statistics.median
+
+    def rate(n, s):
+        return med(v[0] for v in runs[(n, s)])
+
+    def cpu(n, s):
+        return med(v[1] for v in runs[(n, s)])
+
+    def ratio(n, s, i):
+        # per round, Rust-side figure over Python's (for CPU: Python's over Rust's)
+        xs = [(a[0] / b[0]) if i == 0 else (b[1] / a[1]) for a, b in zip(runs[(n, s)], runs[("python", s)])]
+        return f"{med(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f})"
+
     print(f"vLLM {vllm.__version__}, msgspec {msgspec.__version__}, pyzmq {zmq.__version__} (libzmq "
-          f"{zmq.zmq_version()}), Python {sys.version.split()[0]}; {args.requests} requests in flight, "
-          f"{args.rounds} interleaved rounds; batches/s and outputs/s are medians over rounds, "
-          f"a ratio is the median (min-max) of the per-round ratios")
+          f"{zmq.zmq_version()}), Python {sys.version.split()[0]}; {args.requests} requests in flight; "
+          f"{args.rounds} interleaved rounds; figures are medians over rounds, a ratio is the median "
+          f"(min-max) of the per-round ratios; CPU: user+system time of the reading process per batch")
     print()
-    head = "| batch | batches per run | Rust: batches/s | Rust: outputs/s | Python: batches/s | Python: outputs/s | Rust / Python |"
-    sep = "|---:|---:|---:|---:|---:|---:|---:|"
-    for n, _ in rust_like[1:]:
-        head += f" {n}: batches/s | {n} / Python |"
-        sep += "---:|---:|"
+    head = ("| batch | batches per run | Rust: batches/s | Rust: outputs/s | Python: batches/s | Python: outputs/s "
+            "| Rust / Python | CPU per batch: Rust | CPU per batch: Python | Python CPU / Rust CPU |")
+    sep = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     if args.ceiling:
-        head += " recv only (pyzmq): batches/s |"
+        head += " pyzmq recv only: batches/s |"
         sep += "---:|"
     print(head)
     print(sep)
     for s in shapes:
-        r, p = med(rates[("rust", s)]), med(rates[("python", s)])
-        rr = ratios[("rust", s)]
-        row = (f"| {s} | {counts[s]:,} | {r:,.0f} | {r * s:,.0f} | {p:,.0f} | {p * s:,.0f} | "
-               f"**{med(rr):.2f}x** ({min(rr):.2f}-{max(rr):.2f}) |")
-        for n, _ in rust_like[1:]:
-            vr = ratios[(n, s)]
-            row += f" {med(rates[(n, s)]):,.0f} | {med(vr):.2f}x ({min(vr):.2f}-{max(vr):.2f}) |"
+        r, p = rate("rust", s), rate("python", s)
+        row = (f"| {s} | {counts[s]:,} | {r:,.0f} | {r * s:,.0f} | {p:,.0f} | {p * s:,.0f} | **{ratio('rust', s, 0)}** "
+               f"| {cpu('rust', s):.2f} us | {cpu('python', s):.2f} us | {ratio('rust', s, 1)} |")
         if args.ceiling:
-            row += f" {med(rates[('ceiling', s)]):,.0f} |"
+            row += f" {rate('recv-only', s):,.0f} |"
         print(row)
+    if len(rust_like) > 1:
+        print()
+        print("| build | " + " | ".join(f"batch {s}: batches/s, / Python | batch {s}: CPU per batch, Python / it"
+                                       for s in shapes) + " |")
+        print("|---|" + "---:|---:|" * len(shapes))
+        for n, _ in rust_like + [("python", None)]:
+            cells = []
+            for s in shapes:
+                if n == "python":
+                    cells.append(f"{rate(n, s):,.0f} | {cpu(n, s):.2f} us")
+                else:
+                    cells.append(f"{rate(n, s):,.0f}, {ratio(n, s, 0)} | {cpu(n, s):.2f} us, {ratio(n, s, 1)}")
+            print(f"| {n} | " + " | ".join(cells) + " |")
     print()
     for n, _ in rust_like:
-        worst = min(med(ratios[(n, s)]) for s in shapes)
-        print(f"{n}: lowest median ratio {worst:.2f}x (goal: 2x)")
+        worst = min(med((a[0] / b[0]) for a, b in zip(runs[(n, s)], runs[("python", s)])) for s in shapes)
+        print(f"{n}: lowest median throughput ratio {worst:.2f}x (goal: 2x)")
 
 
 def main():
@@ -364,7 +385,7 @@ def main():
         if name == "compare":
             p.add_argument("--rust", required=True, help="the gpu-runner bench binary (benches/runner_loop.rs)")
             p.add_argument("--rounds", type=int, default=7)
-            p.add_argument("--outputs", type=float, default=400_000,
+            p.add_argument("--outputs", type=float, default=1_000_000,
                            help="size of one run: batches = outputs / (shape + per-batch-weight)")
             p.add_argument("--per-batch-weight", type=float, default=4.0)
             p.add_argument("--ceiling", action="store_true", help="also time the receive alone (pyzmq PULL)")

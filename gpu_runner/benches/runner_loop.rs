@@ -14,13 +14,18 @@
 //! - `cargo bench -p gpu-runner --bench runner_loop`: criterion, one bench
 //!   per batch shape, time per batch and outputs per second;
 //! - `runner_loop --serve ...`: line protocol for bench/runner-compare.sh
-//!   (`<shape> <count>` in, `<shape> <count> <outputs> <elapsed_ns>
-//!   <orphans>` out), which interleaves it with the Python loop.
+//!   (`<shape> <count>` in, `<shape> <count> <outputs> <wall_ns> <cpu_ns>`
+//!   out), which interleaves it with the Python loop.
 //!
 //! The source needs a Python with vLLM 0.32.0 and pyzmq:
 //! `RUNNER_BENCH_PYTHON` (default
 //! `~/.cache/engine-conformance/venvs/vllm-0.32.0/bin/python`); without it
 //! the criterion benches are skipped with a message.
+
+// The allocator the `gpu-runner` binary uses (feature `mimalloc`, default).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::hint::black_box;
 use std::io::{BufRead, Write};
@@ -202,12 +207,18 @@ impl Rig {
     /// Has the source push `count` batches of `shape` outputs and returns the
     /// time until the last output reached its request's reader.
     fn measure(&mut self, shape: usize, count: u64) -> Result<Duration, String> {
+        self.measure_with_cpu(shape, count).map(|(wall, _)| wall)
+    }
+
+    /// [`Rig::measure`], with the CPU time this process spent meanwhile.
+    fn measure_with_cpu(&mut self, shape: usize, count: u64) -> Result<(Duration, Duration), String> {
         let gw = self.gw.as_ref().ok_or("gateway closed")?;
         let tally = self.tally.clone();
         let input = self.source_in.as_mut().ok_or("source closed")?;
-        let elapsed = self.rt.block_on(async {
+        let timed = self.rt.block_on(async {
             tally.outputs.store(0, Ordering::Relaxed);
             tally.target.store(shape as u64 * count, Ordering::Relaxed);
+            let cpu0 = cpu_time();
             let t0 = Instant::now();
             input
                 .write_all(format!("push {shape} {count}\n").as_bytes())
@@ -221,10 +232,11 @@ impl Rig {
                 ));
             }
             let elapsed = t0.elapsed();
+            let cpu = cpu_time().saturating_sub(cpu0);
             if tally.failures.load(Ordering::Relaxed) > 0 {
                 return Err("a request failed (see above)".into());
             }
-            Ok(elapsed)
+            Ok((elapsed, cpu))
         })?;
         let stats = self.rt.block_on(gw.stats());
         if stats.orphan_outputs != 0 || stats.malformed_batches != 0 || stats.batches != self.batches_seen + count {
@@ -237,7 +249,7 @@ impl Rig {
             ));
         }
         self.batches_seen = stats.batches;
-        Ok(elapsed)
+        Ok(timed)
     }
 
     fn close(mut self) {
@@ -258,13 +270,26 @@ impl Rig {
     }
 }
 
+/// User + system CPU time of this process (the gateway's one runtime thread
+/// does all the work while a measurement runs).
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 fn source_stdin(mut c: Child) -> Result<(Child, ChildStdin), String> {
     let s = c.stdin.take().ok_or("source without stdin")?;
     Ok((c, s))
 }
 
 /// `--serve`: one measurement per stdin line `<shape> <count>` (or `decode
-/// <shape> <count>`, the Python side's spelling).
+/// <shape> <count>`, the Python side's spelling); answers `<shape> <count>
+/// <outputs> <wall ns> <cpu ns>`.
 fn serve(o: &Options) -> Result<(), String> {
     let mut rig = Rig::start(o)?;
     let mut out = std::io::stdout().lock();
@@ -283,8 +308,8 @@ fn serve(o: &Options) -> Result<(), String> {
         if !o.shapes.contains(&shape) {
             return Err(format!("shape {shape} is not among --shapes"));
         }
-        let t = rig.measure(shape, count)?;
-        writeln!(out, "{shape} {count} {} {} 0", shape as u64 * count, t.as_nanos())
+        let (wall, cpu) = rig.measure_with_cpu(shape, count)?;
+        writeln!(out, "{shape} {count} {} {} {}", shape as u64 * count, wall.as_nanos(), cpu.as_nanos())
             .and_then(|()| out.flush())
             .map_err(|e| e.to_string())?;
     }

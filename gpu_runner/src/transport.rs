@@ -429,7 +429,7 @@ impl Gateway {
             hs_send,
             in_tx,
             engines: HashMap::new(),
-            in_flight: HashMap::new(),
+            in_flight: HashMap::default(),
             finished_locally: HashSet::new(),
             aborted: HashMap::new(),
             utilities: HashMap::new(),
@@ -767,7 +767,10 @@ struct Actor {
     hs_send: RouterSendHalf,
     in_tx: mpsc::UnboundedSender<Inbound>,
     engines: HashMap<u16, EngineEntry>,
-    in_flight: HashMap<String, InFlight>,
+    /// Keyed with FxHash (`rustc-hash`): one lookup per output on the hot
+    /// path, and the ids are the gateway's own, so no DoS-resistant hash is
+    /// needed.
+    in_flight: HashMap<String, InFlight, rustc_hash::FxBuildHasher>,
     /// Requests finished here (abort, silence, local stop) whose late
     /// outputs are expected and dropped.
     finished_locally: HashSet<String>,
@@ -784,8 +787,12 @@ struct Actor {
 
 impl Actor {
     async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>, mut in_rx: mpsc::UnboundedReceiver<Inbound>) {
+        // One timer, reset only when it fires or a command (ADD, UTILITY)
+        // brings an earlier deadline: outputs only push deadlines later, so
+        // an early wake-up just re-arms it. Not recomputed per batch.
+        let sleep = tokio::time::sleep_until(self.next_deadline());
+        tokio::pin!(sleep);
         loop {
-            let wake = self.next_deadline();
             tokio::select! {
                 ev = in_rx.recv() => match ev {
                     Some(ev) => self.on_inbound(ev).await,
@@ -793,9 +800,19 @@ impl Actor {
                 },
                 c = cmd_rx.recv() => match c {
                     None | Some(Command::Shutdown) => break,
-                    Some(c) => self.on_command(c).await,
+                    Some(c) => {
+                        self.on_command(c).await;
+                        let d = self.next_deadline();
+                        if d < sleep.deadline() {
+                            sleep.as_mut().reset(d);
+                        }
+                    }
                 },
-                _ = tokio::time::sleep_until(wake) => self.expire().await,
+                _ = &mut sleep => {
+                    self.expire().await;
+                    let d = self.next_deadline();
+                    sleep.as_mut().reset(d);
+                }
             }
         }
         self.close();
@@ -1042,7 +1059,8 @@ impl Actor {
             }
         };
         self.stats.drift.extend(decoded.drift.iter().cloned());
-        let Some(view) = OutputsView::new(&decoded.value) else { return };
+        let mut value = decoded.value;
+        let Some(view) = OutputsView::new(&value) else { return };
         if let Some((call_id, failure, result)) = view.utility_output() {
             let id = match call_id {
                 Value::UInt(u) => Some(*u),
@@ -1062,8 +1080,26 @@ impl Actor {
         }
         let now = Instant::now();
         let mut orphans = Vec::new();
-        for out in view.outputs() {
-            let id = out.request_id();
+        // The outputs move out of the decoded batch into their steps (no copy).
+        let outputs = match &mut value {
+            Value::Struct(s) => s.get_mut("outputs").map(|v| std::mem::replace(v, Value::Nil)),
+            _ => None,
+        };
+        let outputs = match outputs {
+            Some(Value::Array(xs)) => xs,
+            _ => Vec::new(),
+        };
+        // Field positions resolved once per batch, not by name per output.
+        let schema = self.cfg.release.engine_core_output;
+        let pos = |name: &str| schema.index_of(name).unwrap_or(usize::MAX);
+        let (i_id, i_tokens, i_finish, i_stop) =
+            (pos("request_id"), pos("new_token_ids"), pos("finish_reason"), pos("stop_reason"));
+        for out in outputs {
+            let Value::Struct(out) = out else { continue };
+            let id = match field(&out, i_id) {
+                Some(Value::Str(s)) => s.as_str(),
+                _ => "",
+            };
             let Some(f) = self.in_flight.get_mut(id) else {
                 if let Some((at, late)) = self.aborted.get_mut(id) {
                     late.push(now.saturating_duration_since(*at));
@@ -1075,16 +1111,27 @@ impl Actor {
                 continue;
             };
             f.last_activity = now;
-            let step = Step {
-                new_token_ids: out.new_token_ids(),
-                finish_reason: out.finish_reason(),
-                stop_reason: out.stop_reason(),
-                output: out.raw().clone(),
+            let finish_reason = match field(&out, i_finish) {
+                Some(Value::Int(i)) => FinishReason::from_wire(*i),
+                _ => None,
             };
-            let done = step.finish_reason.is_some();
+            let finished = finish_reason.map(|_| id.to_string());
+            let new_token_ids = match field(&out, i_tokens) {
+                Some(Value::IntArray(xs)) => xs.clone(),
+                Some(Value::Array(xs)) => {
+                    xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
+                }
+                _ => Vec::new(),
+            };
+            let stop_reason = match field(&out, i_stop) {
+                Some(Value::Int(i)) => Some(StopReason::TokenId(*i)),
+                Some(Value::Str(s)) => Some(StopReason::Text(s.clone())),
+                _ => None,
+            };
+            let step = Step { new_token_ids, finish_reason, stop_reason, output: out };
             let _ = f.tx.send(RequestEvent::Output(step));
-            if done {
-                self.in_flight.remove(id);
+            if let Some(id) = finished {
+                self.in_flight.remove(&id);
             }
         }
         if !orphans.is_empty() {
@@ -1249,4 +1296,12 @@ impl Actor {
 fn zmq_message(parts: Vec<Bytes>) -> ZmqMessage {
     // `parts` is never empty here (identity + payload at least).
     ZmqMessage::try_from(parts).unwrap_or_else(|_| ZmqMessage::from(Bytes::new()))
+}
+
+fn field(s: &StructValue, i: usize) -> Option<&Value> {
+    if i < s.schema.fields.len() {
+        Some(s.field(i))
+    } else {
+        None
+    }
 }
