@@ -360,10 +360,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         scenarios =
             scenarios.into_iter().enumerate().filter(|(k, _)| report::in_shard(*k, shard)).map(|(_, s)| s).collect();
     }
-    let expectations = match &args.expectations {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Expectations::default(),
-    };
+    let expectations = load_expectations(args.expectations.as_deref())?;
     if args.engine == EngineKind::Vllm && args.model.is_none() {
         return Err("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into());
     }
@@ -667,18 +664,8 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
     let golden = args.golden.clone().unwrap_or_else(|| gateway_mode::default_golden(&dir));
     let mut scenarios = gateway_mode::load_dir(&dir, &golden, &tok)?;
-    if !args.only.is_empty() {
-        for o in &args.only {
-            if !scenarios.iter().any(|s| &s.name == o) {
-                return Err(format!("--only {o}: no such scenario in {}", dir.display()));
-            }
-        }
-        scenarios.retain(|s| args.only.contains(&s.name));
-    }
-    let expectations = match &args.expectations {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Expectations::default(),
-    };
+    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
+    let expectations = load_expectations(args.expectations.as_deref())?;
     let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway_mode::READY_RESPONSE_CASE));
     let registration = gateway_mode::registration_from_case(&reg_case)?;
     let target = Target {
@@ -730,18 +717,8 @@ async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, na
     let tok = tokenizer_from(&model)?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway/e2e"));
     let mut scenarios = e2e::load_dir(&dir)?;
-    if !args.only.is_empty() {
-        for o in &args.only {
-            if !scenarios.iter().any(|s| &s.name == o) {
-                return Err(format!("--only {o}: no such scenario in {}", dir.display()));
-            }
-        }
-        scenarios.retain(|s| args.only.contains(&s.name));
-    }
-    let expectations = match &args.expectations {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Expectations::default(),
-    };
+    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
+    let expectations = load_expectations(args.expectations.as_deref())?;
     let spec = e2e::PairSpec {
         smg_venv: venv,
         engine_venv: args.engine_venv.clone().unwrap_or_else(launcher::default_cpu_venv),
@@ -781,4 +758,30 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
     }
     print!("{}", crate::scoreboard::markdown(&reports));
     Ok(0)
+}
+
+/// The expectations file, or none.
+fn load_expectations(path: Option<&Path>) -> Result<Expectations, String> {
+    match path {
+        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => Ok(Expectations::default()),
+    }
+}
+
+/// Keeps the scenarios `--only` names (all when it names none); a name
+/// that is not in `dir` is an error.
+fn keep_only<T>(
+    scenarios: &mut Vec<T>,
+    only: &[String],
+    name: impl Fn(&T) -> &String,
+    dir: &Path,
+) -> Result<(), String> {
+    if only.is_empty() {
+        return Ok(());
+    }
+    if let Some(o) = only.iter().find(|o| !scenarios.iter().any(|s| name(s) == *o)) {
+        return Err(format!("--only {o}: no such scenario in {}", dir.display()));
+    }
+    scenarios.retain(|s| only.contains(name(s)));
+    Ok(())
 }
