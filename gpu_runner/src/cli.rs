@@ -599,15 +599,7 @@ async fn wait_up(
 }
 
 fn log_hint(work: &Path) -> String {
-    let log = work.join("engine.log");
-    match std::fs::read_to_string(&log) {
-        Ok(t) => {
-            let tail: Vec<&str> = t.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            format!("\nlast lines of the engine log:\n{}", tail.join("\n"))
-        }
-        Err(_) => String::new(),
-    }
+    launcher::log_tail(&work.join("engine.log"), 15)
 }
 
 /// `gpu-runner mock-engine`.

@@ -162,14 +162,7 @@ impl Pair {
 }
 
 fn tail(p: &Path) -> String {
-    match std::fs::read_to_string(p) {
-        Ok(t) => {
-            let lines: Vec<&str> = t.lines().collect();
-            let from = lines.len().saturating_sub(15);
-            format!("\nlast lines of {}:\n{}", p.display(), lines[from..].join("\n"))
-        }
-        Err(_) => String::new(),
-    }
+    crate::launcher::log_tail(p, 15)
 }
 
 fn free_port() -> Result<u16, String> {

@@ -1026,15 +1026,7 @@ fn tcp_port(addr: &str) -> Option<u16> {
 }
 
 fn log_tail(p: &Option<PathBuf>) -> String {
-    let Some(p) = p else { return String::new() };
-    match std::fs::read_to_string(p) {
-        Ok(t) => {
-            let lines: Vec<&str> = t.lines().collect();
-            let from = lines.len().saturating_sub(12);
-            format!("\nlast lines of {}:\n{}", p.display(), lines[from..].join("\n"))
-        }
-        Err(_) => String::new(),
-    }
+    p.as_deref().map(|p| crate::launcher::log_tail(p, 12)).unwrap_or_default()
 }
 
 /// Starts the gateway (unless attached), lets the mock engine dial it and

@@ -245,6 +245,19 @@ pub fn make_tiny_model(venv: &Path, src: &Path, out: &Path, timeout: Duration) -
     }
 }
 
+/// The last `n` lines of a log file, as `\nlast lines of PATH:\n...` for an
+/// error message; empty when the file cannot be read.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(t) => {
+            let lines: Vec<&str> = t.lines().collect();
+            let from = lines.len().saturating_sub(n);
+            format!("\nlast lines of {}:\n{}", path.display(), lines[from..].join("\n"))
+        }
+        Err(_) => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

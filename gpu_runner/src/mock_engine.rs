@@ -1001,13 +1001,7 @@ fn logprobs_lists(release: &'static ReleaseSchema, tok: i64, k: i64, vocab: i64)
     let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
         Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
     };
-    let schema = release
-        .engine_core_output
-        .fields
-        .iter()
-        .find(|f| f.name == "new_logprobs")
-        .and_then(|f| f.ty.as_struct())
-        .ok_or("no LogprobsLists schema")?;
+    let schema = logprobs_lists_schema(release)?;
     let mut l = StructValue::with_defaults(schema);
     l.set("logprob_token_ids", t("<i4", vec![1, cols as i64], ids))
         .set("logprobs", t("<f4", vec![1, cols as i64], lps))
@@ -1037,13 +1031,7 @@ fn rows_as_lists(release: &'static ReleaseSchema, rows: &Rows) -> Result<Value, 
     let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
         Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
     };
-    let schema = release
-        .engine_core_output
-        .fields
-        .iter()
-        .find(|f| f.name == "new_logprobs")
-        .and_then(|f| f.ty.as_struct())
-        .ok_or("no LogprobsLists schema")?;
+    let schema = logprobs_lists_schema(release)?;
     let mut l = StructValue::with_defaults(schema);
     l.set("logprob_token_ids", t("<i4", vec![n as i64, cols as i64], ids))
         .set("logprobs", t("<f4", vec![n as i64, cols as i64], lps))
@@ -1071,4 +1059,18 @@ fn prefill_stats(prompt_len: i64) -> Value {
     let mut s = StructValue::with_defaults(&engine_protocol::schema::vllm::PREFILL_STATS);
     s.set("num_prompt_tokens", Value::Int(prompt_len)).set("num_computed_tokens", Value::Int(prompt_len));
     Value::Struct(s)
+}
+
+/// The `LogprobsLists` struct of `release` (the type of
+/// `EngineCoreOutput.new_logprobs`).
+fn logprobs_lists_schema(
+    release: &'static ReleaseSchema,
+) -> Result<&'static engine_protocol::schema::StructSchema, String> {
+    release
+        .engine_core_output
+        .fields
+        .iter()
+        .find(|f| f.name == "new_logprobs")
+        .and_then(|f| f.ty.as_struct())
+        .ok_or_else(|| "no LogprobsLists schema".to_string())
 }
