@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The live SMG run: installs (or reuses) the smg 1.13.0 venv, scores SMG with
-# `gpu-runner gateway` (the suite plays the engine), and regenerates
+# `gpu-runner gateway` (the suite plays the engine; every scenario of
+# golden/gateway/, engine faults and streams included), and regenerates
 # docs/scoreboard.md from the JSON report. Not part of `cargo test`: it needs
 # the wheel. Exit code: the gateway run's (0 = no unexpected result).
 # Usage: gpu_runner/python/score-smg.sh [REPORT.json]
@@ -16,7 +17,9 @@ rc=0
 "$bin" gateway --gateway smg \
   --expectations golden/gateway/expectations/smg-1.13.0.txt \
   --report-json "$report" || rc=$?
-"$bin" scoreboard "$report" > docs/scoreboard.md
+# With the reference run of vLLM's own frontend (kept, not rerun here:
+# docs/runner.md "The reference run").
+"$bin" scoreboard "$report" golden/gateway/reports/vllm-0.32.0-frontend.json > docs/scoreboard.md
 echo "report: $report; scoreboard: docs/scoreboard.md"
 # No gateway or engine process may outlive the run.
 if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi

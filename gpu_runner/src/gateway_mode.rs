@@ -17,7 +17,14 @@
 //! - what the gateway returned to the client for scripted engine outputs,
 //!   compared with what vLLM's frontend made of the same outputs (the
 //!   `stop_detection` and `logprob_shaping` goldens, named by
-//!   `from_golden`).
+//!   `from_golden`, sample and prompt logprobs), and for engine faults (an
+//!   ERROR finish, the `ENGINE_CORE_DEAD` sentinel, an engine that goes
+//!   silent) with what vLLM 0.32.0's own OpenAI server answered when this
+//!   same mode drove it (`golden/gateway/reports/vllm-0.32.0-frontend.json`;
+//!   docs/runner.md "Engine faults" and "The reference run");
+//! - streamed responses (`stream: true`, `text/event-stream`) are put
+//!   together ([`assemble_stream`]) so the same body checks apply, plus
+//!   `sse_done` for the `[DONE]` terminator.
 //!
 //! Requests of a scenario run one after another; every ADD / ABORT the
 //! engine reads between sending a request and `grace_ms` after its response
@@ -89,6 +96,9 @@ pub struct GwScenario {
     pub doc: String,
     /// Runs on a gateway (and engine) of its own, after the others.
     pub fresh_gateway: bool,
+    /// Extra `smg launch` arguments for its gateway (`fresh_gateway`
+    /// only; ignored for other launchers), e.g. `--request-timeout-secs 3`.
+    pub smg_args: Vec<String>,
     pub requests: Vec<GwRequest>,
 }
 
@@ -130,6 +140,18 @@ pub fn parse_scenario(v: &Json, golden: &Path, tok: &GatewayTokenizer) -> Result
     let name = v.get("scenario").and_then(Json::as_str).ok_or("`scenario` (a name) is required")?.to_string();
     let doc = v.get("doc").and_then(Json::as_str).unwrap_or("").to_string();
     let fresh_gateway = v.get("fresh_gateway").and_then(Json::as_bool).unwrap_or(false);
+    let smg_args: Vec<String> = match v.get("smg_args") {
+        None | Some(Json::Null) => Vec::new(),
+        Some(Json::Array(xs)) => xs
+            .iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("`smg_args` must be a list of strings")?,
+        Some(_) => return Err("`smg_args` must be a list of strings".into()),
+    };
+    if !smg_args.is_empty() && !fresh_gateway {
+        return Err("`smg_args` needs `fresh_gateway: true` (the shared gateway is launched once)".into());
+    }
     let reqs = v.get("requests").and_then(Json::as_array).ok_or("`requests` (a list) is required")?;
     let mut requests = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
@@ -138,7 +160,7 @@ pub fn parse_scenario(v: &Json, golden: &Path, tok: &GatewayTokenizer) -> Result
     if requests.is_empty() {
         return Err("`requests` is empty".into());
     }
-    Ok(GwScenario { name, doc, fresh_gateway, requests })
+    Ok(GwScenario { name, doc, fresh_gateway, smg_args, requests })
 }
 
 fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> Result<GwRequest, String> {
@@ -266,6 +288,55 @@ fn from_golden(
                 checks.push(json!({"check": "engine_aborted", "tokens": stop_at, "reference": reference}));
             }
         }
+        "logprob_shaping" if input.get("num_logprobs").is_none_or(Json::is_null) => {
+            // Prompt logprobs only (vLLM's completions extra parameter
+            // `prompt_logprobs`): the OpenAI server renders the
+            // frontend's per-position dicts as `choices[0].prompt_logprobs`,
+            // `null` for the first position, each entry keyed by its token
+            // id (`{logprob, rank, decoded_token}`, -inf clamped to -9999).
+            let k = input
+                .get("num_prompt_logprobs")
+                .and_then(Json::as_i64)
+                .ok_or("golden has neither num_logprobs nor num_prompt_logprobs")?;
+            if endpoint != Endpoint::Completions {
+                return Err("prompt logprobs: vLLM takes `prompt_logprobs` on completions".into());
+            }
+            let n_tokens: usize = script.steps.iter().map(|s| s.new_token_ids.len()).sum();
+            for o in [&mut *body, &mut *vllm] {
+                set_if_absent(o, "max_tokens", json!(n_tokens));
+                set_if_absent(o, "temperature", json!(0.0));
+                set_if_absent(o, "prompt_logprobs", json!(k));
+            }
+            let rendered: Vec<Json> = expected
+                .get("prompt")
+                .and_then(Json::as_array)
+                .ok_or("golden has no expected.prompt")?
+                .iter()
+                .map(|pos| match pos.as_array() {
+                    None => Json::Null,
+                    Some(entries) => Json::Object(
+                        entries
+                            .iter()
+                            .map(|e| {
+                                let id = e.get("token_id").and_then(Json::as_i64).unwrap_or(-1);
+                                let lp = e.get("logprob").and_then(Json::as_f64).unwrap_or(f64::NAN).max(-9999.0);
+                                (
+                                    id.to_string(),
+                                    json!({"logprob": lp, "rank": e.get("rank"), "decoded_token": e.get("decoded_token")}),
+                                )
+                            })
+                            .collect(),
+                    ),
+                })
+                .collect();
+            checks.push(json!({"check": "json", "path": "choices.0.prompt_logprobs", "is": rendered,
+                "reference": format!("{reference}, rendered as vLLM's OpenAI server renders CompletionResponseChoice.prompt_logprobs")}));
+            checks.push(json!({"check": "sent", "field": "prompt_logprobs"}));
+            let fin = finish_last.and_then(Json::as_str).unwrap_or("length");
+            if let Some(last) = script.steps.last_mut() {
+                last.finish_reason = Some(if fin == "stop" { 0 } else { 1 });
+            }
+        }
         "logprob_shaping" => {
             let k = input.get("num_logprobs").and_then(Json::as_i64).ok_or("golden has no num_logprobs")?;
             let n_tokens: usize = script.steps.iter().map(|s| s.new_token_ids.len()).sum();
@@ -326,6 +397,69 @@ pub struct Observed {
     /// Requests the engine finished itself, with the tokens it sent.
     pub engine_finished: Vec<(String, usize)>,
     pub seconds: f64,
+    /// A streamed response (`stream: true`): the `data:` payloads in
+    /// order; `body` is then the stream put together ([`assemble_stream`]).
+    pub sse: Option<Vec<String>>,
+}
+
+/// A streamed response put together as a non-streamed one, so the body
+/// checks apply: the first choice's text (completions `text`, chat
+/// `delta.content`) concatenated, its last non-null `finish_reason`,
+/// `stop_reason` and `matched_stop`, the last non-null `usage`, the first
+/// `error` event, and under `_sse` the number of events and whether
+/// `[DONE]` came once and last.
+pub fn assemble_stream(ep: Endpoint, data: &[String]) -> Json {
+    let mut text = String::new();
+    let mut fields: BTreeMap<&str, Json> = BTreeMap::new();
+    let mut usage = Json::Null;
+    let mut error = Json::Null;
+    let mut not_json = 0;
+    for d in data.iter().filter(|d| d.as_str() != "[DONE]") {
+        let Ok(v) = serde_json::from_str::<Json>(d) else {
+            not_json += 1;
+            continue;
+        };
+        if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+            if error.is_null() {
+                error = e.clone();
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            usage = u.clone();
+        }
+        let Some(c) = v.get("choices").and_then(Json::as_array).and_then(|c| c.first()) else { continue };
+        let piece = match ep {
+            Endpoint::Completions => c.get("text"),
+            Endpoint::Chat => c.get("delta").and_then(|d| d.get("content")),
+        };
+        if let Some(t) = piece.and_then(Json::as_str) {
+            text.push_str(t);
+        }
+        for k in ["finish_reason", "stop_reason", "matched_stop"] {
+            if let Some(x) = c.get(k).filter(|x| !x.is_null()) {
+                fields.insert(k, x.clone());
+            }
+        }
+    }
+    let done = data.iter().filter(|d| d.as_str() == "[DONE]").count();
+    let mut choice = serde_json::Map::new();
+    match ep {
+        Endpoint::Completions => choice.insert("text".into(), Json::String(text)),
+        Endpoint::Chat => choice.insert("message".into(), json!({"content": text})),
+    };
+    choice.insert("finish_reason".into(), fields.remove("finish_reason").unwrap_or(Json::Null));
+    for (k, v) in fields {
+        choice.insert(k.into(), v);
+    }
+    let mut body = json!({
+        "choices": [Json::Object(choice)],
+        "usage": usage,
+        "_sse": {"events": data.len(), "done": done, "done_last": data.last().map(String::as_str) == Some("[DONE]"), "not_json": not_json},
+    });
+    if !error.is_null() {
+        body["error"] = error;
+    }
+    body
 }
 
 /// Decodes the input messages the engine read, as vLLM's engine would.
@@ -420,6 +554,32 @@ pub fn json_eq(a: &Json, b: &Json) -> bool {
     }
 }
 
+/// The value at a dotted path (`choices.0.prompt_logprobs`; numbers
+/// index arrays).
+pub fn json_at<'a>(v: &'a Json, path: &str) -> Option<&'a Json> {
+    path.split('.').filter(|p| !p.is_empty()).try_fold(v, |v, p| match v {
+        Json::Array(xs) => p.parse::<usize>().ok().and_then(|i| xs.get(i)),
+        Json::Object(m) => m.get(p),
+        _ => None,
+    })
+}
+
+/// [`json_eq`] with numbers equal within a relative 1e-6 (logprobs are
+/// float32 on the wire; vLLM prints them as float64).
+pub fn json_close(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => close(x, y),
+            _ => false,
+        },
+        (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_close(a, b)),
+        (Json::Object(x), Json::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_close(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a == b) || (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
 }
@@ -483,9 +643,11 @@ pub fn evaluate(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec<Chec
         },
         "engine_protocol decoder (vLLM 0.32.0 schema and decode-time validation)",
     );
-    if let Some(e) = &obs.error {
+    let judges_failure = req.checks.iter().any(|c| c.get("check").and_then(Json::as_str) == Some("fails_within"));
+    if let (Some(e), false) = (&obs.error, judges_failure) {
         push("response", false, format!("no HTTP response: {e}"), "");
     }
+    let client_gave_up = obs.error.as_deref().is_some_and(|e| e.contains("no complete response within"));
     let body = obs.body.clone().unwrap_or(Json::Null);
     let expected_sp = obs.adds.first().map(|(_, a)| {
         let prompt: Vec<i64> = match a.get("prompt_token_ids") {
@@ -703,6 +865,82 @@ pub fn evaluate(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec<Chec
                     ),
                     "vLLM's frontend (translate, vllm_parity)",
                 );
+            }
+            "error_response" => {
+                let e = body.get("error").filter(|e| e.is_object());
+                let msg = e.and_then(|e| e.get("message")).and_then(Json::as_str);
+                let status_ok = match (obs.status, c.get("status").and_then(Json::as_u64)) {
+                    (Some(got), Some(want)) => u64::from(got) == want,
+                    (Some(got), None) => got >= 400,
+                    (None, _) => false,
+                };
+                let ok = status_ok && msg.is_some();
+                let d = match (obs.status, &obs.error) {
+                    (None, Some(err)) => format!("no HTTP response: {err}"),
+                    _ => format!(
+                        "HTTP {:?} with {}, expected {} and an `error` object with a message",
+                        obs.status,
+                        e.map_or_else(
+                            || format!("no `error` object (body {})", short(&body)),
+                            |e| format!("error {}", short(e))
+                        ),
+                        c.get("status").map_or("an error status".to_string(), |s| format!("HTTP {s}")),
+                    ),
+                };
+                push(name, ok, d, reference);
+            }
+            "within_s" => {
+                let limit = c.get("s").and_then(Json::as_f64).unwrap_or(0.0);
+                let ok = !client_gave_up && obs.seconds <= limit;
+                let how = if client_gave_up { "the client gave up waiting" } else { "answered" };
+                push(name, ok, format!("{how} after {:.2}s, expected within {limit}s", obs.seconds), reference);
+            }
+            "fails_within" => {
+                // No success: an HTTP error status, or a connection refused
+                // or closed; a 2xx is a fake success, waiting out the
+                // client's timeout a hang.
+                let limit = c.get("s").and_then(Json::as_f64).unwrap_or(0.0);
+                let failed = match (obs.status, &obs.error) {
+                    (Some(st), _) => {
+                        st >= 400 || obs.body.as_ref().is_some_and(|b| b.get("error").is_some_and(|e| !e.is_null()))
+                    }
+                    (None, Some(_)) => !client_gave_up,
+                    (None, None) => false,
+                };
+                let ok = failed && obs.seconds <= limit;
+                let what = match (obs.status, &obs.error) {
+                    (Some(st), _) => format!("HTTP {st} {}", short(&body)),
+                    (None, Some(e)) => format!("no response: {e}"),
+                    (None, None) => "nothing".into(),
+                };
+                push(
+                    name,
+                    ok,
+                    format!("{what} after {:.2}s, expected a failure within {limit}s", obs.seconds),
+                    reference,
+                );
+            }
+            "json" => {
+                let path = c.get("path").and_then(Json::as_str).unwrap_or("");
+                let got = json_at(&body, path).cloned().unwrap_or(Json::Null);
+                let ok = json_close(&got, &is);
+                push(&format!("json {path}"), ok, format!("got {}, vLLM: {}", short(&got), short(&is)), reference);
+            }
+            "sse_done" => {
+                let d = body.get("_sse");
+                let done = d.and_then(|d| d.get("done")).and_then(Json::as_u64);
+                let last = d.and_then(|d| d.get("done_last")).and_then(Json::as_bool) == Some(true);
+                let ok = obs.sse.is_some() && done == Some(1) && last;
+                let detail = match &obs.sse {
+                    None => "not an event stream (content-type is not text/event-stream)".to_string(),
+                    Some(x) => format!(
+                        "{} events, [DONE] {} time(s){}",
+                        x.len(),
+                        done.unwrap_or(0),
+                        if last { ", last" } else { ", not last" }
+                    ),
+                };
+                push(name, ok, detail, reference);
             }
             "num_adds" => {
                 let ok = is.as_u64() == Some(obs.adds.len() as u64);
@@ -1031,7 +1269,7 @@ fn log_tail(p: &Option<PathBuf>) -> String {
 
 /// Starts the gateway (unless attached), lets the mock engine dial it and
 /// waits until the gateway says it is ready.
-pub async fn start(target: &Target, dir: &Path) -> Result<Session, String> {
+pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<Session, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let worker_url = format!("ipc://{}/engine-1", dir.display());
     let http_port = match &target.http {
@@ -1060,7 +1298,13 @@ pub async fn start(target: &Target, dir: &Path) -> Result<Session, String> {
                         worker_url: worker_url.clone(),
                         model: PathBuf::from(&target.model_name),
                     };
-                    smg::launch(venv, &spec, &log)?
+                    // SMG binds a ZMQ worker's sockets on its first health
+                    // probe; when the worker registers after the probe
+                    // loop's first tick, the next one comes a whole
+                    // --health-check-interval-secs later (default 60).
+                    let mut args = vec!["--health-check-interval-secs".to_string(), "1".to_string()];
+                    args.extend_from_slice(smg_args);
+                    smg::launch_with(venv, &spec, &args, &log)?
                 }
                 Launch::Command(tmpl) => {
                     let cmd = tmpl
@@ -1187,7 +1431,14 @@ pub async fn run_request(session: &Session, req: &GwRequest, model: &str, releas
         Ok(Err(e)) => obs.error = Some(e),
         Ok(Ok(resp)) => {
             obs.status = Some(resp.status);
-            obs.body = Some(resp.json().unwrap_or_else(|e| json!({"_not_json": e})));
+            let sse = resp.header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+            if sse {
+                let data = http::sse_data(&resp.text());
+                obs.body = Some(assemble_stream(req.endpoint, &data));
+                obs.sse = Some(data);
+            } else {
+                obs.body = Some(resp.json().unwrap_or_else(|e| json!({"_not_json": e})));
+            }
         }
     }
     tokio::time::sleep(req.grace).await;
@@ -1224,6 +1475,7 @@ pub async fn run_scenario(session: &Session, s: &GwScenario, model: &str, ctx: &
             "sent": obs.adds.iter().map(|(_, a)| engine_protocol::view::struct_view(a)).collect::<Vec<_>>(),
             "aborts": obs.aborts.iter().map(|(i, t)| json!({"request_id": i, "after_response_s": t})).collect::<Vec<_>>(),
             "invalid": obs.invalid,
+            "sse": obs.sse,
             "seconds": obs.seconds,
         }));
     }
@@ -1289,7 +1541,7 @@ pub async fn run_all(
     order.sort_by(|a, b| (a.fresh_gateway, &a.name).cmp(&(b.fresh_gateway, &b.name)));
     let needs_shared = order.iter().any(|s| !s.fresh_gateway);
     let (mut shared, shared_err) = if needs_shared {
-        match start(target, &work.join("gw")).await {
+        match start(target, &work.join("gw"), &[]).await {
             Ok(s) => (Some(s), None),
             Err(e) => {
                 eprintln!("gpu-runner: the gateway did not come up: {e}");
@@ -1309,7 +1561,14 @@ pub async fn run_all(
                 if let Some(sh) = shared.take() {
                     sh.stop().await;
                 }
-                match start(target, &work.join(format!("fresh-{}", s.name))).await {
+                // A second try in another directory (hence another derived
+                // handshake port), should the gateway still not come up.
+                let mut started = start(target, &work.join(format!("fresh-{}", s.name)), &s.smg_args).await;
+                if let Err(e) = &started {
+                    eprintln!("gpu-runner: the gateway of {} did not come up, trying once more: {e}", s.name);
+                    started = start(target, &work.join(format!("fresh-{}-2", s.name)), &s.smg_args).await;
+                }
+                match started {
                     Err(e) => (Verdict::Fail(format!("its gateway did not come up: {e}")), None),
                     Ok(sess) => {
                         let run = run_scenario(&sess, s, &target.model_name, &ctx).await;
@@ -1366,6 +1625,222 @@ pub fn registration_from_case(path: &Path) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tokenizer() -> GatewayTokenizer {
+        use engine_protocol::translate::tokenizer::ModelFiles;
+        let dir = repo().join("golden/tiny");
+        let tj = std::fs::read(dir.join("tokenizer.json")).unwrap();
+        let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
+        let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
+        GatewayTokenizer::from_files(&ModelFiles {
+            tokenizer_json: &tj,
+            tokenizer_config_json: tc.as_deref(),
+            generation_config_json: gc.as_deref(),
+        })
+        .unwrap()
+    }
+
+    fn repo() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn release() -> &'static ReleaseSchema {
+        engine_protocol::release("vllm", "0.32.0").unwrap()
+    }
+
+    /// A scenario of golden/gateway as the lane loads it.
+    fn load(name: &str) -> GwScenario {
+        let text = std::fs::read_to_string(repo().join(format!("golden/gateway/{name}.json"))).unwrap();
+        parse_scenario(&serde_json::from_str(&text).unwrap(), &repo().join("golden"), &tokenizer()).unwrap()
+    }
+
+    fn request<'a>(s: &'a GwScenario, id: &str) -> &'a GwRequest {
+        s.requests.iter().find(|r| r.id == id).unwrap()
+    }
+
+    /// The checks of `req` on `obs`: the names of those that failed.
+    fn failing(req: &GwRequest, obs: &Observed) -> Vec<String> {
+        let tok = tokenizer();
+        let reg = registration_from_case(&repo().join(READY_RESPONSE_CASE)).unwrap();
+        let facts = handshake::decode_registration(release(), 0, &reg).unwrap();
+        let ctx = CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
+        evaluate(req, obs, &ctx).into_iter().filter(|c| !c.ok).map(|c| c.check).collect()
+    }
+
+    fn add(id: &str, prompt: &[i64]) -> (String, StructValue) {
+        let mut a = StructValue::with_defaults(release().engine_core_request.as_struct().unwrap());
+        a.set("request_id", Value::Str(id.into())).set("prompt_token_ids", Value::IntArray(prompt.to_vec()));
+        (id.to_string(), a)
+    }
+
+    fn answered(status: u16, body: Json, seconds: f64) -> Observed {
+        Observed { status: Some(status), body: Some(body), seconds, ..Default::default() }
+    }
+
+    fn vllm_500() -> Json {
+        json!({"error": {"message": "Internal server error", "type": "InternalServerError", "param": null, "code": 500}})
+    }
+
+    #[test]
+    fn an_engine_error_finish_must_reach_the_client_as_an_error() {
+        let s = load("engine_error_finish");
+        let once = |mut o: Observed| {
+            o.adds.push(add("c-1", &[92, 225, 93, 225, 94]));
+            o
+        };
+        for id in ["completions", "chat"] {
+            let r = request(&s, id);
+            assert_eq!(failing(r, &once(answered(500, vllm_500(), 0.1))), Vec::<String>::new(), "{id}");
+            // A fake success with the text so far.
+            let ok = json!({"choices": [{"text": "x", "finish_reason": "stop"}]});
+            assert_eq!(failing(r, &once(answered(200, ok, 0.1))), vec!["error_response"], "{id}");
+            // Waiting out the client's timeout.
+            let hang = Observed {
+                error: Some("POST /v1/completions: no complete response within 20.0s".into()),
+                seconds: 20.0,
+                ..Default::default()
+            };
+            assert_eq!(failing(r, &once(hang)), vec!["response", "error_response", "within_s"], "{id}");
+            // Retrying the failed request on the engine.
+            let mut retried = once(answered(500, vllm_500(), 0.4));
+            retried.adds.push(add("c-2", &[92, 225, 93, 225, 94]));
+            assert_eq!(failing(r, &retried), vec!["num_adds"], "{id}");
+        }
+        // A stream: HTTP 200, the error as an event, then [DONE].
+        let r = request(&s, "stream");
+        let data: Vec<String> = [r#"{"choices":[{"text":" c"}]}"#, &vllm_500().to_string(), "[DONE]"]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        let mut obs = once(answered(200, assemble_stream(Endpoint::Completions, &data), 0.02));
+        obs.sse = Some(data.clone());
+        assert!(failing(r, &obs).is_empty());
+        let clean: Vec<String> = vec![data[0].clone(), "[DONE]".into()];
+        obs.body = Some(assemble_stream(Endpoint::Completions, &clean));
+        obs.sse = Some(clean);
+        assert_eq!(failing(r, &obs), vec!["error_response"]);
+    }
+
+    #[test]
+    fn a_dead_engine_must_fail_the_request_promptly_not_hang_nor_succeed() {
+        let s = load("engine_death_sentinel");
+        assert!(s.fresh_gateway);
+        let r = request(&s, "inflight");
+        assert!(failing(r, &answered(500, vllm_500(), 0.3)).is_empty());
+        let hang = Observed {
+            error: Some("POST /v1/completions: no complete response within 20.0s".into()),
+            seconds: 20.0,
+            ..Default::default()
+        };
+        assert_eq!(failing(r, &hang), vec!["error_response", "fails_within"]);
+        let fake = answered(200, json!({"choices": [{"text": "ab", "finish_reason": "length"}]}), 0.3);
+        assert_eq!(failing(r, &fake), vec!["error_response", "fails_within"]);
+        // Later: a refused connection is a prompt failure; a success is not.
+        let later = request(&s, "later");
+        let refused = Observed {
+            error: Some("connect 127.0.0.1:1: Connection refused".into()),
+            seconds: 0.01,
+            ..Default::default()
+        };
+        assert!(failing(later, &refused).is_empty());
+        assert_eq!(failing(later, &answered(200, json!({}), 0.1)), vec!["fails_within"]);
+    }
+
+    #[test]
+    fn a_silent_engine_needs_a_timeout_error_and_an_abort() {
+        let s = load("engine_silence");
+        assert_eq!(s.smg_args, vec!["--request-timeout-secs", "3"]);
+        let r = request(&s, "r");
+        let mut obs = answered(504, json!({"error": {"message": "request timed out"}}), 3.1);
+        obs.adds.push(add("cmpl-1", &[92, 225, 93, 225, 94]));
+        assert_eq!(failing(r, &obs), vec!["engine_aborted"]);
+        obs.aborts.push(("cmpl-1".into(), 0.01));
+        assert!(failing(r, &obs).is_empty());
+        obs.seconds = 8.0;
+        assert_eq!(failing(r, &obs), vec!["within_s"]);
+    }
+
+    #[test]
+    fn smg_args_need_a_gateway_of_their_own() {
+        let v = json!({"scenario": "x", "smg_args": ["--a"], "requests": [{"body": {"prompt": "a"}}]});
+        let e = parse_scenario(&v, &repo().join("golden"), &tokenizer()).unwrap_err();
+        assert!(e.contains("fresh_gateway"), "{e}");
+    }
+
+    #[test]
+    fn prompt_logprobs_are_checked_entry_by_entry_against_vllms_rendering() {
+        let s = load("prompt_logprobs");
+        let r = request(&s, "r");
+        assert_eq!(r.body["prompt"], "x y z");
+        assert_eq!(r.body["prompt_logprobs"], 1);
+        let want = r.checks.iter().find(|c| c["check"] == "json").unwrap()["is"].clone();
+        assert_eq!(want[0], Json::Null);
+        assert_eq!(want.as_array().unwrap().len(), 5);
+        assert_eq!(want[1]["225"]["rank"], 25);
+        let body = |p: Json| json!({"choices": [{"text": "", "finish_reason": "length", "prompt_logprobs": p}]});
+        let mut obs = answered(200, body(want.clone()), 0.1);
+        obs.adds.push(add("c", &[92, 225, 93, 225, 94]));
+        // `sent prompt_logprobs` fails: the ADD built here has none.
+        assert_eq!(failing(r, &obs), vec!["sent prompt_logprobs"]);
+        let mut tampered = want.clone();
+        tampered[4]["94"]["logprob"] = json!(-0.3332);
+        obs.body = Some(body(tampered));
+        assert_eq!(failing(r, &obs), vec!["json choices.0.prompt_logprobs", "sent prompt_logprobs"]);
+        let mut no_null = want;
+        no_null[0] = json!({});
+        obs.body = Some(body(no_null));
+        assert!(failing(r, &obs).contains(&"json choices.0.prompt_logprobs".to_string()));
+    }
+
+    #[test]
+    fn a_stream_is_put_together_before_the_body_checks() {
+        let data: Vec<String> = [
+            r#"{"choices":[{"index":0,"text":"The quick ","finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"text":"","finish_reason":"stop","stop_reason":"brown fox"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":11}}"#,
+            "[DONE]",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let b = assemble_stream(Endpoint::Completions, &data);
+        assert_eq!(b["choices"][0]["text"], "The quick ");
+        assert_eq!(b["choices"][0]["finish_reason"], "stop");
+        assert_eq!(b["choices"][0]["stop_reason"], "brown fox");
+        assert_eq!(b["usage"]["completion_tokens"], 11);
+        assert_eq!(b["_sse"]["done"], 1);
+        let chat = vec![
+            r#"{"choices":[{"delta":{"role":"assistant","content":"a"}}]}"#.to_string(),
+            r#"{"error":{"message":"x"}}"#.to_string(),
+        ];
+        let c = assemble_stream(Endpoint::Chat, &chat);
+        assert_eq!(c["choices"][0]["message"]["content"], "a");
+        assert_eq!(c["error"]["message"], "x");
+        assert_eq!(c["_sse"]["done_last"], false);
+        // The scenario's checks: right text and one [DONE] last, or not.
+        let s = load("stream_stop_string");
+        let r = request(&s, "completions");
+        assert_eq!(r.body["stream"], true);
+        let mut obs = answered(200, b.clone(), 0.2);
+        obs.sse = Some(data.clone());
+        let f = failing(r, &obs);
+        assert!(!f.contains(&"sse_done".to_string()) && !f.contains(&"finish_reason".to_string()), "{f:?}");
+        let mut cut = data;
+        cut.pop();
+        obs.body = Some(assemble_stream(Endpoint::Completions, &cut));
+        obs.sse = Some(cut);
+        assert!(failing(r, &obs).contains(&"sse_done".to_string()));
+    }
+
+    #[test]
+    fn json_paths_index_objects_and_arrays_and_compare_floats_closely() {
+        let v = json!({"choices": [{"a": [1, {"b": -0.33318373560905457}]}]});
+        assert_eq!(json_at(&v, "choices.0.a.0"), Some(&json!(1)));
+        assert_eq!(json_at(&v, "choices.1"), None);
+        assert!(json_close(json_at(&v, "choices.0.a.1.b").unwrap(), &json!(-0.3331837356090546)));
+        assert!(!json_close(&json!(-0.3331), &json!(-0.3332)));
+        assert!(!json_close(&json!({"a": null}), &json!({})));
+    }
 
     #[test]
     fn json_eq_compares_numbers_by_value() {

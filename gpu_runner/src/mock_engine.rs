@@ -30,7 +30,8 @@
 //!   yet seen one with a backend is finished with ERROR, as a fresh vLLM
 //!   0.32 engine does (`Unsupported structured output backend: None`);
 //! - `prompt_logprobs=k` gives the `P - 1` rows of `k + 1` columns (the
-//!   prompt token first) in the first output;
+//!   prompt token first) in the first output; scripted prompt rows are sent
+//!   only to a request whose ADD asked for prompt logprobs;
 //! - tokens come from the script (per request id) or from a fixed function
 //!   of the prompt, the position and (when `temperature > 0`) the seed, so
 //!   greedy and seeded runs are reproducible.
@@ -712,6 +713,8 @@ impl Engine<'_> {
                 let (failure, result) = match method.as_str() {
                     "get_supported_tasks" => (None, Value::Array(vec![Value::Str("generate".into())])),
                     "reset_prefix_cache" => (None, Value::Bool(true)),
+                    // vLLM's API server calls it once at start-up (it returns None).
+                    "reset_mm_cache" => (None, Value::Nil),
                     "is_sleeping" => (None, Value::Bool(false)),
                     m => (
                         Some(format!("Call to {m} method failed: 'EngineCoreProc' object has no attribute '{m}'")),
@@ -777,6 +780,9 @@ impl Engine<'_> {
         let script = self.script;
         let mut outs = Vec::with_capacity(self.running.len());
         let mut finished = Vec::new();
+        // Requests a script ends with ERROR or ABORT: vLLM's engine names
+        // them in the batch's `finished_requests` too.
+        let mut ended_by_engine: Vec<Value> = Vec::new();
         let now = Instant::now();
         for r in &mut self.running {
             if let Some(d) = r.delay {
@@ -799,6 +805,7 @@ impl Engine<'_> {
                 // it with ABORT or ERROR.
                 let (finish, stop_reason) = if matches!(st.finish_reason, Some(2) | Some(3)) {
                     r.out.extend_from_slice(&st.new_token_ids);
+                    ended_by_engine.push(Value::Str(r.id.clone()));
                     (st.finish_reason, st.stop_reason.clone())
                 } else {
                     let mut end = (None, Value::Nil);
@@ -836,7 +843,9 @@ impl Engine<'_> {
                 if let Some(rows) = &st.logprobs {
                     o.set("new_logprobs", rows_as_lists(script.release, rows)?);
                 }
-                if let Some(rows) = &st.prompt_logprobs {
+                // Prompt rows go out only to a request that asked for them,
+                // as vLLM's engine computes them only then.
+                if let (Some(rows), Some(_)) = (&st.prompt_logprobs, r.prompt_logprobs) {
                     o.set("new_prompt_logprobs_tensors", rows_as_tensors(rows));
                 }
                 prefill(&mut o, r);
@@ -902,7 +911,10 @@ impl Engine<'_> {
             // Every running request is silent: nothing to send.
             return Ok(false);
         }
-        let batch = self.outputs_value(outs)?;
+        let mut batch = self.outputs_value(outs)?;
+        if !ended_by_engine.is_empty() {
+            batch.set("finished_requests", Value::Array(ended_by_engine));
+        }
         self.push(output, batch, "outputs").await?;
         self.steps += 1;
         Ok(false)

@@ -11,12 +11,17 @@
 //!   the URL ([`handshake_port`]); the engine dials in;
 //! - SMG binds those sockets on its worker start-up probe, which runs every
 //!   `--worker-startup-check-interval` seconds (default 30): with `1` the
-//!   handshake port is open about a second after start;
+//!   handshake port is open about a second after start; when the worker
+//!   registers after the health-probe loop's first tick the sockets come
+//!   with the next health probe (`--health-check-interval-secs`, default
+//!   60), so the scoring run also passes `--health-check-interval-secs 1`;
 //! - SMG's OpenAI routes take text prompts only (a list of token ids is
 //!   refused: `prompt: data did not match any variant of untagged enum
 //!   StringOrArray`), tokenized with `--tokenizer-path`;
 //! - `/readiness` answers 200 once a worker is up; SIGTERM waits up to
 //!   `--shutdown-grace-period-secs` (default 180) for in-flight requests;
+//! - `--request-timeout-secs` (default 1800, `RouterArgs.request_timeout_secs`)
+//!   bounds a request: the silent-engine scenario launches with a short one;
 //! - the metrics listener binds `0.0.0.0:29000` unless `--prometheus-port`
 //!   and `--prometheus-host` say otherwise.
 
@@ -127,8 +132,14 @@ pub fn launch_args(spec: &SmgSpec) -> Vec<String> {
 
 /// Starts SMG from `venv` in its own process group, logging to `log`.
 pub fn launch(venv: &Path, spec: &SmgSpec, log: &Path) -> Result<EngineProcess, String> {
+    launch_with(venv, spec, &[], log)
+}
+
+/// [`launch`] with `extra` arguments after [`launch_args`] (a scenario's
+/// `gateway_args`, e.g. `--request-timeout-secs 3`).
+pub fn launch_with(venv: &Path, spec: &SmgSpec, extra: &[String], log: &Path) -> Result<EngineProcess, String> {
     let mut cmd = Command::new(venv.join("bin/smg"));
-    cmd.args(launch_args(spec));
+    cmd.args(launch_args(spec)).args(extra);
     let f = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let g = f.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
     cmd.stdout(f).stderr(g);
