@@ -100,8 +100,12 @@ pub struct GatewayArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScoreboardArgs {
     /// Gateway reports (`gpu-runner gateway --report-json`).
-    #[arg(required = true)]
     pub reports: Vec<PathBuf>,
+    /// Codec testee reports (`conformance verify --testee CMD --format
+    /// json`), named after their file; repeatable. Default: every `*.json`
+    /// in this checkout's `testees/reports/`.
+    #[arg(long = "codec")]
+    pub codec: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -736,8 +740,33 @@ async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, na
     Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
 }
 
+/// The committed codec testee reports (`testees/reports/*.json` of the
+/// checkout this binary was built from), sorted by name.
+fn default_codec_reports() -> Result<Vec<PathBuf>, String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 /// `gpu-runner scoreboard`: prints the markdown.
 pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
+    let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
+    if args.reports.is_empty() && codec_paths.is_empty() {
+        return Err("no reports: give gateway reports and/or --codec reports".into());
+    }
+    let mut codec = Vec::new();
+    for p in &codec_paths {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        codec.push(crate::scoreboard::CodecReport::parse(&name, &file, &v)?);
+    }
     let mut reports = Vec::new();
     for p in &args.reports {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -748,7 +777,12 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
         let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         reports.push((name, v));
     }
-    print!("{}", crate::scoreboard::markdown(&reports));
+    if !reports.is_empty() {
+        print!("{}", crate::scoreboard::markdown(&reports));
+    }
+    if !codec.is_empty() {
+        print!("{}", crate::scoreboard::codec_markdown(&codec));
+    }
     Ok(0)
 }
 

@@ -1298,13 +1298,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
                         worker_url: worker_url.clone(),
                         model: PathBuf::from(&target.model_name),
                     };
-                    // SMG binds a ZMQ worker's sockets on its first health
-                    // probe; when the worker registers after the probe
-                    // loop's first tick, the next one comes a whole
-                    // --health-check-interval-secs later (default 60).
-                    let mut args = vec!["--health-check-interval-secs".to_string(), "1".to_string()];
-                    args.extend_from_slice(smg_args);
-                    smg::launch_with(venv, &spec, &args, &log)?
+                    smg::launch_with(venv, &spec, smg_args, &log)?
                 }
                 Launch::Command(tmpl) => {
                     let cmd = tmpl

@@ -1,7 +1,12 @@
-//! `gpu-runner scoreboard REPORT.json...`: the gateway scoreboard
-//! (docs/scoreboard.md) written from `gpu-runner gateway --report-json`
-//! reports, never by hand.
+//! `gpu-runner scoreboard REPORT.json... [--codec REPORT.json]...`: the
+//! scoreboard (docs/scoreboard.md) written from reports, never by hand: the
+//! gateways from `gpu-runner gateway --report-json` reports, the codec
+//! testees (docs/testee.md) from `conformance verify --testee CMD --format
+//! json` reports (`{"passed", "failed", "skipped", "cases": [{"case",
+//! "group", "status": "pass"|"fail"|"skip", "detail"}]}`, named after their
+//! file).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::Value as Json;
@@ -106,10 +111,241 @@ pub fn markdown(reports: &[(String, Json)]) -> String {
     s
 }
 
+/// One codec testee's `conformance verify --format json` report, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodecReport {
+    /// The implementation's name (the report's file stem).
+    pub name: String,
+    pub file: String,
+    pub cases: Vec<CodecCase>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodecCase {
+    pub case: String,
+    pub group: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pass = 0,
+    Fail = 1,
+    Skip = 2,
+}
+
+impl CodecReport {
+    /// Reads a report; `what` names it in errors. A report whose totals do
+    /// not match its cases is refused (a truncated or hand-edited file).
+    pub fn parse(name: &str, file: &str, v: &Json) -> Result<CodecReport, String> {
+        let cases = v.get("cases").and_then(Json::as_array).ok_or(format!("{file}: no `cases` array"))?;
+        let mut out = Vec::with_capacity(cases.len());
+        for (i, c) in cases.iter().enumerate() {
+            let s = |k: &str| c.get(k).and_then(Json::as_str).ok_or(format!("{file}: cases[{i}] has no string `{k}`"));
+            let status = match s("status")? {
+                "pass" => Status::Pass,
+                "fail" => Status::Fail,
+                "skip" => Status::Skip,
+                other => return Err(format!("{file}: cases[{i}]: unknown status `{other}`")),
+            };
+            let detail = c.get("detail").and_then(Json::as_str).unwrap_or("").to_string();
+            out.push(CodecCase { case: s("case")?.into(), group: s("group")?.into(), status, detail });
+        }
+        for (key, status) in [("passed", Status::Pass), ("failed", Status::Fail), ("skipped", Status::Skip)] {
+            let counted = out.iter().filter(|c| c.status == status).count() as u64;
+            let total = v.get(key).and_then(Json::as_u64).ok_or(format!("{file}: no `{key}` count"))?;
+            if total != counted {
+                return Err(format!("{file}: `{key}` is {total} but {counted} cases have that status"));
+            }
+        }
+        Ok(CodecReport { name: name.into(), file: file.into(), cases: out })
+    }
+
+    fn count(&self, status: Status) -> usize {
+        self.cases.iter().filter(|c| c.status == status).count()
+    }
+}
+
+/// The reason of a failure or skip with what varies from case to case
+/// taken out, so that cases failing for one reason are listed once: the
+/// runner's "on decode of CASE" prefix and the client's value preview are
+/// dropped, digit runs become `N`.
+fn reason_key(detail: &str) -> String {
+    let mut d = detail;
+    if let Some(rest) = d.strip_prefix("the testee reported an error on ") {
+        d = rest.split_once(": ").map_or(rest, |(_, r)| r);
+    }
+    let d = d.split("; value fallback").next().unwrap_or(d);
+    let d = d.split("; re-encoded payload").next().unwrap_or(d);
+    let mut key = String::with_capacity(d.len());
+    let mut in_digits = false;
+    for ch in d.chars() {
+        if ch.is_ascii_digit() {
+            if !in_digits {
+                key.push('N');
+            }
+            in_digits = true;
+        } else {
+            in_digits = false;
+            key.push(ch);
+        }
+    }
+    key
+}
+
+/// A detail as listed: without the value preview a decoder error carries
+/// (`; value fallback: ...`, `; re-encoded payload ...`), at most `max`
+/// characters.
+fn shorten(s: &str, max: usize) -> String {
+    let s = s.split("; value fallback").next().unwrap_or(s);
+    let s = s.split("; re-encoded payload").next().unwrap_or(s);
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(max).collect();
+    format!("{cut}...")
+}
+
+/// The "Codec testees" section: totals, a table of groups (pass / fail /
+/// skip per implementation), and per implementation its failures grouped by
+/// reason (count, an example case, the first such detail) and its skips.
+pub fn codec_markdown(reports: &[CodecReport]) -> String {
+    let mut s = String::new();
+    s.push_str("\n## Codec testees\n\n");
+    s.push_str(
+        "Generated by `gpu-runner scoreboard --codec` from `conformance verify --corpus golden/ --testee CMD \
+         --format json` reports (docs/testee.md); do not edit by hand. Each implementation of the wire codec \
+         decodes and encodes the message cases of the committed corpus through the testee protocol; expected \
+         values are those of vLLM's own encoder and decoder (the goldens). A failure is a finding about the \
+         implementation; a skip is a case it does not claim (its reason is listed).\n\n",
+    );
+    s.push_str("| implementation | pass | fail | skip | report |\n| --- | --- | --- | --- | --- |\n");
+    for r in reports {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | `{}` |",
+            cell(&r.name),
+            r.count(Status::Pass),
+            r.count(Status::Fail),
+            r.count(Status::Skip),
+            cell(&r.file)
+        );
+    }
+    // Groups: pass / fail / skip per implementation.
+    let mut groups: BTreeMap<&str, Vec<[usize; 3]>> = BTreeMap::new();
+    for (i, r) in reports.iter().enumerate() {
+        for c in &r.cases {
+            let row = groups.entry(c.group.as_str()).or_insert_with(|| vec![[0; 3]; reports.len()]);
+            row[i][c.status as usize] += 1;
+        }
+    }
+    s.push_str("\nPer group, pass / fail / skip:\n\n| group |");
+    for r in reports {
+        let _ = write!(s, " {} |", cell(&r.name));
+    }
+    s.push_str("\n| --- |");
+    for _ in reports {
+        s.push_str(" --- |");
+    }
+    s.push('\n');
+    for (g, row) in &groups {
+        let _ = write!(s, "| `{}` |", cell(g));
+        for [p, f, k] in row {
+            let _ = write!(s, " {p} / {f} / {k} |");
+        }
+        s.push('\n');
+    }
+    for r in reports {
+        let _ = writeln!(s, "\n### {}\n", r.name);
+        for (title, status) in [("Failures", Status::Fail), ("Skips", Status::Skip)] {
+            // Reasons in order of count, then of first appearance.
+            let mut reasons: Vec<(String, usize, &CodecCase)> = Vec::new();
+            for c in r.cases.iter().filter(|c| c.status == status) {
+                let key = reason_key(&c.detail);
+                match reasons.iter_mut().find(|(k, _, _)| *k == key) {
+                    Some((_, n, _)) => *n += 1,
+                    None => reasons.push((key, 1, c)),
+                }
+            }
+            reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+            let _ = writeln!(s, "{title} ({}):\n", r.count(status));
+            if reasons.is_empty() {
+                s.push_str("None.\n\n");
+                continue;
+            }
+            for (_, n, first) in &reasons {
+                let example =
+                    if *n > 1 { format!("{n} cases, e.g. `{}`", first.case) } else { format!("`{}`", first.case) };
+                let _ = writeln!(s, "- {example}: {}", cell(&shorten(&first.detail, 400)));
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn codec_fixture() -> Json {
+        json!({"passed": 1, "failed": 3, "skipped": 1, "cases": [
+            {"case": "vllm/0.33.0/abort/empty", "file": "a.json", "group": "vllm/0.33.0/abort", "status": "pass", "detail": null},
+            {"case": "vllm/0.33.0/request/sp_seed", "file": "b.json", "group": "vllm/0.33.0/request", "status": "fail",
+             "detail": "decoded view differs at EngineCoreRequest.sampling_params.watermarking: expected null, got true"},
+            {"case": "vllm/0.33.0/request/sp_n", "file": "c.json", "group": "vllm/0.33.0/request", "status": "fail",
+             "detail": "decoded view differs at EngineCoreRequest.sampling_params.watermarking: expected null, got true"},
+            {"case": "vllm/0.33.0/mutant/x1", "file": "d.json", "group": "vllm/0.33.0/mutant", "status": "fail",
+             "detail": "the testee reported an error on decode of vllm/0.33.0/mutant/x1: the client panicked: at 12; value fallback: [1, 2]"},
+            {"case": "vllm/0.32.0/abort/empty", "file": "e.json", "group": "vllm/0.32.0/abort", "status": "skip",
+             "detail": "the testee (t) does not support vllm 0.32.0 AbortRequest: one release"}
+        ]})
+    }
+
+    #[test]
+    fn codec_section_counts_groups_and_lists_each_failure_reason_once() {
+        let r = CodecReport::parse("client-1", "client-1.json", &codec_fixture()).unwrap();
+        let md = codec_markdown(&[r]);
+        assert!(md.contains("| client-1 | 1 | 3 | 1 | `client-1.json` |"), "{md}");
+        assert!(md.contains("| `vllm/0.33.0/request` | 0 / 2 / 0 |"), "{md}");
+        assert!(md.contains("| `vllm/0.32.0/abort` | 0 / 0 / 1 |"), "{md}");
+        assert!(
+            md.contains("- 2 cases, e.g. `vllm/0.33.0/request/sp_seed`: decoded view differs at EngineCoreRequest.sampling_params.watermarking"),
+            "{md}"
+        );
+        assert!(md.contains("- `vllm/0.33.0/mutant/x1`: the testee reported an error on decode of vllm/0.33.0/mutant/x1: the client panicked"), "{md}");
+        assert!(!md.contains("value fallback"), "the value preview of a decoder error is not listed: {md}");
+        assert!(md.contains("Skips (1):\n\n- `vllm/0.32.0/abort/empty`: the testee (t) does not support"), "{md}");
+    }
+
+    #[test]
+    fn codec_report_whose_totals_disagree_with_its_cases_is_refused() {
+        let mut v = codec_fixture();
+        v["failed"] = json!(2);
+        let e = CodecReport::parse("c", "c.json", &v).unwrap_err();
+        assert!(e.contains("`failed` is 2 but 3 cases"), "{e}");
+    }
+
+    #[test]
+    fn codec_report_with_an_unknown_status_or_no_cases_is_refused() {
+        let mut v = codec_fixture();
+        v["cases"][0]["status"] = json!("maybe");
+        assert!(CodecReport::parse("c", "c.json", &v).unwrap_err().contains("unknown status `maybe`"));
+        assert!(CodecReport::parse("c", "c.json", &json!({"gateway": "smg"})).unwrap_err().contains("no `cases`"));
+    }
+
+    #[test]
+    fn reasons_differing_only_in_case_ids_and_numbers_share_a_key() {
+        let a =
+            reason_key("the testee reported an error on decode of vllm/0.33.0/x/a1: bad at 12; value fallback: [1]");
+        let b =
+            reason_key("the testee reported an error on encode of vllm/0.33.0/y/b: bad at 7; value fallback: [2, 3]");
+        assert_eq!(a, b);
+        assert_eq!(a, "bad at N");
+        assert_ne!(reason_key("expected accept, got reject type"), reason_key("expected accept, got reject enum"));
+    }
 
     #[test]
     fn lists_totals_scenarios_and_failed_checks() {

@@ -14,7 +14,7 @@
 //!   handshake port is open about a second after start; when the worker
 //!   registers after the health-probe loop's first tick the sockets come
 //!   with the next health probe (`--health-check-interval-secs`, default
-//!   60), so the scoring run also passes `--health-check-interval-secs 1`;
+//!   60), so every launch here also passes `--health-check-interval-secs 1`;
 //! - SMG's OpenAI routes take text prompts only (a list of token ids is
 //!   refused: `prompt: data did not match any variant of untagged enum
 //!   StringOrArray`), tokenized with `--tokenizer-path`;
@@ -119,6 +119,8 @@ pub fn launch_args(spec: &SmgSpec) -> Vec<String> {
         "--tokenizer-path",
         &model,
         "--worker-startup-check-interval",
+        "1",
+        "--health-check-interval-secs",
         "1",
         "--shutdown-grace-period-secs",
         "2",
