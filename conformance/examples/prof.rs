@@ -1,4 +1,5 @@
-//! Profiling helper (not part of the suite): `prof <case.json> <iters> <dec|enc>`.
+//! Profiling helper (not part of the suite): `prof <case.json> <iters> <dec|enc|hot>`
+//! (`hot`: the fast output decoder, `engine_protocol::hot::decode_outputs`).
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -14,7 +15,12 @@ fn main() {
     let n: usize = a[2].parse().unwrap();
     let value = decode_message(rel, kind, &refs, &Limits::default()).unwrap().value;
     let t = std::time::Instant::now();
-    if a[3] == "dec" {
+    if a[3] == "hot" {
+        for _ in 0..n {
+            let h = engine_protocol::hot::decode_outputs(rel, std::hint::black_box(&refs), &Limits::default());
+            std::hint::black_box(h.unwrap());
+        }
+    } else if a[3] == "dec" {
         for _ in 0..n {
             std::hint::black_box(decode_message(rel, kind, std::hint::black_box(&refs), &Limits::default()).unwrap());
         }

@@ -1,13 +1,19 @@
 //! `conformance bench`: times the codec on any corpus. For every accepted
 //! message case, the best-of-repeats time per call to decode its frames and
-//! to encode its decoded value, in nanoseconds. Timing is for comparison on
+//! to encode its decoded value, in nanoseconds; for `EngineCoreOutputs`, also
+//! the decode of the same frames by the borrowing fast decoder a gateway's
+//! output loop uses (`engine_protocol::hot::decode_outputs`: same verdict,
+//! typed fields borrowed from the frames). Timing is for comparison on
 //! one machine; the criterion benches in `protocol/benches/` are the
 //! statistically careful measurement.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use engine_protocol::{decode_message, encode_message, release, Limits};
+use std::fmt;
+
+use engine_protocol::hot::decode_outputs;
+use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 
 use crate::corpus::{Body, Case, Expect};
 
@@ -15,6 +21,19 @@ pub struct BenchLine {
     pub id: String,
     pub decode_ns: u64,
     pub encode_ns: u64,
+    /// `EngineCoreOutputs` only: the fast decoder's time.
+    pub fast_decode_ns: Option<u64>,
+}
+
+/// `<case id> decode_ns=<n> encode_ns=<n>[ fast_decode_ns=<n>]`.
+impl fmt::Display for BenchLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} decode_ns={} encode_ns={}", self.id, self.decode_ns, self.encode_ns)?;
+        if let Some(n) = self.fast_decode_ns {
+            write!(f, " fast_decode_ns={n}")?;
+        }
+        Ok(())
+    }
 }
 
 /// Best per-call time of `f` over `repeats` batches of at least `batch` wall
@@ -72,7 +91,18 @@ pub fn run(cases: &[Case], repeats: usize, batch: Duration) -> (Vec<BenchLine>, 
         let encode_ns = best_ns(repeats, batch, || {
             black_box(encode_message(rel, *message, black_box(&decoded.value)).ok());
         });
-        lines.push(BenchLine { id: format!("{}/{}/{}", case.dialect, case.version, case.id), decode_ns, encode_ns });
+        let fast_decode_ns =
+            (*message == MessageKind::EngineCoreOutputs && decode_outputs(rel, &refs, &limits).is_ok()).then(|| {
+                best_ns(repeats, batch, || {
+                    black_box(decode_outputs(rel, black_box(&refs), &limits).ok());
+                })
+            });
+        lines.push(BenchLine {
+            id: format!("{}/{}/{}", case.dialect, case.version, case.id),
+            decode_ns,
+            encode_ns,
+            fast_decode_ns,
+        });
     }
     (lines, skipped)
 }

@@ -279,7 +279,9 @@ fn canon(ty: &'static Ty, buf: &[u8], r: &mut Reader, out: &mut Vec<u8>) -> Opti
         Ty::Struct(s) => match s.layout {
             Layout::Positional | Layout::NamedTuple | Layout::Tuple => {
                 let Token::Array(n) = header(buf, r, out)? else { return None };
-                (0..n as usize).try_for_each(|i| match s.fields.get(i) {
+                // A tagged struct's tag (element 0) is not a field.
+                let skip = usize::from(s.tag().is_some());
+                (0..n as usize).try_for_each(|i| match i.checked_sub(skip).and_then(|i| s.fields.get(i)) {
                     Some(f) => canon(f.ty, buf, r, out),
                     None => {
                         out.extend_from_slice(raw(buf, r)?);

@@ -10,7 +10,7 @@
 //! of docs/testee.md ([`crate::testee::Testee`]); both are judged by the
 //! same checks, so a result means the same whichever codec produced it.
 
-use engine_protocol::view::{from_view, to_view};
+use engine_protocol::view::{from_view_in, to_view};
 use engine_protocol::{decode_message, encode_message, release, Error, Limits, MessageKind, RejectClass};
 use serde_json::Value as Json;
 
@@ -23,6 +23,14 @@ pub struct Target<'a> {
     pub dialect: &'a str,
     pub version: &'a str,
     pub message: MessageKind,
+}
+
+impl Target<'_> {
+    /// The message's name in the case's dialect (`TokenizedGenerateReqInput`
+    /// for a TokenSpeed ADD; docs/tokenspeed-wire.md §2.6).
+    pub fn message_name(&self) -> &'static str {
+        release(self.dialect, self.version).map_or(self.message.name(), |r| self.message.name_in(r))
+    }
 }
 
 /// A codec's answer to "decode these frames".
@@ -91,8 +99,8 @@ impl Codec for InProcess {
     fn encode(&mut self, target: &Target, view: &Json) -> Result<EncodeAnswer, NoAnswer> {
         let rel = release(target.dialect, target.version).ok_or_else(|| no_table(target))?;
         let kind = target.message;
-        let encoded =
-            from_view(kind.name(), kind.payload_type(rel), view).and_then(|value| encode_message(rel, kind, &value));
+        let encoded = from_view_in(rel, kind.name_in(rel), kind.payload_type(rel), view)
+            .and_then(|value| encode_message(rel, kind, &value));
         Ok(match encoded {
             Ok(frames) => EncodeAnswer::Frames(frames),
             Err(e) => EncodeAnswer::Reject { class: e.class, detail: reject_detail(&e) },

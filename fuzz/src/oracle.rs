@@ -8,7 +8,8 @@
 //! - **a second reading** (through [`Probe::payload`], in the fuzz crate):
 //!   `rmpv`'s generic MessagePack reader agrees on well-formedness;
 //! - **the engine's verdict** (the seed tests): a seed cut from a golden
-//!   case gets the verdict vLLM's own decoder gave that case
+//!   case gets the verdict the engine's own code gave that case (vLLM's or
+//!   TokenSpeed's)
 //!   ([`agrees_with_verdict`]);
 //! - **fixed point**: an accepted message re-encodes, decodes again to the
 //!   same value (floats by bits, so NaN equals NaN; `list[int]` compares
@@ -20,7 +21,10 @@
 //!   [`DEFAULT_TREE_DEPTH`] for defaults the decoder filled in);
 //! - the frame layer (target `frames`): see [`frames`]; its expectations
 //!   come from the wire facts (docs/wire-protocol.md), written here as
-//!   literals, not from `engine_protocol::frames`.
+//!   literals, not from `engine_protocol::frames`;
+//! - the TokenSpeed targets (`tokenspeed_*`): the same checks on TokenSpeed
+//!   0.1.1's messages, plus its frame rules (docs/tokenspeed-wire.md §2),
+//!   see [`tokenspeed_frame_rules`].
 //!
 //! What needs more than `std` and `engine-protocol` (the generic-decoder
 //! comparison with `rmpv`, the allocation bound) plugs in through
@@ -31,7 +35,8 @@ use std::borrow::Cow;
 
 use engine_protocol::decode::{decode_payload, Decoded};
 use engine_protocol::encode::encode_payload;
-use engine_protocol::schema::{vllm, Layout, Ty, RELEASES};
+use engine_protocol::hot::{decode_output_value, decode_outputs, Outputs as HotOutputs, StopRef};
+use engine_protocol::schema::{tokenspeed, vllm, Layout, Ty, RELEASES};
 use engine_protocol::value::{numpy_dtype, torch_dtype};
 use engine_protocol::{
     decode_message, encode_message, Error, Limits, MessageKind, Outcome, RejectClass, ReleaseSchema, Value,
@@ -50,11 +55,27 @@ pub const TARGETS: &[&str] = &[
     "ready_response",
     "frames",
     "roundtrip",
+    "hot_outputs",
+    "tokenspeed_request",
+    "tokenspeed_sampling_params",
+    "tokenspeed_abort",
+    "tokenspeed_outputs",
+    "tokenspeed_handshake",
+    "tokenspeed_ready_response",
 ];
 
 /// Targets whose input is split into frames by `split::split`; the others
 /// take their input as one payload frame (`roundtrip` as generator input).
-pub const MULTI_FRAME_TARGETS: &[&str] = &["engine_core_request", "engine_core_outputs", "utility_output", "frames"];
+pub const MULTI_FRAME_TARGETS: &[&str] = &[
+    "engine_core_request",
+    "engine_core_outputs",
+    "utility_output",
+    "frames",
+    "hot_outputs",
+    "tokenspeed_request",
+    "tokenspeed_abort",
+    "tokenspeed_outputs",
+];
 
 /// How much deeper than the wire a decoded value may nest: defaults the
 /// decoder fills in (`SchedulerStats.prefix_cache_stats` is a fresh
@@ -63,6 +84,7 @@ pub const DEFAULT_TREE_DEPTH: usize = 2;
 
 static SAMPLING_PARAMS: Ty = Ty::Struct(&vllm::SAMPLING_PARAMS);
 static STRUCTURED_OUTPUTS_PARAMS: Ty = Ty::Struct(&vllm::STRUCTURED_OUTPUTS_PARAMS);
+static TOKENSPEED_SAMPLING_PARAMS: Ty = Ty::Struct(&tokenspeed::SAMPLING_PARAMS);
 
 /// Hooks for checks that need more than this file may depend on.
 pub trait Probe {
@@ -95,6 +117,13 @@ pub fn run<P: Probe>(name: &str, data: &[u8], p: &mut P) -> bool {
         "handshake" => handshake(data, p),
         "ready_response" => ready_response(data, p),
         "frames" => frames(data, p),
+        "hot_outputs" => hot_outputs(data, p),
+        "tokenspeed_request" => tokenspeed_request(data, p),
+        "tokenspeed_sampling_params" => tokenspeed_sampling_params(data, p),
+        "tokenspeed_abort" => tokenspeed_abort(data, p),
+        "tokenspeed_outputs" => tokenspeed_outputs(data, p),
+        "tokenspeed_handshake" => tokenspeed_handshake(data, p),
+        "tokenspeed_ready_response" => tokenspeed_ready_response(data, p),
         _ => return false,
     }
     true
@@ -114,6 +143,131 @@ pub fn engine_core_request<P: Probe>(data: &[u8], p: &mut P) {
 pub fn engine_core_outputs<P: Probe>(data: &[u8], p: &mut P) {
     let frames = split(data);
     each_release(p, MessageKind::EngineCoreOutputs, &refs(&frames));
+}
+
+/// `[payload, aux...]` through the fast output decoder
+/// (`engine_protocol::hot::decode_outputs`) and through `decode_message`,
+/// with both vLLM tables, under the default limits and tight ones (depth 6, 3
+/// frames, 64 KiB frames): the same verdict (the same error, class, path and
+/// text, on reject; the same drift on accept) and, on accept, the same
+/// fields ([`same_hot_fields`]). The fast decode gets the allocation bound.
+pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
+    let frames = split(data);
+    let frames = refs(&frames);
+    let tight = [
+        Limits::default(),
+        Limits { max_depth: 6, ..Limits::default() },
+        Limits { max_frames: 3, ..Limits::default() },
+        Limits { max_frame_bytes: 64 << 10, ..Limits::default() },
+    ];
+    // The vLLM tables (the fast decoder reads vLLM's `EngineCoreOutputs`).
+    for &release in RELEASES.iter().filter(|r| r.dialect == "vllm") {
+        for limits in &tight {
+            let full = decode_message(release, MessageKind::EngineCoreOutputs, &frames, limits);
+            let fast = p.decode(&frames, || decode_outputs(release, &frames, limits));
+            match (full, fast) {
+                (Ok(d), Ok(h)) => {
+                    assert_eq!(d.drift, h.drift, "drift differs ({} {limits:?})", release.version);
+                    if let Err(e) = same_hot_fields(release, &frames, limits, &d.value, &h) {
+                        panic!("fast decoder differs at {e} ({} {limits:?})", release.version);
+                    }
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b, "errors differ ({} {limits:?})", release.version),
+                (Ok(_), Err(b)) => panic!("fast decoder rejects an accepted batch: {b} ({})", release.version),
+                (Err(a), Ok(_)) => panic!("fast decoder accepts a rejected batch: {a} ({})", release.version),
+            }
+        }
+    }
+}
+
+/// The fields the fast decoder exposes against the schema-driven value:
+/// `Err` names the first difference.
+pub fn same_hot_fields(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+    v: &Value,
+    h: &HotOutputs<'_>,
+) -> Result<(), String> {
+    static NIL: Value = Value::Nil;
+    let Value::Struct(s) = v else { return Err("the root".into()) };
+    // By reference: values may nest as deep as the limit admits, and a
+    // clone or a drop of one recurses.
+    fn field<'v>(st: &'v engine_protocol::StructValue, name: &str) -> &'v Value {
+        match st.schema.index_of(name) {
+            Some(i) => st.field(i),
+            None => &NIL,
+        }
+    }
+    let check = |what: &str, a: &Value, b: &Value| match same_value(a, b) {
+        None => Ok(()),
+        Some(at) => Err(format!("{what}{at}")),
+    };
+    check("engine_index", h.other_field(0).unwrap_or(&Value::Int(h.engine_index)), field(s, "engine_index"))?;
+    let want_ts = match *field(s, "timestamp") {
+        Value::Float(f) => f,
+        Value::Int(i) => i as f64,
+        Value::UInt(u) => u as f64,
+        _ => f64::NAN,
+    };
+    if want_ts.to_bits() != h.timestamp.to_bits() {
+        return Err("timestamp".into());
+    }
+    let opt = |x: Option<i64>| x.map_or(Value::Nil, Value::Int);
+    check("wave_complete", h.other_field(6).unwrap_or(&opt(h.wave_complete)), field(s, "wave_complete"))?;
+    check("start_wave", h.other_field(7).unwrap_or(&opt(h.start_wave)), field(s, "start_wave"))?;
+    let wv = h.weight_version.map_or(Value::Nil, |w| Value::Str(w.to_string()));
+    check("weight_version", &wv, field(s, "weight_version"))?;
+    for (i, name) in [(2, "scheduler_stats"), (4, "utility_output"), (5, "finished_requests")] {
+        check(name, h.other_field(i).unwrap_or(&NIL), field(s, name))?;
+    }
+    let Value::Array(outs) = field(s, "outputs") else { return Err("outputs".into()) };
+    if outs.len() != h.outputs.len() {
+        return Err(format!("outputs: {} vs {}", h.outputs.len(), outs.len()));
+    }
+    for (k, (o, hv)) in outs.iter().zip(&h.outputs).enumerate() {
+        let Value::Struct(o) = o else { return Err(format!("outputs[{k}]")) };
+        let at = |f: &str| format!("outputs[{k}].{f}");
+        check(&at("request_id"), &Value::Str(hv.request_id.to_string()), field(o, "request_id"))?;
+        let tokens = Value::IntArray(hv.new_token_ids.to_vec());
+        check(&at("new_token_ids"), hv.other_field(1).unwrap_or(&tokens), field(o, "new_token_ids"))?;
+        let fr = hv.finish_reason.map_or(Value::Nil, |r| Value::Int(r.wire()));
+        check(&at("finish_reason"), &fr, field(o, "finish_reason"))?;
+        let sr = match hv.stop_reason {
+            None => Value::Nil,
+            Some(StopRef::TokenId(t)) => Value::Int(t),
+            Some(StopRef::Text(t)) => Value::Str(t.to_string()),
+        };
+        check(&at("stop_reason"), hv.other_field(6).unwrap_or(&sr), field(o, "stop_reason"))?;
+        let nans = Value::Int(hv.num_nans_in_logits);
+        check(&at("num_nans_in_logits"), hv.other_field(13).unwrap_or(&nans), field(o, "num_nans_in_logits"))?;
+        match (&hv.new_logprobs, field(o, "new_logprobs")) {
+            (None, want) => check(&at("new_logprobs"), hv.other_field(2).unwrap_or(&NIL), want)?,
+            (Some(l), Value::Struct(lv)) => {
+                for (i, t) in [l.logprob_token_ids, l.logprobs, l.sampled_token_ranks].iter().enumerate() {
+                    let Value::Tensor(w) = lv.field(i) else { return Err(at("new_logprobs")) };
+                    if t.dtype != w.dtype || t.shape.to_vec() != w.shape || t.data != w.data.as_slice() {
+                        return Err(at(&format!("new_logprobs[{i}]")));
+                    }
+                }
+                let cu = l.cu_num_generated_tokens.map_or(Value::Nil, |r| Value::IntArray(r.to_vec()));
+                check(&at("new_logprobs[3]"), &cu, lv.field(3))?;
+            }
+            (Some(_), _) => return Err(at("new_logprobs")),
+        }
+        for (i, f) in o.schema.fields.iter().enumerate() {
+            if [0, 1, 2, 5, 6, 13].contains(&i) {
+                continue;
+            }
+            check(&at(f.name), hv.other_field(i).unwrap_or(&NIL), o.field(i))?;
+        }
+        let whole =
+            decode_output_value(release, frames, hv.raw.clone(), limits).map_err(|e| format!("{}: {e}", at("raw")))?;
+        for (i, f) in o.schema.fields.iter().enumerate() {
+            check(&at(&format!("{} (whole)", f.name)), whole.field(i), o.field(i))?;
+        }
+    }
+    Ok(())
 }
 
 /// `[payload, aux...]`.
@@ -158,9 +312,12 @@ fn each_release<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
 }
 
 /// The payload frame of a message, if the frame layer lets it through to
-/// the payload decoder.
-fn payload_frame<'a>(kind: MessageKind, frames: &[&'a [u8]]) -> Option<&'a [u8]> {
-    if wire_type_byte(kind).is_some() {
+/// the payload decoder. TokenSpeed reads INIT from the last frame
+/// (docs/tokenspeed-wire.md 2.5).
+fn payload_frame<'a>(release: &ReleaseSchema, kind: MessageKind, frames: &[&'a [u8]]) -> Option<&'a [u8]> {
+    if release.dialect == "tokenspeed" && kind == MessageKind::HandshakeInit {
+        frames.last().copied()
+    } else if wire_type_byte(kind).is_some() {
         frames.get(1).copied()
     } else {
         frames.first().copied()
@@ -187,7 +344,7 @@ pub fn message<P: Probe>(
     let limits = Limits::default();
     let r = p.decode(frames, || decode_message(release, kind, frames, &limits));
     let outcome = outcome_of(&r);
-    if let Some(payload) = payload_frame(kind, frames) {
+    if let Some(payload) = payload_frame(release, kind, frames) {
         p.payload(payload, &outcome);
     }
     let Ok(d) = r else { return (outcome, None) };
@@ -385,8 +542,11 @@ pub enum Verdict {
 
 /// The independent oracle of the seed tests: `frames` (a golden case's,
 /// through the target's input convention) decoded as the fuzz targets
-/// decode them must get `verdict`, the one vLLM's own decoder gave the
-/// case. An error says how they differ.
+/// decode them must get `verdict`, the one the engine's own decoder gave
+/// the case (vLLM's for vLLM goldens; TokenSpeed's receive path, run with
+/// the engine configuration `decode_message` assumes,
+/// `EngineConfig::CONFORMANCE`, for TokenSpeed goldens). An error says how
+/// they differ.
 pub fn agrees_with_verdict(
     release: &'static ReleaseSchema,
     kind: MessageKind,
@@ -478,6 +638,175 @@ pub fn frames<P: Probe>(data: &[u8], p: &mut P) {
             }
         }
         assert!(past_type_check <= 1, "the type byte matched {past_type_check} kinds");
+    }
+}
+
+/// TokenSpeed 0.1.1, the one TokenSpeed table.
+fn ts() -> &'static ReleaseSchema {
+    &tokenspeed::V0_1_1
+}
+
+/// `[type byte, payload, aux...]` as one fuzz input: a TokenSpeed ADD
+/// (`TokenizedGenerateReqInput`, its `SamplingParams`, multimodal tensors in
+/// aux frames), decoded and judged by the receive path as `decode_message`
+/// does, with the checks of [`message`] and the frame rules of
+/// [`tokenspeed_frame_rules`]. The same frames, asked for as a message
+/// TokenSpeed does not have (utility, wave), are class `frames`.
+pub fn tokenspeed_request<P: Probe>(data: &[u8], p: &mut P) {
+    let owned = split(data);
+    let frames = refs(&owned);
+    tokenspeed_frame_rules(p, MessageKind::EngineCoreRequest, &frames);
+    for kind in [MessageKind::UtilityRequest, MessageKind::StartDpWave, MessageKind::UtilityOutput] {
+        let r = decode_message(ts(), kind, &frames, &Limits::default());
+        assert_eq!(outcome_of(&r), Outcome::Reject(RejectClass::Frames), "tokenspeed has no {}", kind.name());
+    }
+}
+
+/// One payload decoded as a bare TokenSpeed `SamplingParams` (untagged,
+/// positional, every field defaulted).
+pub fn tokenspeed_sampling_params<P: Probe>(data: &[u8], p: &mut P) {
+    payload(p, "SamplingParams", &TOKENSPEED_SAMPLING_PARAMS, &[data]);
+}
+
+/// `[type byte, payload, aux...]`: a TokenSpeed ABORT (a list of request
+/// ids), with the checks of [`message`] and [`tokenspeed_frame_rules`].
+pub fn tokenspeed_abort<P: Probe>(data: &[u8], p: &mut P) {
+    let owned = split(data);
+    tokenspeed_frame_rules(p, MessageKind::AbortRequest, &refs(&owned));
+}
+
+/// `[payload, aux...]`: a TokenSpeed output batch (`BatchTokenIDOutSlim`),
+/// with the checks of [`message`] and [`tokenspeed_frame_rules`].
+pub fn tokenspeed_outputs<P: Probe>(data: &[u8], p: &mut P) {
+    let owned = split(data);
+    tokenspeed_frame_rules(p, MessageKind::EngineCoreOutputs, &refs(&owned));
+}
+
+/// One payload, read as TokenSpeed's HELLO/READY and INIT, with the checks
+/// of [`message`] and [`tokenspeed_frame_rules`] (INIT is also read after
+/// an earlier frame, HELLO and READY as two frames).
+pub fn tokenspeed_handshake<P: Probe>(data: &[u8], p: &mut P) {
+    tokenspeed_frame_rules(p, MessageKind::HandshakeHello, &[data]);
+    tokenspeed_frame_rules(p, MessageKind::HandshakeInit, &[data]);
+}
+
+/// One payload: TokenSpeed's ready response (a map struct).
+pub fn tokenspeed_ready_response<P: Probe>(data: &[u8], p: &mut P) {
+    tokenspeed_frame_rules(p, MessageKind::EngineCoreReadyResponse, &[data]);
+}
+
+/// Decodes `frames` as TokenSpeed's `kind` with the checks of [`message`],
+/// then the frame rules of docs/tokenspeed-wire.md §2 (expectations written
+/// here from the document, not read from `engine_protocol::message`):
+///
+/// - ADD and ABORT: fewer than two frames, or a first frame that is not
+///   exactly one byte `00` or `01`, is class `frames` (2.1); the payload is
+///   read as the type byte says (2.2), so with the other kind's byte a
+///   message is never accepted: when the frames are accepted as the kind
+///   the byte names, they are `frames` as this kind, and a decode error
+///   (any class but `validation`, which the receive path also gives) is the
+///   same for both kinds;
+/// - an output batch's aux frames are ignored (2.4): it decodes as its
+///   payload frame alone does; no frame at all is `frames`;
+/// - INIT is read from the last frame (2.5): an earlier frame changes
+///   nothing; HELLO, READY and the ready response are one frame each, so
+///   two frames are `frames`;
+/// - an accepted ABORT or output batch stays accepted, with the same value,
+///   when an unreferenced frame is appended (2.3, 2.4; not an ADD, whose
+///   negative aux-frame indices count from the last frame, 6.2);
+/// - tighter limits never accept what the default limits reject, nor decode
+///   it differently, and an accepted value nests within the tighter depth.
+pub fn tokenspeed_frame_rules<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
+    let release = ts();
+    let (outcome, value) = message(p, release, kind, frames);
+    let name = kind.name_in(release);
+    let frames_reject = Outcome::Reject(RejectClass::Frames);
+    let input_socket = matches!(kind, MessageKind::EngineCoreRequest | MessageKind::AbortRequest);
+    if input_socket {
+        let own = if kind == MessageKind::EngineCoreRequest { 0x00 } else { 0x01 };
+        let sent = match frames.first() {
+            Some(&&[b]) if b == 0x00 || b == 0x01 => Some(b),
+            _ => None,
+        };
+        if frames.len() < 2 || sent.is_none() {
+            assert_eq!(outcome, frames_reject, "{name}: {} frames, type frame {:02x?}", frames.len(), frames.first());
+        } else if sent != Some(own) {
+            assert!(!matches!(outcome, Outcome::Accept { .. }), "{name} accepted under the other type byte");
+            let other = if kind == MessageKind::EngineCoreRequest {
+                MessageKind::AbortRequest
+            } else {
+                MessageKind::EngineCoreRequest
+            };
+            let as_sent = outcome_of(&decode_message(release, other, frames, &Limits::default()));
+            match as_sent {
+                Outcome::Accept { .. } => {
+                    assert_eq!(outcome, frames_reject, "{name} under the type byte of an accepted {}", other.name())
+                }
+                Outcome::Reject(RejectClass::Validation) => {}
+                Outcome::Reject(c) => {
+                    assert_eq!(outcome, Outcome::Reject(c), "{name} and {} differ on one payload", other.name())
+                }
+            }
+        }
+    }
+    match kind {
+        MessageKind::EngineCoreOutputs => {
+            if frames.is_empty() {
+                assert_eq!(outcome, frames_reject, "{name} without frames");
+            } else if frames.len() <= Limits::default().max_frames && frames.len() > 1 {
+                let (alone, v1) = message(p, release, kind, &frames[..1]);
+                assert_eq!(alone, outcome, "{name}: aux frames change the outcome");
+                if let (Some(a), Some(b)) = (&value, &v1) {
+                    if let Some(at) = same_value(a, b) {
+                        panic!("{name}: aux frames change the value at {at}");
+                    }
+                }
+            }
+        }
+        MessageKind::HandshakeInit => {
+            if let Some(last) = frames.last() {
+                let (o2, v2) = message(p, release, kind, &[&b"\x80"[..], last]);
+                assert_eq!(o2, outcome, "{name}: an earlier frame changes the outcome");
+                if let (Some(a), Some(b)) = (&value, &v2) {
+                    if let Some(at) = same_value(a, b) {
+                        panic!("{name}: an earlier frame changes the value at {at}");
+                    }
+                }
+            }
+        }
+        MessageKind::HandshakeHello | MessageKind::HandshakeReady | MessageKind::EngineCoreReadyResponse => {
+            if frames.len() != 1 {
+                assert_eq!(outcome, frames_reject, "{name}: {} frames", frames.len());
+            } else {
+                let r = decode_message(release, kind, &[frames[0], frames[0]], &Limits::default());
+                assert_eq!(outcome_of(&r), frames_reject, "{name} as two frames");
+            }
+        }
+        _ => {}
+    }
+    // Not for ADD: a negative aux-frame index counts from the last frame
+    // (6.2), so no frame can be added without moving some tensor.
+    if let (Some(v), true) = (&value, matches!(kind, MessageKind::AbortRequest | MessageKind::EngineCoreOutputs)) {
+        let mut more = frames.to_vec();
+        more.push(&b"unreferenced"[..]);
+        if more.len() <= Limits::default().max_frames {
+            let (o, v2) = message(p, release, kind, &more);
+            let Some(v2) = v2 else { panic!("{name}: an extra unreferenced frame makes it {o:?}") };
+            if let Some(at) = same_value(v, &v2) {
+                panic!("{name}: an extra unreferenced frame changes the value at {at}");
+            }
+        }
+    }
+    let tight = Limits { max_depth: 6, max_frames: 3, max_frame_bytes: 1 << 16 };
+    if let Ok(t) = decode_message(release, kind, frames, &tight) {
+        let Some(v) = &value else {
+            panic!("{name}: accepted under tighter limits, rejected ({outcome:?}) under the defaults");
+        };
+        if let Some(at) = same_value(v, &t.value) {
+            panic!("{name}: tighter limits decode differently at {at}");
+        }
+        let depth = check_tree(&t.value);
+        assert!(depth <= tight.max_depth + DEFAULT_TREE_DEPTH, "{name}: nests {depth} under max_depth 6");
     }
 }
 

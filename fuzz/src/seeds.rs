@@ -1,15 +1,22 @@
 //! The seed corpus and the dictionary, written from the goldens and the
 //! schema tables by `write-seeds` (never by hand).
 //!
-//! Every golden case of kind `message` gives:
+//! Every vLLM golden case of kind `message` gives:
 //! - `frames`: its frames, in the convention of [`crate::split`];
 //! - the target of its message kind: `engine_core_request`,
-//!   `engine_core_outputs`, `utility_output` (frames in the convention),
+//!   `engine_core_outputs` and `hot_outputs`, `utility_output` (frames in the convention),
 //!   `handshake` (HELLO, INIT, READY) and `ready_response` (the payload);
 //! - `sampling_params` and `structured_outputs_params`: the raw wire bytes
 //!   of those fields of a request payload, cut out token by token (so
 //!   mutant cases give their mutated sub-payloads too); `utility_output`
 //!   also gets the `utility_output` field of output batches.
+//!
+//! Every TokenSpeed golden case of kind `message` seeds only the
+//! `tokenspeed_*` targets: `tokenspeed_request` (ADD frames in the
+//! convention) and `tokenspeed_sampling_params` (the request payload's
+//! element 5, cut out token by token), `tokenspeed_abort`,
+//! `tokenspeed_outputs` (frames in the convention), `tokenspeed_handshake`
+//! (HELLO, READY, and INIT's last frame) and `tokenspeed_ready_response`.
 //!
 //! Seeds are deduplicated by content per target and named after the first
 //! case that gave them (`0.33.0-request-add_stop_logprobs`). `roundtrip`
@@ -20,7 +27,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use engine_protocol::msgpack::{Reader, Token};
-use engine_protocol::schema::{Ty, RELEASES};
+use engine_protocol::schema::{Ty, ALL_RELEASES};
 use engine_protocol::MessageKind;
 use serde_json::Value as Json;
 
@@ -59,8 +66,11 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         }
         let version = json.get("version").and_then(Json::as_str).unwrap_or("");
         let dialect = json.get("dialect").and_then(Json::as_str).unwrap_or("");
+        if dialect != "vllm" && dialect != "tokenspeed" {
+            continue;
+        }
         let Some(kind) = json.get("message").and_then(Json::as_str).and_then(MessageKind::parse) else {
-            continue; // a message kind without a decoder yet (e.g. TokenSpeed's)
+            continue; // a message kind without a decoder yet
         };
         let frames: Vec<Vec<u8>> = json
             .get("frames")
@@ -72,6 +82,14 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
             .ok_or_else(|| format!("{}: frames are not hex strings", file.display()))?;
         let name = seed_name(&format!("{dialect}-{version}-{case}"));
         let Some(joined) = join(&frames) else { continue };
+        if dialect == "tokenspeed" {
+            // Only the `tokenspeed_*` targets: the others decode vLLM's
+            // dialect, and TokenSpeed's bytes (whose HELLO, INIT, READY,
+            // ready response and ABORT share vLLM's message names) would
+            // only seed them with wrong-dialect input.
+            tokenspeed_seeds(kind, &name, &frames, joined, &mut add);
+            continue;
+        }
         add("frames", &name, joined.clone());
         match kind {
             MessageKind::EngineCoreRequest => {
@@ -84,6 +102,7 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
                 }
             }
             MessageKind::EngineCoreOutputs => {
+                add("hot_outputs", &name, joined.clone());
                 add("engine_core_outputs", &name, joined);
                 if let Some(uo) = frames.first().and_then(|p| array_element(p, 4)).filter(|b| b != &[0xc0]) {
                     let mut uo_frames = vec![uo.to_vec()];
@@ -111,6 +130,45 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         corpus.get_mut("roundtrip").expect("roundtrip").insert(format!("xorshift-{i}"), xorshift(i, 64 << i));
     }
     Ok(corpus)
+}
+
+/// The seeds of the `tokenspeed_*` targets from one TokenSpeed message case.
+fn tokenspeed_seeds(
+    kind: MessageKind,
+    name: &str,
+    frames: &[Vec<u8>],
+    joined: Vec<u8>,
+    add: &mut impl FnMut(&'static str, &str, Vec<u8>),
+) {
+    match kind {
+        MessageKind::EngineCoreRequest => {
+            // `[tag, rid, http_worker_ipc, input_text, input_ids,
+            // sampling_params, ...]`: element 5 (docs/tokenspeed-wire.md §3).
+            if let Some(sp) = frames.get(1).and_then(|p| array_element(p, 5)).filter(|b| b != &[0xc0]) {
+                add("tokenspeed_sampling_params", name, sp.to_vec());
+            }
+            add("tokenspeed_request", name, joined);
+        }
+        MessageKind::AbortRequest => add("tokenspeed_abort", name, joined),
+        MessageKind::EngineCoreOutputs => add("tokenspeed_outputs", name, joined),
+        // The engine reads INIT from the last frame; the target takes one.
+        MessageKind::HandshakeInit => {
+            if let Some(p) = frames.last() {
+                add("tokenspeed_handshake", name, p.clone());
+            }
+        }
+        MessageKind::HandshakeHello | MessageKind::HandshakeReady => {
+            if let Some(p) = frames.first() {
+                add("tokenspeed_handshake", name, p.clone());
+            }
+        }
+        MessageKind::EngineCoreReadyResponse => {
+            if let Some(p) = frames.first() {
+                add("tokenspeed_ready_response", name, p.clone());
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A `stop_detector` input (`crate::stop`) from a `stop_detection` golden:
@@ -271,7 +329,9 @@ pub fn dictionary() -> String {
         add(format!("dtype_{}", ident(d)), str_token(d));
     }
     let mut names: Vec<&'static str> = Vec::new();
-    for r in RELEASES {
+    // vLLM's releases first (their entries keep their place), then
+    // TokenSpeed's, with its struct tags.
+    for r in ALL_RELEASES {
         for s in r.structs() {
             names.extend(s.fields.iter().map(|f| f.name));
             for f in s.fields {
@@ -279,6 +339,7 @@ pub fn dictionary() -> String {
             }
         }
     }
+    names.extend(engine_protocol::schema::tokenspeed::TAGS.iter().map(|(_, tag)| *tag));
     for n in names {
         add(format!("str_{}", ident(n)), str_token(n));
     }

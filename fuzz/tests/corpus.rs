@@ -39,7 +39,8 @@ fn every_seed_passes_every_check() {
 }
 
 /// Every golden message case, through the fuzz targets' input convention
-/// and decode path: `(file, release, kind, joined frames, vLLM's verdict)`.
+/// and decode path: `(file, release, kind, joined frames, the engine's
+/// verdict)` (vLLM's and TokenSpeed's goldens).
 fn golden_messages() -> Vec<(PathBuf, &'static engine_protocol::ReleaseSchema, MessageKind, Vec<u8>, Verdict)> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -103,6 +104,55 @@ fn the_verdict_oracle_reports_a_wrong_verdict() {
     let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
     assert!(agrees_with_verdict(rel, *kind, &refs, &Verdict::Accept).is_err(), "{}", file.display());
     assert!(agrees_with_verdict(rel, *kind, &refs, verdict).is_ok());
+}
+
+/// TokenSpeed's goldens are judged as the fuzz targets judge them: each
+/// gets the verdict TokenSpeed's own code gave it (the golden's
+/// `expect`), and was judged by the engine configuration the fuzz decode
+/// path assumes (`decode_message` runs the receive path with
+/// `EngineConfig::default()`; the golden records its engine in
+/// `provenance.engine_config` of its ADD cases). A wrong verdict is noticed.
+#[test]
+fn every_tokenspeed_golden_gets_tokenspeeds_verdict_through_the_fuzz_decode_path() {
+    use engine_protocol::validate::tokenspeed::EngineConfig;
+    let engine = EngineConfig::default();
+    let cases: Vec<_> = golden_messages().into_iter().filter(|c| c.1.dialect == "tokenspeed").collect();
+    assert!(cases.len() > 300, "only {} TokenSpeed golden message cases", cases.len());
+    let mut wrong = Vec::new();
+    for (file, rel, kind, joined, verdict) in &cases {
+        if *kind == MessageKind::EngineCoreRequest {
+            // Only the ADD goes through the engine's receive path.
+            let j = engine_protocol::view::parse_json(&std::fs::read_to_string(file).unwrap()).unwrap();
+            let cfg = &j["provenance"]["engine_config"];
+            assert_eq!(cfg["vocab_size"].as_u64().map(|v| v as u32), engine.vocab_size, "{}", file.display());
+            let logprobs = cfg["enable_output_logprobs"].as_bool();
+            assert_eq!(logprobs, Some(engine.enable_output_logprobs), "{}", file.display());
+        }
+        let frames = engine_fuzz::split::split(joined);
+        let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
+        if let Err(e) = agrees_with_verdict(rel, *kind, &refs, verdict) {
+            wrong.push(format!("{}: {e}", file.display()));
+        }
+        let claimed = match verdict {
+            Verdict::Accept => Verdict::Reject(RejectClass::Type),
+            Verdict::Reject(_) => Verdict::Accept,
+        };
+        assert!(
+            agrees_with_verdict(rel, *kind, &refs, &claimed).is_err(),
+            "{}: wrong verdict unnoticed",
+            file.display()
+        );
+    }
+    assert!(wrong.is_empty(), "{} disagreements:\n{}", wrong.len(), wrong.join("\n"));
+    for want in ["accept", "type", "frames", "validation"] {
+        assert!(
+            cases.iter().any(|c| match &c.4 {
+                Verdict::Accept => want == "accept",
+                Verdict::Reject(r) => r.as_str() == want,
+            }),
+            "no TokenSpeed golden with verdict {want}"
+        );
+    }
 }
 
 #[test]

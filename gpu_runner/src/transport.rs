@@ -35,19 +35,28 @@
 //! - outputs for request ids this gateway does not know (left over from a
 //!   previous gateway process) are counted, dropped and aborted once.
 //!
+//! Output batches are decoded with `engine_protocol::hot::decode_outputs`
+//! (the verdict, errors and drift of `decode_message`, with request ids,
+//! token ids and finish and stop reasons borrowed from the frames); each
+//! [`Step`]'s whole output is decoded from the shared frames only when read
+//! ([`OutputValue`]).
+//!
 //! Every frame set the gateway sends or receives (handshake, registration,
 //! ADD / ABORT / UTILITY, output batches, the death sentinel) can be copied,
 //! raw, to a tap ([`GatewayConfig::tap`]) for `gpu-runner run --record`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
+use std::ops::{Deref, Range};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use engine_protocol::frames::{engine_identity, engine_index, is_engine_dead, RequestType};
-use engine_protocol::typed::{FinishReason, OutputsView, StopReason};
-use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
+use engine_protocol::hot::{decode_output_value, decode_outputs};
+use engine_protocol::typed::{FinishReason, StopReason};
+use engine_protocol::{encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -262,8 +271,60 @@ pub struct Step {
     pub new_token_ids: Vec<i64>,
     pub finish_reason: Option<FinishReason>,
     pub stop_reason: Option<StopReason>,
-    /// The whole decoded output (logprobs, kv params, ...).
-    pub output: StructValue,
+    /// The whole decoded output (logprobs, kv params, ...), decoded when
+    /// first read.
+    pub output: OutputValue,
+}
+
+/// One whole `EngineCoreOutput` as the schema-driven decoder decodes it
+/// (dereferences to its `StructValue`). The output loop reads only what it
+/// needs with `engine_protocol::hot`; the rest is decoded on first access
+/// from the batch's frames, which the steps of a batch share (one reference
+/// count each, no copy). The batch was validated as a whole, so that decode
+/// cannot fail.
+#[derive(Clone)]
+pub struct OutputValue {
+    batch: Arc<BatchFrames>,
+    raw: Range<usize>,
+    value: OnceLock<StructValue>,
+}
+
+/// An output batch's frames and how it was decoded, shared by its steps.
+struct BatchFrames {
+    frames: Vec<Bytes>,
+    release: &'static ReleaseSchema,
+    limits: Limits,
+}
+
+impl OutputValue {
+    /// The decoded output.
+    pub fn value(&self) -> &StructValue {
+        self.value.get_or_init(|| {
+            let b = &self.batch;
+            let slices: Vec<&[u8]> = b.frames.iter().map(|f| f.as_ref()).collect();
+            decode_output_value(b.release, &slices, self.raw.clone(), &b.limits)
+                .unwrap_or_else(|_| StructValue::with_defaults(b.release.engine_core_output))
+        })
+    }
+}
+
+impl Deref for OutputValue {
+    type Target = StructValue;
+    fn deref(&self) -> &StructValue {
+        self.value()
+    }
+}
+
+impl PartialEq for OutputValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl fmt::Debug for OutputValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value().fmt(f)
+    }
 }
 
 /// What a request stream yields.
@@ -1037,14 +1098,19 @@ impl Actor {
 
     async fn on_output(&mut self, engine: u16, frames: Vec<Bytes>) {
         self.tap(TapSocket::Output, true, Some(engine), &frames);
-        let slices: Vec<&[u8]> = frames.iter().map(|b| b.as_ref()).collect();
+        // Shared by the batch's steps (their `output`, decoded on demand).
+        let release = self.cfg.release;
+        let limits = self.cfg.limits;
+        let shared = Arc::new(BatchFrames { frames, release, limits });
+        let slices: Vec<&[u8]> = shared.frames.iter().map(|b| b.as_ref()).collect();
         if is_engine_dead(&slices) {
             self.engine_died(engine, DeathCause::Sentinel);
             return;
         }
         self.stats.batches += 1;
-        let decoded = match decode_message(self.cfg.release, MessageKind::EngineCoreOutputs, &slices, &self.cfg.limits)
-        {
+        // The fast decoder: same verdict, errors and drift as
+        // `decode_message`, fields borrowed from the frames.
+        let batch = match decode_outputs(release, &slices, &limits) {
             Ok(d) => d,
             Err(e) => {
                 self.stats.malformed_batches += 1;
@@ -1058,10 +1124,10 @@ impl Actor {
                 return;
             }
         };
-        self.stats.drift.extend(decoded.drift.iter().cloned());
-        let mut value = decoded.value;
-        let Some(view) = OutputsView::new(&value) else { return };
-        if let Some((call_id, failure, result)) = view.utility_output() {
+        if !batch.drift.is_empty() {
+            self.stats.drift.extend(batch.drift.iter().cloned());
+        }
+        if let Some((call_id, failure, result)) = batch.utility_output() {
             let id = match call_id {
                 Value::UInt(u) => Some(*u),
                 Value::Int(i) => u64::try_from(*i).ok(),
@@ -1080,26 +1146,8 @@ impl Actor {
         }
         let now = Instant::now();
         let mut orphans = Vec::new();
-        // The outputs move out of the decoded batch into their steps (no copy).
-        let outputs = match &mut value {
-            Value::Struct(s) => s.get_mut("outputs").map(|v| std::mem::replace(v, Value::Nil)),
-            _ => None,
-        };
-        let outputs = match outputs {
-            Some(Value::Array(xs)) => xs,
-            _ => Vec::new(),
-        };
-        // Field positions resolved once per batch, not by name per output.
-        let schema = self.cfg.release.engine_core_output;
-        let pos = |name: &str| schema.index_of(name).unwrap_or(usize::MAX);
-        let (i_id, i_tokens, i_finish, i_stop) =
-            (pos("request_id"), pos("new_token_ids"), pos("finish_reason"), pos("stop_reason"));
-        for out in outputs {
-            let Value::Struct(out) = out else { continue };
-            let id = match field(&out, i_id) {
-                Some(Value::Str(s)) => s.as_str(),
-                _ => "",
-            };
+        for out in &batch.outputs {
+            let id = out.request_id;
             let Some(f) = self.in_flight.get_mut(id) else {
                 if let Some((at, late)) = self.aborted.get_mut(id) {
                     late.push(now.saturating_duration_since(*at));
@@ -1111,27 +1159,15 @@ impl Actor {
                 continue;
             };
             f.last_activity = now;
-            let finish_reason = match field(&out, i_finish) {
-                Some(Value::Int(i)) => FinishReason::from_wire(*i),
-                _ => None,
+            let step = Step {
+                new_token_ids: out.new_token_ids.to_vec(),
+                finish_reason: out.finish_reason,
+                stop_reason: out.stop_reason_owned(),
+                output: OutputValue { batch: Arc::clone(&shared), raw: out.raw.clone(), value: OnceLock::new() },
             };
-            let finished = finish_reason.map(|_| id.to_string());
-            let new_token_ids = match field(&out, i_tokens) {
-                Some(Value::IntArray(xs)) => xs.clone(),
-                Some(Value::Array(xs)) => {
-                    xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-                }
-                _ => Vec::new(),
-            };
-            let stop_reason = match field(&out, i_stop) {
-                Some(Value::Int(i)) => Some(StopReason::TokenId(*i)),
-                Some(Value::Str(s)) => Some(StopReason::Text(s.clone())),
-                _ => None,
-            };
-            let step = Step { new_token_ids, finish_reason, stop_reason, output: out };
             let _ = f.tx.send(RequestEvent::Output(step));
-            if let Some(id) = finished {
-                self.in_flight.remove(&id);
+            if out.finish_reason.is_some() {
+                self.in_flight.remove(id);
             }
         }
         if !orphans.is_empty() {
@@ -1296,12 +1332,4 @@ impl Actor {
 fn zmq_message(parts: Vec<Bytes>) -> ZmqMessage {
     // `parts` is never empty here (identity + payload at least).
     ZmqMessage::try_from(parts).unwrap_or_else(|_| ZmqMessage::from(Bytes::new()))
-}
-
-fn field(s: &StructValue, i: usize) -> Option<&Value> {
-    if i < s.schema.fields.len() {
-        Some(s.field(i))
-    } else {
-        None
-    }
 }

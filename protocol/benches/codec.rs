@@ -44,5 +44,59 @@ fn codec(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, codec);
-criterion_main!(benches);
+/// `hot_decode/<case>`: the borrowing fast decoder of output batches
+/// (`engine_protocol::hot::decode_outputs`) on the output cases above; compare
+/// with `<case>/decode`.
+fn hot_decode(c: &mut Criterion) {
+    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("hot_decode");
+    for (name, id) in CASES {
+        let (kind, frames) = load(id);
+        if kind != MessageKind::EngineCoreOutputs {
+            continue;
+        }
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let bytes: usize = frames.iter().map(Vec::len).sum();
+        engine_protocol::hot::decode_outputs(rel, &refs, &limits).expect("golden decodes");
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.bench_function(*name, |b| {
+            b.iter(|| engine_protocol::hot::decode_outputs(rel, black_box(&refs), &limits).unwrap())
+        });
+    }
+    g.finish();
+}
+
+/// The typed API's direct encoder on the same inputs: decode the golden into
+/// the generated struct once, then time `encode` (frames written straight
+/// from the struct, no value tree), as `encode` above times the Value
+/// encoder.
+fn typed_encode(c: &mut Criterion) {
+    use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
+    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("typed_encode");
+    for (name, id) in CASES {
+        let (kind, frames) = load(id);
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        g.throughput(Throughput::Bytes(frames.iter().map(Vec::len).sum::<usize>() as u64));
+        match kind {
+            MessageKind::EngineCoreRequest => {
+                let (req, _) = decode_typed::<EngineCoreRequest>(rel, &refs, &limits).expect("golden decodes");
+                assert_eq!(req.encode(rel).unwrap(), frames, "{id}: typed encode is byte-exact");
+                g.bench_function(*name, |b| b.iter(|| black_box(&req).encode(rel).unwrap()));
+            }
+            MessageKind::EngineCoreOutputs => {
+                let (out, _) = decode_typed::<EngineCoreOutputs>(rel, &refs, &limits).expect("golden decodes");
+                assert_eq!(out.encode(rel).unwrap(), frames, "{id}: typed encode is byte-exact");
+                g.bench_function(*name, |b| b.iter(|| black_box(&out).encode(rel).unwrap()));
+            }
+            _ => {}
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, codec, typed_encode);
+criterion_group!(hot_benches, hot_decode);
+criterion_main!(benches, hot_benches);

@@ -5,6 +5,9 @@
 //!   trailing defaults, and accept extra trailing elements, each reported as
 //!   drift (`EngineCoreRequest[22]`);
 //! - named tuples (`LogprobsLists`) reject extra elements;
+//! - a tagged positional struct (TokenSpeed) checks its tag, element 0,
+//!   first (another string is `enum`), and numbers its drift by wire
+//!   position, the tag counting as 0 (docs/tokenspeed-wire.md §3);
 //! - map structs fill absent keys with defaults, reject absent required keys,
 //!   and accept unknown keys, each reported as drift
 //!   (`EngineCoreRequest.sampling_params.future_knob`);
@@ -129,6 +132,21 @@ pub fn decode_payload(
     frames: &[&[u8]],
     limits: &Limits,
 ) -> Result<Decoded, Error> {
+    decode_payload_in(root, ty, frames, limits, false)
+}
+
+/// [`decode_payload`] with TokenSpeed's tensor rules when `tokenspeed`
+/// (docs/tokenspeed-wire.md §6): a torch-typed field also takes numpy dtype
+/// spellings (`<f4`; the engine's hook reads them through numpy before
+/// viewing the buffer as a torch tensor), and a negative aux-frame index
+/// counts from the last frame, as the engine's Python list indexing does.
+pub(crate) fn decode_payload_in(
+    root: &'static str,
+    ty: &'static Ty,
+    frames: &[&[u8]],
+    limits: &Limits,
+    tokenspeed: bool,
+) -> Result<Decoded, Error> {
     let Some(&payload) = frames.first() else {
         return Err(Error::new(RejectClass::Frames, root, "no payload frame"));
     };
@@ -156,6 +174,7 @@ pub fn decode_payload(
         scratch: Vec::new(),
         prealloc_budget: payload.len(),
         tensor_budget: input_bytes,
+        tokenspeed,
     };
     let value = d.value(ty).map_err(|e| (*e).under(root))?;
     if !d.r.is_empty() {
@@ -171,6 +190,48 @@ pub fn decode_payload(
         p.insert_str(0, root);
     }
     Ok(Decoded { value, drift })
+}
+
+/// One value decoded as [`decode_payload`] decodes it inside a message:
+/// for `crate::hot`, which reads the common fields of an output batch itself
+/// and hands the rare ones (and the lazily decoded whole outputs) here.
+pub(crate) struct SubValue {
+    pub value: Value,
+    /// The payload position after the value.
+    pub end: usize,
+    /// Tensor bytes that may still be referenced after it.
+    pub tensor_budget: usize,
+    /// Whether it reported drift (the caller then takes the message's drift
+    /// from [`decode_payload`]).
+    pub drift: bool,
+}
+
+/// Decodes one value of `ty` starting at byte `start` of the payload
+/// (`frames[0]`), at nesting `depth` (the levels already open above it,
+/// counted as [`decode_payload`] counts them) with `tensor_budget` tensor
+/// bytes left. Errors carry paths relative to the value.
+pub(crate) fn decode_sub(
+    ty: &'static Ty,
+    frames: &[&[u8]],
+    start: usize,
+    depth: usize,
+    tensor_budget: usize,
+    limits: &Limits,
+) -> Result<SubValue, Error> {
+    let payload = frames.first().and_then(|p| p.get(start..)).unwrap_or_default();
+    let mut d = Decoder {
+        r: Reader::new(payload),
+        frames,
+        drift: Vec::new(),
+        depth,
+        limits,
+        scratch: Vec::new(),
+        prealloc_budget: payload.len(),
+        tensor_budget,
+        tokenspeed: false,
+    };
+    let value = d.value(ty).map_err(|e| *e)?;
+    Ok(SubValue { value, end: start + d.r.position(), tensor_budget: d.tensor_budget, drift: !d.drift.is_empty() })
 }
 
 /// Internal result: errors boxed so results stay small on the hot path;
@@ -200,6 +261,8 @@ struct Decoder<'a, 'l> {
     /// engine references each aux frame once; a message that references the
     /// same buffer again and again would otherwise copy it each time.
     tensor_budget: usize,
+    /// TokenSpeed's tensor rules (see [`decode_payload_in`]).
+    tokenspeed: bool,
 }
 
 /// An open container of an `Any` value (see `Decoder::any`).
@@ -709,12 +772,44 @@ impl<'a> Decoder<'a, '_> {
 
     fn positional(&mut self, s: &'static StructSchema, n: u32) -> R<StructValue> {
         let n = self.check_len(n, 1)?;
-        let nf = s.fields.len();
-        if n < nf && n < s.required() {
-            let required = s.required();
+        if let Some(tag) = s.tag() {
+            return self.tagged(s, tag, n);
+        }
+        self.positional_fields(s, n, 0)
+    }
+
+    /// A tagged positional struct (TokenSpeed): element 0 must be the tag
+    /// string (another string is `enum`, another kind `type`), the fields
+    /// follow; drift is numbered by wire position, the tag counting as 0
+    /// (docs/tokenspeed-wire.md §3).
+    fn tagged(&mut self, s: &'static StructSchema, tag: &'static str, n: usize) -> R<StructValue> {
+        if n == 0 {
+            let min = s.min_len() + 1;
             return Err(err(
                 RejectClass::MissingField,
-                format!("expected array of at least length {required} ({}), got {n}", s.name),
+                format!("expected array of at least length {min} ({}, tag first), got 0", s.name),
+            ));
+        }
+        self.at(Seg::Index(0), |d| match d.token()? {
+            Token::Str(b) if b == tag.as_bytes() => Ok(()),
+            Token::Str(b) => {
+                Err(err(RejectClass::Enum, format!("invalid tag {:?} (expected {tag:?})", String::from_utf8_lossy(b))))
+            }
+            t => Err(type_err(&Ty::Str, &t)),
+        })?;
+        self.positional_fields(s, n - 1, 1)
+    }
+
+    /// The `n` field elements of a positional struct; `offset` elements
+    /// (a tag) precede them on the wire.
+    fn positional_fields(&mut self, s: &'static StructSchema, n: usize, offset: usize) -> R<StructValue> {
+        let nf = s.fields.len();
+        if n < nf && n < s.min_len() {
+            let required = s.min_len() + offset;
+            let got = n + offset;
+            return Err(err(
+                RejectClass::MissingField,
+                format!("expected array of at least length {required} ({}), got {got}", s.name),
             ));
         }
         if matches!(s.layout, Layout::NamedTuple | Layout::Tuple) && n > nf {
@@ -738,7 +833,7 @@ impl<'a> Decoder<'a, '_> {
         }
         for i in nf..n {
             self.r.skip_value().map_err(read_err)?;
-            self.drift.push(Seg::Index(i).render());
+            self.drift.push(Seg::Index(i + offset).render());
         }
         let entries = self.scratch.split_off(base).into_boxed_slice();
         Ok(StructValue::from_entries(s, entries))
@@ -835,6 +930,7 @@ impl<'a> Decoder<'a, '_> {
             };
             let parsed = match kind {
                 TensorKind::Numpy => numpy_dtype(&dtype),
+                TensorKind::Torch if d.tokenspeed => torch_dtype(&dtype).or_else(|| numpy_dtype(&dtype)),
                 TensorKind::Torch => torch_dtype(&dtype),
             };
             match parsed {
@@ -862,9 +958,14 @@ impl<'a> Decoder<'a, '_> {
             Ok(shape)
         })?;
         let frames = self.frames;
+        let from_end = self.tokenspeed;
         let data: &[u8] = self.at(Seg::Index(2), |d| match d.token()? {
             Token::Ext(3, b) => Ok(b),
             Token::Bin(b) => Ok(b),
+            Token::Int(i) if i < 0 && from_end && i.unsigned_abs() <= frames.len() as u64 => {
+                // TokenSpeed indexes its frame list from the end.
+                Ok(frames[frames.len() - i.unsigned_abs() as usize])
+            }
             Token::Int(i) => {
                 // A negative index is refused: vLLM indexes a Python list,
                 // where -1 is the last frame, but an engine never writes

@@ -2,7 +2,8 @@
 //! (msgspec 0.23) for values built the way vLLM builds them.
 //!
 //! Rules (docs/wire-protocol.md §5; tensors §5.11):
-//! - positional structs and named tuples: every field, in order;
+//! - positional structs and named tuples: every field, in order; a tagged
+//!   struct (TokenSpeed's, docs/tokenspeed-wire.md §3) writes its tag first;
 //! - omit-defaults maps (`SamplingParams`): only fields whose value differs
 //!   from the default, in declaration order;
 //! - dataclass maps: every field;
@@ -287,7 +288,14 @@ impl Encoder {
         }
         match s.layout {
             Layout::Positional | Layout::NamedTuple | Layout::Tuple => {
-                write::array_len(&mut self.out, s.fields.len() as u32);
+                match s.tag() {
+                    // A tagged struct (TokenSpeed): the class name first.
+                    Some(tag) => {
+                        write::array_len(&mut self.out, s.fields.len() as u32 + 1);
+                        write::str(&mut self.out, tag);
+                    }
+                    None => write::array_len(&mut self.out, s.fields.len() as u32),
+                }
                 // Fields not held are defaults: each run of them is one copy
                 // of their precomputed bytes.
                 let defaults = s.defaults();

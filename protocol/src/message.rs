@@ -6,12 +6,29 @@
 //! `StartDpWave`) are `[type byte, payload, aux...]`; engine outputs are
 //! `[payload, aux...]`; handshake messages and the ready response are one
 //! payload frame.
+//!
+//! TokenSpeed (docs/tokenspeed-wire.md §2, §5) shares the message roles but
+//! not all names or frame rules:
+//! - the ADD payload is `TokenizedGenerateReqInput` and the output batch
+//!   `BatchTokenIDOutSlim` ([`MessageKind::name_in`]; [`MessageKind::parse`]
+//!   takes either dialect's name); HELLO, INIT, READY, the ready response and
+//!   ABORT keep their names;
+//! - the engine needs at least two frames on its input socket, knows only
+//!   the type bytes `00` and `01`, and decodes the payload as the type byte
+//!   says (an ABORT byte before a request payload is judged as an ABORT);
+//!   ADD and ABORT may both carry aux frames;
+//! - INIT is read from the last frame received;
+//! - a decoded ADD goes through the engine's receive path
+//!   (`crate::validate::tokenspeed`), which needs an
+//!   [`EngineConfig`]: [`decode_message`] uses its default, the engine the
+//!   goldens were judged by; [`decode_message_with`] takes another.
 
-use crate::decode::{decode_payload, Decoded, Limits};
+use crate::decode::{decode_payload, decode_payload_in, Decoded, Limits};
 use crate::encode::encode_payload;
 use crate::error::{Error, RejectClass};
 use crate::frames::RequestType;
 use crate::schema::{ReleaseSchema, Ty};
+use crate::validate::tokenspeed::{receive, EngineConfig};
 use crate::value::Value;
 
 /// The message kinds of the golden format.
@@ -60,8 +77,32 @@ impl MessageKind {
         }
     }
 
+    /// The message's name in `release`'s dialect: TokenSpeed calls the ADD
+    /// payload `TokenizedGenerateReqInput` and the output batch
+    /// `BatchTokenIDOutSlim`; the other names are shared. Paths of errors and
+    /// drift start with it.
+    pub fn name_in(self, release: &ReleaseSchema) -> &'static str {
+        match (release.is_tokenspeed(), self) {
+            (true, MessageKind::EngineCoreRequest) => "TokenizedGenerateReqInput",
+            (true, MessageKind::EngineCoreOutputs) => "BatchTokenIDOutSlim",
+            _ => self.name(),
+        }
+    }
+
+    /// Whether `release`'s dialect has this message (TokenSpeed has no
+    /// utility or wave messages).
+    pub fn in_release(self, release: &ReleaseSchema) -> bool {
+        !release.is_tokenspeed()
+            || !matches!(self, MessageKind::UtilityRequest | MessageKind::StartDpWave | MessageKind::UtilityOutput)
+    }
+
+    /// The kind named `s`, in any dialect's naming (see [`Self::name_in`]).
     pub fn parse(s: &str) -> Option<MessageKind> {
-        MessageKind::ALL.into_iter().find(|k| k.name() == s)
+        match s {
+            "TokenizedGenerateReqInput" => Some(MessageKind::EngineCoreRequest),
+            "BatchTokenIDOutSlim" => Some(MessageKind::EngineCoreOutputs),
+            _ => MessageKind::ALL.into_iter().find(|k| k.name() == s),
+        }
     }
 
     /// The request-type byte of input-socket messages.
@@ -96,8 +137,132 @@ impl MessageKind {
     }
 }
 
-/// Decodes the frames of one message of `kind`.
+/// Decodes the frames of one message of `kind`. A TokenSpeed ADD is judged
+/// with the default [`EngineConfig`].
 pub fn decode_message(
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    frames: &[&[u8]],
+    limits: &Limits,
+) -> Result<Decoded, Error> {
+    if release.is_tokenspeed() {
+        return decode_tokenspeed(release, kind, frames, limits, &EngineConfig::default());
+    }
+    decode_vllm(release, kind, frames, limits)
+}
+
+/// [`decode_message`] with the engine facts TokenSpeed's receive path needs
+/// (vLLM messages do not use them).
+pub fn decode_message_with(
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    frames: &[&[u8]],
+    limits: &Limits,
+    engine: &EngineConfig,
+) -> Result<Decoded, Error> {
+    if release.is_tokenspeed() {
+        return decode_tokenspeed(release, kind, frames, limits, engine);
+    }
+    decode_vllm(release, kind, frames, limits)
+}
+
+fn decode_tokenspeed(
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    frames: &[&[u8]],
+    limits: &Limits,
+    engine: &EngineConfig,
+) -> Result<Decoded, Error> {
+    let root = kind.name_in(release);
+    if !kind.in_release(release) {
+        return Err(Error::new(
+            RejectClass::Frames,
+            root,
+            format!("{} {} has no {root}", release.dialect, release.version),
+        ));
+    }
+    match kind {
+        MessageKind::EngineCoreRequest | MessageKind::AbortRequest => {
+            let [first, data @ ..] = frames else {
+                return Err(Error::new(RejectClass::Frames, root, "no frames (expected request type and payload)"));
+            };
+            if data.is_empty() {
+                return Err(Error::new(
+                    RejectClass::Frames,
+                    root,
+                    "the engine needs at least 2 frames (type, payload)",
+                ));
+            }
+            let sent = match *first {
+                [0] => MessageKind::EngineCoreRequest,
+                [1] => MessageKind::AbortRequest,
+                [b] => {
+                    return Err(Error::new(
+                        RejectClass::Frames,
+                        "request_type",
+                        format!("unknown request type byte 0x{b:02x} (TokenSpeed knows 00 ADD and 01 ABORT)"),
+                    ))
+                }
+                other => {
+                    return Err(Error::new(
+                        RejectClass::Frames,
+                        "request_type",
+                        format!("request-type frame must be 1 byte, got {}", other.len()),
+                    ))
+                }
+            };
+            // The engine decodes what the type byte says.
+            let sent_root = sent.name_in(release);
+            let d = decode_payload_in(sent_root, sent.payload_type(release), data, limits, true)?;
+            if sent != kind {
+                return Err(Error::new(
+                    RejectClass::Frames,
+                    "request_type",
+                    format!("the request type byte carries {sent_root}, not {root}"),
+                ));
+            }
+            if sent == MessageKind::EngineCoreRequest {
+                if let Value::Struct(req) = &d.value {
+                    let fin = receive(req, engine)
+                        .map_err(|v| Error::new(RejectClass::Validation, format!("{root}.{}", v.field), v.message))?;
+                    if let Some(why) = fin.validation_error {
+                        return Err(Error::new(
+                            RejectClass::Validation,
+                            root,
+                            format!("the engine aborts the request: {why}"),
+                        ));
+                    }
+                }
+            }
+            Ok(d)
+        }
+        MessageKind::EngineCoreOutputs => {
+            if frames.is_empty() {
+                return Err(Error::new(RejectClass::Frames, root, "no payload frame"));
+            }
+            decode_payload_in(root, kind.payload_type(release), frames, limits, true)
+        }
+        MessageKind::HandshakeInit => {
+            // The engine keeps the last frame it received as INIT.
+            let Some(last) = frames.last() else {
+                return Err(Error::new(RejectClass::Frames, root, "no payload frame"));
+            };
+            decode_payload_in(root, kind.payload_type(release), &[last], limits, true)
+        }
+        _ => {
+            if frames.len() != 1 {
+                return Err(Error::new(
+                    RejectClass::Frames,
+                    root,
+                    format!("{root} is one payload frame, got {}", frames.len()),
+                ));
+            }
+            decode_payload_in(root, kind.payload_type(release), frames, limits, true)
+        }
+    }
+}
+
+fn decode_vllm(
     release: &'static ReleaseSchema,
     kind: MessageKind,
     frames: &[&[u8]],
@@ -141,7 +306,15 @@ pub fn encode_message(
     kind: MessageKind,
     value: &Value,
 ) -> Result<Vec<Vec<u8>>, Error> {
-    let mut frames = encode_payload(kind.name(), kind.payload_type(release), value)?;
+    let root = kind.name_in(release);
+    if !kind.in_release(release) {
+        return Err(Error::new(
+            RejectClass::Frames,
+            root,
+            format!("{} {} has no {root}", release.dialect, release.version),
+        ));
+    }
+    let mut frames = encode_payload(root, kind.payload_type(release), value)?;
     if let Some(t) = kind.request_type() {
         frames.insert(0, vec![t.byte()]);
     }

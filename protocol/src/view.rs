@@ -250,6 +250,8 @@ fn json_order(a: &Json, b: &Json) -> std::cmp::Ordering {
 
 struct FromView {
     path: Vec<String>,
+    /// TokenSpeed: torch-typed tensors also take numpy dtype spellings.
+    tokenspeed: bool,
 }
 
 impl FromView {
@@ -386,6 +388,7 @@ impl FromView {
             m.get("dtype").and_then(Json::as_str).ok_or_else(|| self.err("tensor view needs a dtype string"))?;
         let parsed = match kind {
             crate::schema::TensorKind::Numpy => numpy_dtype(dtype),
+            crate::schema::TensorKind::Torch if self.tokenspeed => torch_dtype(dtype).or_else(|| numpy_dtype(dtype)),
             crate::schema::TensorKind::Torch => torch_dtype(dtype),
         }
         .ok_or_else(|| self.err(format!("unknown dtype {dtype:?}")))?;
@@ -572,7 +575,19 @@ fn element_bytes(elem: Elem, x: &Json) -> Option<Vec<u8>> {
 /// Builds a value of type `ty` from its canonical view. `root` names the
 /// message in error paths.
 pub fn from_view(root: &str, ty: &'static Ty, view: &Json) -> Result<Value, Error> {
-    FromView { path: vec![root.to_string()] }.value(ty, view)
+    FromView { path: vec![root.to_string()], tokenspeed: false }.value(ty, view)
+}
+
+/// [`from_view`] for a message of `release`: with TokenSpeed's tensor rule
+/// (a torch-typed tensor may carry a numpy dtype spelling, as the engine's
+/// decoder accepts; docs/tokenspeed-wire.md §6).
+pub fn from_view_in(
+    release: &crate::schema::ReleaseSchema,
+    root: &str,
+    ty: &'static Ty,
+    view: &Json,
+) -> Result<Value, Error> {
+    FromView { path: vec![root.to_string()], tokenspeed: release.is_tokenspeed() }.value(ty, view)
 }
 
 // ===== reading case files =====

@@ -404,11 +404,11 @@ impl Testee {
         body: Vec<u8>,
         parse: fn(&Json) -> Result<Answer<T>, String>,
     ) -> Result<T, NoAnswer> {
-        if !self.hello.supports(target.dialect, target.version, target.message.name()) {
+        if !self.hello.supports(target.dialect, target.version, target.message_name()) {
             return Err(NoAnswer::Skipped(self.hello.unsupported_reason(
                 target.dialect,
                 target.version,
-                target.message.name(),
+                target.message_name(),
             )));
         }
         let failed = |e: TesteeError| NoAnswer::Failed(e.to_string());

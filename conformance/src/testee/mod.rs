@@ -256,7 +256,7 @@ fn request(target: &Target, kind: RequestKind, key: &str, payload: &str) -> Vec<
         kind.key(),
         quoted(target.dialect),
         quoted(target.version),
-        quoted(target.message.name()),
+        quoted(target.message_name()),
     )
     .into_bytes()
 }
@@ -370,6 +370,11 @@ pub fn parse_encode_answer(answer: &Json) -> Result<Answer<EncodeAnswer>, String
 /// The message types of docs/case-format.md §4.1, by name.
 pub fn message_names() -> Vec<String> {
     MessageKind::ALL.iter().map(|k| k.name().to_string()).collect()
+}
+
+/// The message types `release` has, by their names in its dialect.
+pub fn message_names_in(release: &engine_protocol::ReleaseSchema) -> Vec<String> {
+    MessageKind::ALL.iter().filter(|k| k.in_release(release)).map(|k| k.name_in(release).to_string()).collect()
 }
 
 #[cfg(test)]

@@ -13,12 +13,12 @@ use std::io::{Read, Write};
 use std::str::FromStr;
 use std::time::Duration;
 
-use engine_protocol::schema::RELEASES;
-use engine_protocol::view::{from_view, to_view};
+use engine_protocol::schema::ALL_RELEASES;
+use engine_protocol::view::{from_view_in, to_view};
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind, RejectClass};
 use serde_json::{json, Value as Json};
 
-use super::{message_names, parse_message, read_message, write_message, FrameError, Hello, Support, PROTOCOL};
+use super::{message_names_in, parse_message, read_message, write_message, FrameError, Hello, Support, PROTOCOL};
 use crate::codec::reject_detail;
 
 /// A deliberate fault (docs/testee.md §9).
@@ -79,13 +79,13 @@ pub enum Ending {
 
 /// The handshake answer of the reference implementation.
 pub fn hello() -> Hello {
-    let versions: Vec<String> = RELEASES.iter().map(|r| format!("{} {}", r.dialect, r.version)).collect();
+    let versions: Vec<String> = ALL_RELEASES.iter().map(|r| format!("{} {}", r.dialect, r.version)).collect();
     Hello {
         protocol: PROTOCOL,
         implementation: format!("engine-protocol (conformance {})", env!("CARGO_PKG_VERSION")),
-        supports: RELEASES
+        supports: ALL_RELEASES
             .iter()
-            .map(|r| Support { dialect: r.dialect.into(), version: r.version.into(), messages: message_names() })
+            .map(|r| Support { dialect: r.dialect.into(), version: r.version.into(), messages: message_names_in(r) })
             .collect(),
         unsupported: Some(format!("engine-protocol has schema tables for {} only", versions.join(", "))),
     }
@@ -162,7 +162,7 @@ pub fn answer(request: &Json, fault: Option<Fault>) -> Json {
             return json!({"skipped": "this testee only decodes"});
         }
         let Some(view) = body.get("value") else { return json!({"error": "`encode` needs a `value`"}) };
-        return match from_view(kind.name(), ty, view).and_then(|v| encode_message(rel, kind, &v)) {
+        return match from_view_in(rel, kind.name_in(rel), ty, view).and_then(|v| encode_message(rel, kind, &v)) {
             Ok(mut frames) => {
                 if fault == Some(Fault::CorruptEncode) {
                     if let Some(b) = frames.last_mut().and_then(|f| f.last_mut()) {

@@ -10,8 +10,19 @@
 //! Field orders, types and defaults come from vLLM's own classes as installed
 //! from PyPI (dumped with `golden/generate/generate.py --schema-dump` into
 //! `golden/generate/schema/`, and cross-checked by the `schema_tables` test),
-//! and from docs/wire-protocol.md §4, §7, §8 (layouts: §5.1).
+//! and from docs/wire-protocol.md §4, §7, §8 (layouts: §5.1). TokenSpeed's
+//! tables (`tokenspeed`) come from TokenSpeed's classes the same way
+//! (docs/tokenspeed-wire.md).
+//!
+//! Two properties of msgspec structs are not layouts of their own:
+//! - a *tagged* `array_like` struct (TokenSpeed's) writes its class name as
+//!   element 0, before the fields: [`StructSchema::tag`];
+//! - `kw_only` fields with defaults may precede required ones, so the
+//!   shortest array a receiver takes ends at the last required field:
+//!   [`StructSchema::min_len`] (for every vLLM table the required fields
+//!   come first and this is [`StructSchema::required`]).
 
+pub mod tokenspeed;
 pub mod vllm;
 
 /// An integer enum: its Python class name and the values it defines.
@@ -207,6 +218,19 @@ impl StructSchema {
         self.fields.iter().take_while(|f| f.default == Default::Required).count()
     }
 
+    /// The fewest fields a positional encoding may carry: up to and
+    /// including the last field without a default (not counting a tag).
+    pub fn min_len(&self) -> usize {
+        self.fields.iter().rposition(|f| f.default == Default::Required).map_or(0, |i| i + 1)
+    }
+
+    /// The msgspec tag a tagged `array_like` struct writes as element 0 of
+    /// its array (docs/tokenspeed-wire.md §3); `None` for untagged structs.
+    #[inline]
+    pub fn tag(&self) -> Option<&'static str> {
+        tokenspeed::TAGS.iter().find(|(s, _)| std::ptr::eq(*s, self)).map(|(_, t)| *t)
+    }
+
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.fields.iter().position(|f| f.name == name)
     }
@@ -249,15 +273,25 @@ impl Ty {
     }
 }
 
-/// Every release this crate has a table for.
+/// Every vLLM EngineCore release this crate has a table for (the dialect the
+/// typed layer, `arbitrary` and the fuzzers cover).
 pub static RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0];
+
+/// Every release of every dialect this crate has a table for.
+pub static ALL_RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0, &tokenspeed::V0_1_1];
 
 /// The table for `dialect` at `version`, if there is one.
 pub fn release(dialect: &str, version: &str) -> Option<&'static ReleaseSchema> {
-    RELEASES.iter().copied().find(|r| r.dialect == dialect && r.version == version)
+    ALL_RELEASES.iter().copied().find(|r| r.dialect == dialect && r.version == version)
 }
 
 impl ReleaseSchema {
+    /// Whether this is a TokenSpeed table (tagged structs, its own frame
+    /// rules and receive path: `crate::message`).
+    pub fn is_tokenspeed(&self) -> bool {
+        self.dialect == "tokenspeed"
+    }
+
     /// Every struct reachable from this release's message roots, each once,
     /// in discovery order.
     pub fn structs(&self) -> Vec<&'static StructSchema> {

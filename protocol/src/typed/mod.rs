@@ -1,0 +1,823 @@
+//! Typed access for gateways: the wire structs as Rust structs, generated
+//! from the schema tables ([`generated`]), with conversions to and from the
+//! dynamic [`Value`] tree and a direct encoder; enums with names; the
+//! structured-output constraint as a Rust enum (so exactly one constraint is
+//! representable); and read-only views of output batches over decoded values.
+//!
+//! Wire facts (docs/wire-protocol.md §7.2, §7.4, §8.4): `FinishReason` is 0 STOP,
+//! 1 LENGTH, 2 ABORT, 3 ERROR, 4 REPETITION; `stop_reason` is nil, a token id
+//! (stop token) or a string (set by a frontend, or `repetition_detected`);
+//! `RequestOutputKind` is 0 CUMULATIVE, 1 DELTA, 2 FINAL_ONLY;
+//! `StructuredOutputsParams` holds exactly one of `json`, `regex`, `choice`,
+//! `grammar`, `json_object`, `structural_tag` (`json_object: false` counts).
+//!
+//! # The generated structs
+//!
+//! One struct per wire struct of the tables ([`EngineCoreRequest`],
+//! [`SamplingParams`], [`EngineCoreOutputs`], [`EngineCoreOutput`],
+//! [`LogprobsLists`], [`LogprobsTensors`], [`UtilityOutput`],
+//! [`HandshakeStatus`], [`EngineHandshakeMetadata`],
+//! [`EngineCoreReadyResponse`], [`UtilityRequest`], [`StartDpWave`], and
+//! every struct they nest), holding the
+//! union of the fields of the supported releases. A field only some releases
+//! have says so in its docs and is an `Option` whose `None` is the default;
+//! encoding for a release that lacks it fails (`validation`) when it is set
+//! away from its default, rather than dropping it. The differences between
+//! 0.32.0 and 0.33.0 (docs/wire-protocol.md §11.1): `EngineCoreOutput.error`,
+//! `PoolingParams.late_chunking_params` and three ready-response keys, all
+//! since 0.33.0.
+//!
+//! Rust types follow the table types: `int` is `i64` (call ids, which span
+//! -2^63 ..= 2^64-1, are `i128`: docs/wire-protocol.md §7.11), `float` `f64`,
+//! `str` and `Literal[...]` `String` (checked on encode), `X | None`
+//! `Option`, `list` and `set` `Vec` (a set in wire order), `dict` a `Vec` of
+//! entries in wire order, integer enums the enums below, tensors
+//! [`Tensor`], `Any` (and multimodal nested tensors) [`Value`], and the
+//! unions [`StopReason`], [`StopStrings`], [`JsonSchema`],
+//! [`ParallelValue`].
+//!
+//! Layouts (docs/wire-protocol.md §5.1, §4.4, §7, §8): `EngineCoreRequest`,
+//! `EngineCoreOutputs`, `EngineCoreOutput`, `LoRARequest`, `PoolingParams`
+//! and `UtilityOutput` are positional arrays of every field; `LogprobsLists`
+//! and `LogprobsTensors` are named tuples; `SamplingParams` is a map of the
+//! fields that differ from their defaults (`map16` header: 43 fields);
+//! dataclasses (`StructuredOutputsParams`, `SchedulerStats`, the ready
+//! response) are maps of every field; HELLO and READY are plain dicts.
+//!
+//! Each struct keeps what its tables do not know (`unknown`): trailing
+//! elements of a positional struct, unknown keys of a map, which the decoder
+//! reports as drift (docs/wire-protocol.md §6.1, §6.3). [`decode_typed`] fills them
+//! in and the direct encoder writes them back after the known fields;
+//! `to_value` cannot carry them (the value tree has no place for them) and
+//! leaves them out.
+//!
+//! The direct encoder (`encode`) writes the struct straight to bytes, with
+//! the rules of [`crate::encode`] (docs/wire-protocol.md §5, tensors §5.11),
+//! byte-identical to vLLM's encoder; it checks types, enum values and
+//! release fields but not the rules vLLM's decoder runs (`__post_init__`,
+//! [`crate::validate`]): `encode_message(release, kind, &x.to_value(release)?)`
+//! does both.
+//!
+//! `Float` fields are `f64`: a float field that arrived holding an integer
+//! (msgspec writes the Python int it was given) re-encodes as a float64.
+#![warn(missing_docs)]
+
+#[rustfmt::skip]
+pub mod generated;
+#[doc(hidden)]
+pub mod wire;
+
+pub use generated::*;
+
+use crate::decode::{decode_payload, Limits};
+use crate::message::{decode_message, MessageKind};
+use crate::schema::Ty;
+use wire::{type_error, At, Enc, IntEnum, Rel, WireType};
+
+use crate::error::{Error, RejectClass};
+use crate::schema::ReleaseSchema;
+use crate::value::{StructValue, Tensor, Value};
+
+/// Why a request finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    /// 0: a stop string or stop token, or EOS.
+    Stop = 0,
+    /// 1: `max_tokens` or the model length.
+    Length = 1,
+    /// 2: aborted.
+    Abort = 2,
+    /// 3: failed in the engine.
+    Error = 3,
+    /// 4: repetition detected.
+    Repetition = 4,
+}
+
+impl FinishReason {
+    /// From its wire integer.
+    pub fn from_wire(v: i64) -> Option<FinishReason> {
+        Some(match v {
+            0 => FinishReason::Stop,
+            1 => FinishReason::Length,
+            2 => FinishReason::Abort,
+            3 => FinishReason::Error,
+            4 => FinishReason::Repetition,
+            _ => return None,
+        })
+    }
+
+    /// Its wire integer.
+    pub fn wire(self) -> i64 {
+        self as i64
+    }
+
+    /// The user-facing string (`stop`, `length`, `abort`, `error`,
+    /// `repetition`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Abort => "abort",
+            FinishReason::Error => "error",
+            FinishReason::Repetition => "repetition",
+        }
+    }
+}
+
+/// `RequestOutputKind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestOutputKind {
+    /// 0: every output so far.
+    Cumulative = 0,
+    /// 1: only what is new.
+    Delta = 1,
+    /// 2: only the final output.
+    FinalOnly = 2,
+}
+
+impl RequestOutputKind {
+    /// From its wire integer.
+    pub fn from_wire(v: i64) -> Option<RequestOutputKind> {
+        Some(match v {
+            0 => RequestOutputKind::Cumulative,
+            1 => RequestOutputKind::Delta,
+            2 => RequestOutputKind::FinalOnly,
+            _ => return None,
+        })
+    }
+}
+
+/// `EngineCoreOutput.stop_reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// A stop token id.
+    TokenId(i64),
+    /// A string.
+    Text(String),
+}
+
+/// The one structured-output constraint of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Constraint {
+    /// A JSON schema, as text or as a JSON object (a map on the wire).
+    Json(Value),
+    /// A regular expression.
+    Regex(String),
+    /// One of these strings.
+    Choice(Vec<String>),
+    /// A grammar.
+    Grammar(String),
+    /// `json_object`; `false` still counts as the one constraint on the wire
+    /// (vLLM then fails the request at preprocessing).
+    JsonObject(bool),
+    /// A structural tag.
+    StructuralTag(String),
+}
+
+impl Constraint {
+    /// The wire field that carries this constraint.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Constraint::Json(_) => "json",
+            Constraint::Regex(_) => "regex",
+            Constraint::Choice(_) => "choice",
+            Constraint::Grammar(_) => "grammar",
+            Constraint::JsonObject(_) => "json_object",
+            Constraint::StructuralTag(_) => "structural_tag",
+        }
+    }
+}
+
+/// `StructuredOutputsParams` with its constraint as an enum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StructuredOutputs {
+    /// The one constraint.
+    pub constraint: Constraint,
+    /// `disable_any_whitespace`.
+    pub disable_any_whitespace: bool,
+    /// `disable_additional_properties`.
+    pub disable_additional_properties: bool,
+    /// `whitespace_pattern`.
+    pub whitespace_pattern: Option<String>,
+    /// `_backend`: vLLM 0.33 engines require it (and one backend per engine).
+    pub backend: Option<String>,
+    /// `_backend_was_auto`.
+    pub backend_was_auto: bool,
+}
+
+fn bad(path: &str, detail: impl Into<String>) -> Error {
+    Error::new(RejectClass::Type, format!("StructuredOutputsParams.{path}"), detail)
+}
+
+fn opt_string(v: Option<&Value>, path: &str) -> Result<Option<String>, Error> {
+    match v {
+        None | Some(Value::Nil) => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(bad(path, format!("expected str, got {other:?}"))),
+    }
+}
+
+fn flag(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::Bool(true)))
+}
+
+impl StructuredOutputs {
+    /// The constraint with every other field at its default.
+    pub fn new(constraint: Constraint) -> Self {
+        StructuredOutputs {
+            constraint,
+            disable_any_whitespace: false,
+            disable_additional_properties: false,
+            whitespace_pattern: None,
+            backend: None,
+            backend_was_auto: false,
+        }
+    }
+
+    /// Sets `_backend`.
+    pub fn with_backend(mut self, backend: impl Into<String>) -> Self {
+        self.backend = Some(backend.into());
+        self
+    }
+
+    /// From a decoded `StructuredOutputsParams`; fails unless exactly one
+    /// constraint is set (as vLLM's `__post_init__`).
+    pub fn from_struct(v: &StructValue) -> Result<Self, Error> {
+        crate::validate::structured_outputs_params(v).map_err(|violation| {
+            Error::new(
+                RejectClass::Validation,
+                format!("StructuredOutputsParams.{}", violation.field).trim_end_matches('.').to_string(),
+                violation.message,
+            )
+        })?;
+        let constraint = if !v.is_nil("json") {
+            Constraint::Json(v.get("json").cloned().unwrap_or(Value::Nil))
+        } else if let Some(s) = opt_string(v.get("regex"), "regex")? {
+            Constraint::Regex(s)
+        } else if let Some(Value::Array(xs)) = v.get("choice") {
+            let choices = xs
+                .iter()
+                .map(|x| match x {
+                    Value::Str(s) => Ok(s.clone()),
+                    other => Err(bad("choice", format!("expected str, got {other:?}"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Constraint::Choice(choices)
+        } else if let Some(s) = opt_string(v.get("grammar"), "grammar")? {
+            Constraint::Grammar(s)
+        } else if let Some(Value::Bool(b)) = v.get("json_object") {
+            Constraint::JsonObject(*b)
+        } else if let Some(s) = opt_string(v.get("structural_tag"), "structural_tag")? {
+            Constraint::StructuralTag(s)
+        } else {
+            return Err(bad("", "constraint of an unexpected type"));
+        };
+        Ok(StructuredOutputs {
+            constraint,
+            disable_any_whitespace: flag(v.get("disable_any_whitespace")),
+            disable_additional_properties: flag(v.get("disable_additional_properties")),
+            whitespace_pattern: opt_string(v.get("whitespace_pattern"), "whitespace_pattern")?,
+            backend: opt_string(v.get("_backend"), "_backend")?,
+            backend_was_auto: flag(v.get("_backend_was_auto")),
+        })
+    }
+
+    /// The wire struct for `release` (all 11 fields, as vLLM sends them).
+    pub fn to_struct(&self, release: &'static ReleaseSchema) -> StructValue {
+        let mut s = StructValue::with_defaults(release.structured_outputs_params);
+        let v = match &self.constraint {
+            Constraint::Json(j) => j.clone(),
+            Constraint::Regex(r) => Value::Str(r.clone()),
+            Constraint::Choice(c) => Value::Array(c.iter().cloned().map(Value::Str).collect()),
+            Constraint::Grammar(g) => Value::Str(g.clone()),
+            Constraint::JsonObject(b) => Value::Bool(*b),
+            Constraint::StructuralTag(t) => Value::Str(t.clone()),
+        };
+        s.set(self.constraint.field(), v);
+        s.set("disable_any_whitespace", Value::Bool(self.disable_any_whitespace));
+        s.set("disable_additional_properties", Value::Bool(self.disable_additional_properties));
+        s.set("whitespace_pattern", self.whitespace_pattern.clone().map_or(Value::Nil, Value::Str));
+        s.set("_backend", self.backend.clone().map_or(Value::Nil, Value::Str));
+        s.set("_backend_was_auto", Value::Bool(self.backend_was_auto));
+        s
+    }
+}
+
+/// A new `SamplingParams` of `release` holding every default. Note that
+/// vLLM's `max_tokens` default (16) is never what a gateway wants: set it.
+pub fn sampling_params(release: &'static ReleaseSchema) -> StructValue {
+    StructValue::with_defaults(release.sampling_params)
+}
+
+/// A new `EngineCoreRequest` of `release` with the nine required fields
+/// set (no multimodal features, no pooling, no LoRA, no salt, no DP rank).
+pub fn engine_core_request(
+    release: &'static ReleaseSchema,
+    request_id: impl Into<String>,
+    prompt_token_ids: Vec<i64>,
+    sampling_params: StructValue,
+    arrival_time: f64,
+) -> Value {
+    let schema = release.engine_core_request.as_struct().expect("request root is a struct");
+    let mut r = StructValue::with_defaults(schema);
+    r.set("request_id", Value::Str(request_id.into()));
+    r.set("prompt_token_ids", Value::IntArray(prompt_token_ids));
+    r.set("sampling_params", Value::Struct(sampling_params));
+    r.set("arrival_time", Value::Float(arrival_time));
+    Value::Struct(r)
+}
+
+// ===== read-only views of decoded outputs =====
+
+/// A decoded `EngineCoreOutputs`.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputsView<'a>(&'a StructValue);
+
+impl<'a> OutputsView<'a> {
+    /// Views a decoded `EngineCoreOutputs` value.
+    pub fn new(v: &'a Value) -> Option<Self> {
+        match v {
+            Value::Struct(s) if s.schema.name == "EngineCoreOutputs" => Some(OutputsView(s)),
+            _ => None,
+        }
+    }
+
+    /// `engine_index`.
+    pub fn engine_index(&self) -> i64 {
+        self.0.int_field("engine_index").unwrap_or(0)
+    }
+
+    /// `timestamp`.
+    pub fn timestamp(&self) -> f64 {
+        self.0.float_field("timestamp").unwrap_or(0.0)
+    }
+
+    /// The per-request outputs.
+    pub fn outputs(&self) -> impl Iterator<Item = OutputView<'a>> + 'a {
+        let items: &'a [Value] = match self.0.get("outputs") {
+            Some(Value::Array(xs)) => xs,
+            _ => &[],
+        };
+        items.iter().filter_map(|v| match v {
+            Value::Struct(s) => Some(OutputView(s)),
+            _ => None,
+        })
+    }
+
+    /// `utility_output` as `(call_id, failure_message, result value)`.
+    pub fn utility_output(&self) -> Option<(&'a Value, Option<&'a str>, Option<&'a Value>)> {
+        let u = self.0.struct_field("utility_output")?;
+        let call_id = u.get("call_id")?;
+        let failure = u.str_field("failure_message");
+        let result = match u.get("result") {
+            Some(Value::Array(xs)) if xs.len() == 2 => Some(&xs[1]),
+            _ => None,
+        };
+        Some((call_id, failure, result))
+    }
+
+    /// `finished_requests` (empty when nil).
+    pub fn finished_requests(&self) -> Vec<&'a str> {
+        match self.0.get("finished_requests") {
+            Some(Value::Array(xs)) => {
+                xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// `weight_version`.
+    pub fn weight_version(&self) -> Option<&'a str> {
+        self.0.str_field("weight_version")
+    }
+
+    /// `wave_complete`.
+    pub fn wave_complete(&self) -> Option<i64> {
+        self.0.int_field("wave_complete")
+    }
+
+    /// `start_wave`.
+    pub fn start_wave(&self) -> Option<i64> {
+        self.0.int_field("start_wave")
+    }
+
+    /// Whether `scheduler_stats` is set.
+    pub fn has_scheduler_stats(&self) -> bool {
+        !self.0.is_nil("scheduler_stats")
+    }
+}
+
+/// One decoded `EngineCoreOutput`.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputView<'a>(&'a StructValue);
+
+impl<'a> OutputView<'a> {
+    /// `request_id`.
+    pub fn request_id(&self) -> &'a str {
+        self.0.str_field("request_id").unwrap_or("")
+    }
+
+    /// `new_token_ids`.
+    pub fn new_token_ids(&self) -> Vec<i64> {
+        match self.0.get("new_token_ids") {
+            Some(Value::IntArray(xs)) => xs.clone(),
+            Some(Value::Array(xs)) => {
+                xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// `finish_reason`.
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.0.int_field("finish_reason").and_then(FinishReason::from_wire)
+    }
+
+    /// `stop_reason`.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        match self.0.get("stop_reason") {
+            Some(Value::Int(i)) => Some(StopReason::TokenId(*i)),
+            Some(Value::Str(s)) => Some(StopReason::Text(s.clone())),
+            _ => None,
+        }
+    }
+
+    /// `new_logprobs` as `(token ids [rows, K+1], logprobs [rows, K+1],
+    /// sampled-token ranks [rows])`.
+    pub fn new_logprobs(&self) -> Option<(&'a Tensor, &'a Tensor, &'a Tensor)> {
+        let l = self.0.struct_field("new_logprobs")?;
+        let t = |name| match l.get(name) {
+            Some(Value::Tensor(t)) => Some(&**t),
+            _ => None,
+        };
+        Some((t("logprob_token_ids")?, t("logprobs")?, t("sampled_token_ranks")?))
+    }
+
+    /// The 0.33 `error` field as `(code, message, retryable)`.
+    pub fn error(&self) -> Option<(&'a str, &'a str, bool)> {
+        let e = self.0.struct_field("error")?;
+        Some((e.str_field("code")?, e.str_field("message")?, matches!(e.get("retryable"), Some(Value::Bool(true)))))
+    }
+
+    /// The underlying struct, for fields without an accessor.
+    pub fn raw(&self) -> &'a StructValue {
+        self.0
+    }
+}
+
+// ===== typed enums and unions the generated structs use =====
+
+/// `EngineCoreEventType` (IntEnum): 1 QUEUED, 2 SCHEDULED, 3 PREEMPTED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineCoreEventType {
+    /// 1: queued.
+    Queued = 1,
+    /// 2: scheduled.
+    Scheduled = 2,
+    /// 3: preempted.
+    Preempted = 3,
+}
+
+impl IntEnum for FinishReason {
+    const NAME: &'static str = "FinishReason";
+    fn from_wire(v: i64) -> Option<Self> {
+        FinishReason::from_wire(v)
+    }
+    fn wire(self) -> i64 {
+        self as i64
+    }
+}
+
+impl IntEnum for RequestOutputKind {
+    const NAME: &'static str = "RequestOutputKind";
+    fn from_wire(v: i64) -> Option<Self> {
+        RequestOutputKind::from_wire(v)
+    }
+    fn wire(self) -> i64 {
+        self as i64
+    }
+}
+
+impl IntEnum for EngineCoreEventType {
+    const NAME: &'static str = "EngineCoreEventType";
+    fn from_wire(v: i64) -> Option<Self> {
+        Some(match v {
+            1 => EngineCoreEventType::Queued,
+            2 => EngineCoreEventType::Scheduled,
+            3 => EngineCoreEventType::Preempted,
+            _ => return None,
+        })
+    }
+    fn wire(self) -> i64 {
+        self as i64
+    }
+}
+
+wire::int_enum_wire!(FinishReason);
+wire::int_enum_wire!(RequestOutputKind);
+wire::int_enum_wire!(EngineCoreEventType);
+
+/// `SamplingParams.stop`: `str | list[str]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopStrings {
+    /// One stop string.
+    One(String),
+    /// A list of them (possibly empty: vLLM's `__post_init__` turns nil
+    /// into `[]`).
+    Many(Vec<String>),
+}
+
+/// `StructuredOutputsParams.json`: a JSON schema as text or as an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JsonSchema {
+    /// The schema as a JSON string.
+    Text(String),
+    /// The schema as a map, entries in wire order.
+    Object(Vec<(String, Value)>),
+}
+
+/// A value of `EngineHandshakeMetadata.parallel_config`: `int | str |
+/// list[int]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParallelValue {
+    /// An integer.
+    Int(i64),
+    /// A string.
+    Str(String),
+    /// A list of integers.
+    Ints(Vec<i64>),
+}
+
+/// vLLM's `UtilityResult`: `[type_info | nil, value]` on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UtilityResult {
+    /// How the engine typed the result (nil for plain values).
+    pub type_info: Value,
+    /// The result.
+    pub value: Value,
+}
+
+impl Default for UtilityResult {
+    fn default() -> Self {
+        UtilityResult { type_info: Value::Nil, value: Value::Nil }
+    }
+}
+
+fn members(ty: &'static Ty) -> &'static [Ty] {
+    match ty {
+        Ty::Union(ms) => ms,
+        Ty::Optional(t) => members(t),
+        _ => &[],
+    }
+}
+
+impl WireType for StopReason {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Int(i) => Ok(StopReason::TokenId(*i)),
+            Value::Str(s) => Ok(StopReason::Text(s.clone())),
+            other => Err(type_error("int | str", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(match self {
+            StopReason::TokenId(i) => Value::Int(*i),
+            StopReason::Text(s) => Value::Str(s.clone()),
+        })
+    }
+    fn encode(&self, rel: Rel, e: &mut Enc) -> wire::EncodeResult {
+        match self {
+            StopReason::TokenId(i) => i.encode(rel, e),
+            StopReason::Text(s) => s.encode(rel, e),
+        }
+    }
+}
+
+impl WireType for StopStrings {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Str(s) => Ok(StopStrings::One(s.clone())),
+            Value::Array(_) => Ok(StopStrings::Many(WireType::from_value(v, raw, rel)?)),
+            other => Err(type_error("str | list[str]", other)),
+        }
+    }
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        match self {
+            StopStrings::One(s) => Ok(Value::Str(s.clone())),
+            StopStrings::Many(xs) => xs.to_value(members(ty).get(1).unwrap_or(&Ty::Any), rel),
+        }
+    }
+    fn encode(&self, rel: Rel, e: &mut Enc) -> wire::EncodeResult {
+        match self {
+            StopStrings::One(s) => s.encode(rel, e),
+            StopStrings::Many(xs) => xs.encode(rel, e),
+        }
+    }
+}
+
+impl WireType for JsonSchema {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Str(s) => Ok(JsonSchema::Text(s.clone())),
+            Value::Map(_) => Ok(JsonSchema::Object(WireType::from_value(v, raw, rel)?)),
+            other => Err(type_error("str | dict", other)),
+        }
+    }
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        match self {
+            JsonSchema::Text(s) => Ok(Value::Str(s.clone())),
+            JsonSchema::Object(m) => m.to_value(members(ty).get(1).unwrap_or(&Ty::Any), rel),
+        }
+    }
+    fn encode(&self, rel: Rel, e: &mut Enc) -> wire::EncodeResult {
+        match self {
+            JsonSchema::Text(s) => s.encode(rel, e),
+            JsonSchema::Object(m) => m.encode(rel, e),
+        }
+    }
+}
+
+impl WireType for ParallelValue {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Int(i) => Ok(ParallelValue::Int(*i)),
+            Value::Str(s) => Ok(ParallelValue::Str(s.clone())),
+            Value::Array(_) | Value::IntArray(_) => Ok(ParallelValue::Ints(WireType::from_value(v, raw, rel)?)),
+            other => Err(type_error("int | str | list[int]", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(match self {
+            ParallelValue::Int(i) => Value::Int(*i),
+            ParallelValue::Str(s) => Value::Str(s.clone()),
+            ParallelValue::Ints(xs) => Value::IntArray(xs.clone()),
+        })
+    }
+    fn encode(&self, rel: Rel, e: &mut Enc) -> wire::EncodeResult {
+        match self {
+            ParallelValue::Int(i) => i.encode(rel, e),
+            ParallelValue::Str(s) => s.encode(rel, e),
+            ParallelValue::Ints(xs) => xs.encode(rel, e),
+        }
+    }
+}
+
+impl WireType for UtilityResult {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Array(xs) if xs.len() == 2 => Ok(UtilityResult { type_info: xs[0].clone(), value: xs[1].clone() }),
+            other => Err(type_error("[type_info, value]", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Array(vec![self.type_info.clone(), self.value.clone()]))
+    }
+    fn encode(&self, _: Rel, e: &mut Enc) -> wire::EncodeResult {
+        crate::msgpack::write::array_len(&mut e.out, 2);
+        e.any(&self.type_info)?;
+        Ok(e.any(&self.value)?)
+    }
+}
+
+// ===== whole messages =====
+
+/// A generated struct that is a whole message.
+pub trait Message: WireType {
+    /// The message kind it is sent as (`HandshakeStatus` is HELLO and
+    /// READY alike; its kind here is HELLO).
+    const KIND: MessageKind;
+    /// The root of error paths.
+    const NAME: &'static str;
+}
+
+macro_rules! message {
+    ($t:ident, $kind:ident) => {
+        impl Message for $t {
+            const KIND: MessageKind = MessageKind::$kind;
+            const NAME: &'static str = stringify!($t);
+        }
+
+        impl $t {
+            /// From a decoded value of `release` (as [`crate::decode_message`]
+            /// returns it); errors name the path of the field. A value holds
+            /// no unknown fields, so `unknown` stays empty: [`decode_typed`]
+            /// keeps them.
+            pub fn from_value(release: &'static ReleaseSchema, v: &Value) -> Result<Self, Error> {
+                let rel = Rel::of(release)?;
+                <Self as WireType>::from_value(v, None, rel).map_err(|e| e.under(Self::NAME))
+            }
+
+            /// To a value of `release`, for [`crate::encode_message`]. Fails
+            /// when a field `release` lacks is set; unknown fields are left out.
+            pub fn to_value(&self, release: &'static ReleaseSchema) -> Result<Value, Error> {
+                let rel = Rel::of(release)?;
+                <Self as WireType>::to_value(self, MessageKind::$kind.payload_type(release), rel)
+                    .map_err(|e| e.under(Self::NAME))
+            }
+
+            /// The frames of this message for `release`, written straight
+            /// from the struct (request-type byte first for input-socket
+            /// messages, aux frames after the payload).
+            pub fn encode(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
+                let mut payload = Vec::with_capacity(<Self as WireSize>::wire_size(self));
+                let mut aux = Vec::new();
+                self.encode_into(release, &mut payload, &mut aux)?;
+                let mut frames = Vec::with_capacity(2 + aux.len());
+                if let Some(t) = MessageKind::$kind.request_type() {
+                    frames.push(vec![t.byte()]);
+                }
+                frames.push(payload);
+                frames.extend(aux);
+                Ok(frames)
+            }
+
+            /// Writes the payload into `out` (appending) and its aux frames
+            /// into `aux`, for callers that reuse buffers. On error `out`
+            /// may hold a partial payload.
+            pub fn encode_into(
+                &self,
+                release: &'static ReleaseSchema,
+                out: &mut Vec<u8>,
+                aux: &mut Vec<Vec<u8>>,
+            ) -> Result<(), Error> {
+                let rel = Rel::of(release)?;
+                let mut e = Enc { out: std::mem::take(out), aux: std::mem::take(aux) };
+                let r = <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME));
+                *out = e.out;
+                *aux = e.aux;
+                r
+            }
+        }
+    };
+}
+
+/// A capacity guess for a message's payload, so that the direct encoder
+/// writes without growing its buffer in the common case (token ids take at
+/// most 5 bytes in practice, tensors their data plus a small header).
+trait WireSize {
+    fn wire_size(&self) -> usize {
+        256
+    }
+}
+
+impl WireSize for EngineCoreRequest {
+    fn wire_size(&self) -> usize {
+        256 + self.request_id.len() + self.prompt_token_ids.as_ref().map_or(0, |t| t.len() * 5)
+    }
+}
+
+impl WireSize for EngineCoreOutputs {
+    fn wire_size(&self) -> usize {
+        let tensor =
+            |t: &Tensor| if t.data.len() < crate::encode::ZERO_COPY_THRESHOLD { t.data.len() + 32 } else { 40 };
+        64 + self
+            .outputs
+            .iter()
+            .map(|o| {
+                40 + o.request_id.len()
+                    + o.new_token_ids.len() * 5
+                    + o.new_logprobs.as_ref().map_or(0, |l| {
+                        tensor(&l.logprob_token_ids) + tensor(&l.logprobs) + tensor(&l.sampled_token_ranks) + 8
+                    })
+            })
+            .sum::<usize>()
+    }
+}
+
+impl WireSize for UtilityOutput {}
+impl WireSize for EngineCoreReadyResponse {}
+impl WireSize for HandshakeStatus {}
+impl WireSize for EngineHandshakeMetadata {}
+impl WireSize for UtilityRequest {}
+impl WireSize for StartDpWave {}
+
+message!(EngineCoreRequest, EngineCoreRequest);
+message!(EngineCoreOutputs, EngineCoreOutputs);
+message!(UtilityOutput, UtilityOutput);
+message!(EngineCoreReadyResponse, EngineCoreReadyResponse);
+message!(HandshakeStatus, HandshakeHello);
+message!(EngineHandshakeMetadata, HandshakeInit);
+message!(UtilityRequest, UtilityRequest);
+message!(StartDpWave, StartDpWave);
+
+/// Decodes one message as `M`: [`decode_message`] (same verdicts, same
+/// drift), then the conversion. Unknown fields reported as drift are kept
+/// in the structs' `unknown` (read from a second, schema-less decode of the
+/// payload, done only when there is drift).
+pub fn decode_typed<M: Message>(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+) -> Result<(M, Vec<String>), Error> {
+    let rel = Rel::of(release)?;
+    let d = decode_message(release, M::KIND, frames, limits)?;
+    let raw = if d.drift.is_empty() {
+        None
+    } else {
+        static ANY: Ty = Ty::Any;
+        let data = if M::KIND.request_type().is_some() { &frames[1..] } else { frames };
+        Some(decode_payload(M::NAME, &ANY, data, limits)?.value)
+    };
+    let m = M::from_value(&d.value, raw.as_ref(), rel).at(M::NAME)?;
+    Ok((m, d.drift))
+}

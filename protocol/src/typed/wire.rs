@@ -1,0 +1,734 @@
+//! The runtime the generated typed messages are written against: one trait
+//! ([`WireType`]) giving every Rust type that stands for a table type its
+//! three directions (from a decoded [`Value`], to a [`Value`] of a chosen
+//! release, straight to MessagePack bytes), and the byte writer.
+//!
+//! Byte rules are those of the schema-driven encoder (docs/wire-protocol.md
+//! §5): integers in their smallest form, floats as float64, strings as
+//! `str`, a tensor inline as ext 3 under 256 bytes (or 0-d) and otherwise in
+//! a new aux frame whose index (from 1) replaces its data (§5.11).
+//!
+//! Not part of the public API: the generated code calls it.
+#![allow(missing_docs)]
+
+use crate::encode::ZERO_COPY_THRESHOLD;
+use crate::error::{Error, RejectClass};
+use crate::msgpack::write;
+use crate::schema::{Default as FieldDefault, ReleaseSchema, StructSchema, Ty, RELEASES};
+use crate::value::{StructValue, Tensor, Value};
+
+/// A release as the generated code sees it: its table and its position in
+/// [`RELEASES`] (as a bit, so that "the releases that have this field" is
+/// one mask test).
+#[derive(Debug, Clone, Copy)]
+pub struct Rel {
+    pub schema: &'static ReleaseSchema,
+    pub bit: u32,
+}
+
+impl Rel {
+    /// The position of `schema` in [`RELEASES`]; an error for a table that
+    /// is not one of them.
+    pub fn of(schema: &'static ReleaseSchema) -> Result<Rel, Error> {
+        RELEASES
+            .iter()
+            .position(|r| std::ptr::eq(*r, schema) || (r.dialect == schema.dialect && r.version == schema.version))
+            .map(|i| Rel { schema, bit: 1 << i })
+            .ok_or_else(|| {
+                Error::new(
+                    RejectClass::Validation,
+                    "",
+                    format!("no typed API for {} {}", schema.dialect, schema.version),
+                )
+            })
+    }
+
+    /// This release's entry of a per-release table (in [`RELEASES`] order).
+    #[inline(always)]
+    pub fn pick(self, per_release: &[usize]) -> usize {
+        per_release[self.bit.trailing_zeros() as usize]
+    }
+
+    /// Whether this release is one of `mask`.
+    #[inline(always)]
+    pub fn is(self, mask: u32) -> bool {
+        self.bit & mask != 0
+    }
+}
+
+/// The byte writer of the direct encoder: the payload and its aux frames.
+#[derive(Debug, Default)]
+pub struct Enc {
+    pub out: Vec<u8>,
+    pub aux: Vec<Vec<u8>>,
+}
+
+impl Enc {
+    #[inline(always)]
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    /// A map header as msgspec sizes a struct's: `map16` whatever the count
+    /// when the struct has more than 15 fields.
+    #[inline]
+    pub fn struct_map(&mut self, fields: usize, n: usize) {
+        if fields > 15 {
+            write::map16_len(&mut self.out, n as u16);
+        } else {
+            write::map_len(&mut self.out, n as u32);
+        }
+    }
+
+    pub fn tensor(&mut self, t: &Tensor) {
+        write::array_len(&mut self.out, 3);
+        write::str(&mut self.out, &t.dtype);
+        write::array_len(&mut self.out, t.shape.len() as u32);
+        for &d in &t.shape {
+            write::int(&mut self.out, d);
+        }
+        if t.data.len() < ZERO_COPY_THRESHOLD || t.shape.is_empty() {
+            write::ext(&mut self.out, 3, &t.data);
+        } else {
+            self.aux.push(t.data.clone());
+            write::int(&mut self.out, self.aux.len() as i64);
+        }
+    }
+
+    /// An `Any` value, with the Value encoder's rules.
+    pub fn any(&mut self, v: &Value) -> Result<(), Error> {
+        static ANY: Ty = Ty::Any;
+        crate::encode::encode_into("", &ANY, v, &mut self.out, &mut self.aux)
+    }
+}
+
+/// What the direct encoder returns: the error boxed, so that the result is
+/// one word and each field's `?` one test.
+pub type EncodeResult = Result<(), Box<Error>>;
+
+/// Prefixes error paths while unwinding: nothing is spent on paths when
+/// conversion succeeds.
+pub trait At {
+    fn at(self, seg: &str) -> Self;
+    fn at_index(self, i: usize) -> Self;
+}
+
+impl<T> At for Result<T, Error> {
+    #[inline]
+    fn at(self, seg: &str) -> Self {
+        self.map_err(|mut e| {
+            e.path.insert_str(0, seg);
+            e
+        })
+    }
+
+    #[inline]
+    fn at_index(self, i: usize) -> Self {
+        self.map_err(|mut e| {
+            e.path.insert_str(0, &format!("[{i}]"));
+            e
+        })
+    }
+}
+
+impl<T> At for Result<T, Box<Error>> {
+    #[inline]
+    fn at(self, seg: &str) -> Self {
+        self.map_err(|mut e| {
+            e.path.insert_str(0, seg);
+            e
+        })
+    }
+
+    #[inline]
+    fn at_index(self, i: usize) -> Self {
+        self.map_err(|mut e| {
+            e.path.insert_str(0, &format!("[{i}]"));
+            e
+        })
+    }
+}
+
+/// The MessagePack kind of a value, for error details.
+pub fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "null",
+        Value::Bool(_) => "bool",
+        Value::Int(_) | Value::UInt(_) => "int",
+        Value::Float(_) => "float",
+        Value::Str(_) => "str",
+        Value::Bytes(_) => "bytes",
+        Value::Array(_) | Value::IntArray(_) => "array",
+        Value::Map(_) => "object",
+        Value::Ext(..) => "ext",
+        Value::Struct(_) => "struct",
+        Value::Tensor(_) => "tensor",
+    }
+}
+
+pub fn type_error(want: &str, got: &Value) -> Error {
+    Error::new(RejectClass::Type, "", format!("expected {want}, got {}", kind(got)))
+}
+
+/// A field set on a value bound for a release whose table lacks it.
+pub fn not_in_release(rel: Rel, field: &str) -> Error {
+    Error::new(
+        RejectClass::Validation,
+        format!(".{field}"),
+        format!("field `{field}` is set but vLLM {} has no such field", rel.schema.version),
+    )
+}
+
+/// The struct schema `ty` names, checked against the generated struct.
+pub fn struct_schema(ty: &'static Ty, name: &str) -> Result<&'static StructSchema, Error> {
+    match ty.as_struct() {
+        Some(s) if s.name == name => Ok(s),
+        Some(s) => Err(Error::new(RejectClass::Type, "", format!("expected struct {name}, the table has {}", s.name))),
+        None => Err(Error::new(RejectClass::Type, "", format!("expected struct {name}, the table has no struct here"))),
+    }
+}
+
+/// The decoded struct `v` holds, checked by name.
+pub fn struct_value<'a>(v: &'a Value, name: &str) -> Result<&'a StructValue, Error> {
+    match v {
+        Value::Struct(s) if s.schema.name == name => Ok(s),
+        Value::Struct(s) => {
+            Err(Error::new(RejectClass::Type, "", format!("expected struct {name}, got {}", s.schema.name)))
+        }
+        other => Err(type_error(name, other)),
+    }
+}
+
+/// The next field of a decoded struct, checked by name against the
+/// generated struct's.
+#[inline]
+pub fn next_field<'a>(
+    it: &mut impl Iterator<Item = (&'static crate::schema::Field, &'a Value)>,
+    name: &str,
+) -> Result<&'a Value, Error> {
+    match it.next() {
+        Some((f, v)) if f.name == name => Ok(v),
+        Some((f, _)) => Err(Error::new(
+            RejectClass::Type,
+            "",
+            format!("the table has field `{}` where the typed struct has `{name}`", f.name),
+        )),
+        None => Err(Error::new(RejectClass::Type, "", format!("the table has no field `{name}`"))),
+    }
+}
+
+/// Element `i` of a raw (schema-less) array, to find unknown fields in.
+#[inline]
+pub fn raw_at(raw: Option<&Value>, i: usize) -> Option<&Value> {
+    match raw? {
+        Value::Array(xs) => xs.get(i),
+        _ => None,
+    }
+}
+
+/// The value of key `k` of a raw map.
+pub fn raw_key<'a>(raw: Option<&'a Value>, k: &str) -> Option<&'a Value> {
+    match raw? {
+        Value::Map(m) => m.iter().find(|(key, _)| matches!(key, Value::Str(s) if s == k)).map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+/// The trailing elements of a raw array past the `n` the table knows.
+pub fn raw_extra_elements(raw: Option<&Value>, n: usize) -> Vec<Value> {
+    match raw {
+        Some(Value::Array(xs)) if xs.len() > n => xs[n..].to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// The entries of a raw map whose keys the table does not know.
+pub fn raw_extra_keys(raw: Option<&Value>, known: &StructSchema) -> Vec<(String, Value)> {
+    match raw {
+        Some(Value::Map(m)) => m
+            .iter()
+            .filter_map(|(k, v)| match k {
+                Value::Str(s) if known.index_of(s).is_none() => Some((s.clone(), v.clone())),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Writes unknown map entries (already counted in the header).
+pub fn encode_extra_keys(extra: &[(String, Value)], e: &mut Enc) -> EncodeResult {
+    for (k, v) in extra {
+        write::str(&mut e.out, k);
+        e.any(v).at(&format!(".{k}"))?;
+    }
+    Ok(())
+}
+
+/// Checks a `Literal[...]` string against the values the table allows.
+pub fn check_literal(s: Option<&str>, allowed: &[&str]) -> Result<(), Error> {
+    match s {
+        Some(s) if !allowed.contains(&s) => {
+            Err(Error::new(RejectClass::Enum, "", format!("invalid enum value {s:?} (one of {allowed:?})")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A Rust type standing for a table type.
+pub trait WireType: Sized {
+    /// From a decoded value. `raw` is the same value decoded without a
+    /// schema, when the decoder reported drift: nested structs find their
+    /// unknown fields in it.
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error>;
+    /// To a value of `ty` (the field's type in `rel`'s table).
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error>;
+    /// Straight to bytes.
+    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult;
+    /// Whether this equals default `d` (what an omit-defaults map omits),
+    /// with the Value encoder's rule (`value::is_default`).
+    fn is_default(&self, _d: &FieldDefault) -> bool {
+        false
+    }
+    /// A list of these as a value (`list[int]` is held unboxed).
+    fn list_to_value(xs: &[Self], inner: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        xs.iter()
+            .enumerate()
+            .map(|(i, x)| x.to_value(inner, rel).at_index(i))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array)
+    }
+    /// A list of these (`list[int]` overrides it: token ids are written
+    /// with one reservation).
+    fn encode_slice(xs: &[Self], rel: Rel, e: &mut Enc) -> EncodeResult {
+        write::array_len(&mut e.out, xs.len() as u32);
+        for (i, x) in xs.iter().enumerate() {
+            x.encode(rel, e).at_index(i)?;
+        }
+        Ok(())
+    }
+}
+
+impl WireType for bool {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Bool(b) => Ok(*b),
+            other => Err(type_error("bool", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Bool(*self))
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        write::bool(&mut e.out, *self);
+        Ok(())
+    }
+    #[inline]
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::Bool(b) if b == self)
+    }
+}
+
+impl WireType for i64 {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Int(i) => Ok(*i),
+            Value::UInt(u) => Err(Error::new(RejectClass::Type, "", format!("integer {u} is out of range for i64"))),
+            other => Err(type_error("int", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Int(*self))
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        write::int(&mut e.out, *self);
+        Ok(())
+    }
+    #[inline]
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::Int(i) if i == self)
+    }
+    fn encode_slice(xs: &[Self], _: Rel, e: &mut Enc) -> EncodeResult {
+        int_array(&mut e.out, xs);
+        Ok(())
+    }
+    fn list_to_value(xs: &[Self], _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::IntArray(xs.to_vec()))
+    }
+}
+
+/// A call id: an integer of either sign up to 2^64-1 (`int` on the Python
+/// side; the wire holds -2^63 ..= 2^64-1).
+impl WireType for i128 {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Int(i) => Ok(*i as i128),
+            Value::UInt(u) => Ok(*u as i128),
+            other => Err(type_error("int", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        if let Ok(i) = i64::try_from(*self) {
+            Ok(Value::Int(i))
+        } else if let Ok(u) = u64::try_from(*self) {
+            Ok(Value::UInt(u))
+        } else {
+            Err(Error::new(RejectClass::Type, "", format!("integer {self} does not fit the wire (-2^63 ..= 2^64-1)")))
+        }
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        if let Ok(i) = i64::try_from(*self) {
+            write::int(&mut e.out, i);
+        } else if let Ok(u) = u64::try_from(*self) {
+            write::uint(&mut e.out, u);
+        } else {
+            return Err(Box::new(Error::new(
+                RejectClass::Type,
+                "",
+                format!("integer {self} does not fit the wire (-2^63 ..= 2^64-1)"),
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl WireType for f64 {
+    /// A float field holding an integer (msgspec writes the Python int it
+    /// was given) reads as that number; re-encoded, it is a float64.
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Float(f) => Ok(*f),
+            Value::Int(i) => Ok(*i as f64),
+            Value::UInt(u) => Ok(*u as f64),
+            other => Err(type_error("float", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Float(*self))
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        write::float(&mut e.out, *self);
+        Ok(())
+    }
+    #[inline]
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::Float(a) if a.to_bits() == self.to_bits() || (a == self && *a != 0.0))
+    }
+}
+
+impl WireType for String {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Str(s) => Ok(s.clone()),
+            other => Err(type_error("str", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Str(self.clone()))
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        write::str(&mut e.out, self);
+        Ok(())
+    }
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::Str(s) if s == self)
+    }
+}
+
+/// `Any` (and the table types kept dynamic: multimodal `NestedTensors`).
+impl WireType for Value {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        Ok(v.clone())
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(self.clone())
+    }
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        Ok(e.any(self)?)
+    }
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        crate::value::is_default(self, d)
+    }
+}
+
+impl WireType for Tensor {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Tensor(t) => Ok((**t).clone()),
+            other => Err(type_error("tensor", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Tensor(Box::new(self.clone())))
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        e.tensor(self);
+        Ok(())
+    }
+}
+
+/// An array of integers (token ids) in msgspec's smallest forms, the same
+/// bytes as [`write::int_array`] (docs/wire-protocol.md §5.6), faster: a
+/// value of 0 ..= 2^32-1 goes out as one unaligned 8-byte store of its
+/// encoding (marker byte, then the value big-endian), the cursor advancing
+/// by the encoding's length (1, 2, 3 or 5); other values go through
+/// [`write::int`]. About 1.4x [`write::int_array`] on
+/// `request/prompt_512_tokens`.
+pub fn int_array(out: &mut Vec<u8>, xs: &[i64]) {
+    write::array_len(out, xs.len() as u32);
+    // At most 9 bytes a value, plus the 8-byte store's overhang.
+    out.reserve(xs.len() * 9 + 8);
+    let start = out.len();
+    let mut p = start;
+    // Stays valid: nothing below writes past the reservation, so `out`
+    // never reallocates.
+    let base = out.as_mut_ptr();
+    for &v in xs {
+        if (v as u64) >> 32 != 0 {
+            // Negative or at least 2^32.
+            // SAFETY: bytes start..p were initialised below; p is within
+            // the capacity reserved above.
+            unsafe { out.set_len(p) };
+            write::int(out, v);
+            p = out.len();
+            continue;
+        }
+        let u = v as u32;
+        // The marker byte, then the value's low bytes big-endian.
+        let (word, n) = if u < 128 {
+            (u as u64, 1)
+        } else if u < 256 {
+            (0xcc | (u as u64) << 8, 2)
+        } else if u < 65536 {
+            (0xcd | ((u as u16).swap_bytes() as u64) << 8, 3)
+        } else {
+            (0xce | (u.swap_bytes() as u64) << 8, 5)
+        };
+        // SAFETY: p + 8 <= start + 9 * (values so far) + 8, within the
+        // capacity reserved above.
+        unsafe { std::ptr::write_unaligned(base.add(p) as *mut u64, word.to_le()) };
+        p += n;
+    }
+    // SAFETY: every byte of start..p was written above.
+    unsafe { out.set_len(p) };
+}
+
+/// A tensor with no elements and no dtype (the placeholder of a required
+/// tensor field in `Default` impls).
+pub fn empty_tensor() -> Tensor {
+    Tensor { dtype: String::new(), shape: Vec::new(), data: Vec::new() }
+}
+
+/// A required key absent from an open map.
+pub fn missing(name: &str) -> Error {
+    Error::new(RejectClass::MissingField, format!(".{name}"), format!("required field `{name}` is absent"))
+}
+
+/// A per-release field count that the table in hand does not have.
+pub fn count_mismatch(s: &StructSchema, want: usize) -> Error {
+    Error::new(
+        RejectClass::Type,
+        "",
+        format!("{} has {} fields in this table, the typed struct expects {want}", s.name, s.fields.len()),
+    )
+}
+
+pub fn unwrap_optional(ty: &'static Ty) -> &'static Ty {
+    match ty {
+        Ty::Optional(t) => t,
+        t => t,
+    }
+}
+
+impl<T: WireType> WireType for Option<T> {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Nil => Ok(None),
+            v => T::from_value(v, raw, rel).map(Some),
+        }
+    }
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        match self {
+            None => Ok(Value::Nil),
+            Some(x) => x.to_value(unwrap_optional(ty), rel),
+        }
+    }
+    #[inline]
+    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
+        match self {
+            None => {
+                write::nil(&mut e.out);
+                Ok(())
+            }
+            Some(x) => x.encode(rel, e),
+        }
+    }
+    #[inline]
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        match self {
+            None => matches!(d, FieldDefault::Nil),
+            Some(x) => x.is_default(d),
+        }
+    }
+}
+
+/// `list[...]` and `set[...]` (a set keeps the order it was read in).
+impl<T: WireType> WireType for Vec<T> {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Array(xs) => {
+                xs.iter().enumerate().map(|(i, x)| T::from_value(x, raw_at(raw, i), rel).at_index(i)).collect()
+            }
+            Value::IntArray(xs) => {
+                xs.iter().enumerate().map(|(i, x)| T::from_value(&Value::Int(*x), None, rel).at_index(i)).collect()
+            }
+            other => Err(type_error("array", other)),
+        }
+    }
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        let inner = match ty {
+            Ty::List(t) | Ty::Set(t) => t,
+            _ => &Ty::Any,
+        };
+        T::list_to_value(self, inner, rel)
+    }
+    #[inline]
+    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
+        T::encode_slice(self, rel, e)
+    }
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::EmptyList | FieldDefault::EmptySet) && self.is_empty()
+    }
+}
+
+/// A `dict[K, V]`: its entries in wire order.
+impl<K: WireType, V: WireType> WireType for Vec<(K, V)> {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Map(m) => m
+                .iter()
+                .enumerate()
+                .map(|(i, (k, x))| {
+                    let raw_x = match raw {
+                        Some(Value::Map(rm)) => rm.get(i).map(|(_, rv)| rv),
+                        _ => None,
+                    };
+                    let key = K::from_value(k, None, rel).at_index(i)?;
+                    let seg = match k {
+                        Value::Str(s) => format!(".{s}"),
+                        _ => format!("[{i}]"),
+                    };
+                    Ok((key, V::from_value(x, raw_x, rel).at(&seg)?))
+                })
+                .collect(),
+            other => Err(type_error("object", other)),
+        }
+    }
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        let (kt, vt): (&'static Ty, &'static Ty) = match ty {
+            Ty::Dict(k, v) => (k, v),
+            _ => (&Ty::Any, &Ty::Any),
+        };
+        self.iter()
+            .enumerate()
+            .map(|(i, (k, v))| Ok((k.to_value(kt, rel).at_index(i)?, v.to_value(vt, rel).at_index(i)?)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Map)
+    }
+    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
+        write::map_len(&mut e.out, self.len() as u32);
+        for (i, (k, v)) in self.iter().enumerate() {
+            k.encode(rel, e).at_index(i)?;
+            v.encode(rel, e).at_index(i)?;
+        }
+        Ok(())
+    }
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::EmptyDict) && self.is_empty()
+    }
+}
+
+/// An integer enum of typed.rs, by its wire value.
+pub trait IntEnum: Sized + Copy {
+    const NAME: &'static str;
+    fn from_wire(v: i64) -> Option<Self>;
+    fn wire(self) -> i64;
+}
+
+macro_rules! int_enum_wire {
+    ($t:ty) => {
+        impl $crate::typed::wire::WireType for $t {
+            fn from_value(v: &$crate::value::Value, _: Option<&$crate::value::Value>, _: $crate::typed::wire::Rel) -> Result<Self, $crate::error::Error> {
+                match v {
+                    $crate::value::Value::Int(i) => <$t as $crate::typed::wire::IntEnum>::from_wire(*i).ok_or_else(|| {
+                        $crate::error::Error::new(
+                            $crate::error::RejectClass::Enum,
+                            "",
+                            format!("invalid enum value {i} for {}", <$t as $crate::typed::wire::IntEnum>::NAME),
+                        )
+                    }),
+                    other => Err($crate::typed::wire::type_error("int", other)),
+                }
+            }
+            fn to_value(&self, _: &'static $crate::schema::Ty, _: $crate::typed::wire::Rel) -> Result<$crate::value::Value, $crate::error::Error> {
+                Ok($crate::value::Value::Int($crate::typed::wire::IntEnum::wire(*self)))
+            }
+            #[inline]
+            fn encode(&self, _: $crate::typed::wire::Rel, e: &mut $crate::typed::wire::Enc) -> $crate::typed::wire::EncodeResult {
+                $crate::msgpack::write::int(&mut e.out, $crate::typed::wire::IntEnum::wire(*self));
+                Ok(())
+            }
+            fn is_default(&self, d: &$crate::schema::Default) -> bool {
+                matches!(d, $crate::schema::Default::Int(i) if *i == $crate::typed::wire::IntEnum::wire(*self))
+            }
+        }
+    };
+}
+pub(crate) use int_enum_wire;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_array_writes_the_same_bytes_as_the_value_encoder() {
+        // Every boundary of msgspec's integer forms (docs/wire-protocol.md
+        // §5.6), in runs long enough to cross the 8-byte stores.
+        let edges = [
+            0,
+            1,
+            127,
+            128,
+            255,
+            256,
+            65535,
+            65536,
+            (1 << 32) - 1,
+            1 << 32,
+            -1,
+            -32,
+            -33,
+            -128,
+            -129,
+            -32768,
+            -32769,
+            i32::MIN as i64,
+            i32::MIN as i64 - 1,
+            i64::MIN,
+            i64::MAX,
+        ];
+        for n in 0..edges.len() * 3 {
+            let xs: Vec<i64> = edges.iter().cycle().skip(n % edges.len()).take(n).copied().collect();
+            let (mut ours, mut theirs) = (vec![0x42], vec![0x42]);
+            int_array(&mut ours, &xs);
+            write::int_array(&mut theirs, &xs);
+            assert_eq!(ours, theirs, "{xs:?}");
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! TokenSpeed 0.1.1: the tagged positional layout, the engine's frame rules,
+//! its receive path (the normalised contract pinned by the goldens'
+//! `finalized`), the engine configuration it depends on, and error paths
+//! named in TokenSpeed's terms (docs/tokenspeed-wire.md).
+
+mod common;
+
+use common::unhex;
+use engine_protocol::decode::decode_payload;
+use engine_protocol::schema::{tokenspeed, Ty};
+use engine_protocol::validate::tokenspeed::{receive, EngineConfig, TOP_K_ALL};
+use engine_protocol::view::{diff, from_view_in, to_view};
+use engine_protocol::{
+    decode_message, decode_message_with, encode_message, release, Limits, MessageKind, RejectClass, ReleaseSchema,
+    Value,
+};
+use serde_json::Value as Json;
+
+fn ts() -> &'static ReleaseSchema {
+    release("tokenspeed", "0.1.1").expect("a table for TokenSpeed 0.1.1")
+}
+
+fn golden(id: &str) -> Json {
+    let path = format!("{}/../golden/tokenspeed/0.1.1/{id}.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))).expect("JSON")
+}
+
+fn frames_of(case: &Json) -> Vec<Vec<u8>> {
+    case["frames"].as_array().expect("frames").iter().map(|f| unhex(f.as_str().expect("hex"))).collect()
+}
+
+fn decode(kind: MessageKind, frames: &[Vec<u8>]) -> Result<engine_protocol::Decoded, engine_protocol::Error> {
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    decode_message(ts(), kind, &refs, &Limits::default())
+}
+
+/// The ADD payload of §15.1 of the TokenSpeed wire note: SMG's 11-element
+/// prefix for rid `r1`, ids `[1,2,3]`, `max_new_tokens` 4, `stream` true.
+const SMG_R01: &str = "9bb9546f6b656e697a656447656e6572617465526571496e707574a27231c0c093010203dc001d04c0c0cb3ff0000000000000cb3ff0000000000000ce40000000cb0000000000000000cb0000000000000000cb0000000000000000cb3ff000000000000000c0c0c0c0c2c3c3c2c0c0c0c0c0c0019000c3c2ff00c0c3";
+
+fn add(payload: &[u8]) -> Vec<Vec<u8>> {
+    vec![vec![0x00], payload.to_vec()]
+}
+
+#[test]
+fn smgs_eleven_element_prefix_decodes_with_the_rest_defaulted() {
+    let d = decode(MessageKind::EngineCoreRequest, &add(&unhex(SMG_R01))).expect("accepted");
+    assert!(d.drift.is_empty());
+    let Value::Struct(req) = &d.value else { panic!("a struct") };
+    assert_eq!(req.str_field("rid"), Some("r1"));
+    assert_eq!(req.get("stream"), Some(&Value::Bool(true)));
+    assert_eq!(req.get("data_parallel_rank"), Some(&Value::Nil));
+    let sp = req.struct_field("sampling_params").expect("sampling_params");
+    assert_eq!(sp.int_field("max_new_tokens"), Some(4));
+    assert_eq!(sp.int_field("top_k"), Some(TOP_K_ALL));
+}
+
+#[test]
+fn the_encoder_writes_the_tag_first_and_every_field() {
+    let d = decode(MessageKind::EngineCoreRequest, &add(&unhex(SMG_R01))).expect("accepted");
+    let frames = encode_message(ts(), MessageKind::EngineCoreRequest, &d.value).expect("encodes");
+    assert_eq!(frames[0], [0x00]);
+    // 25 elements: the tag and the 24 fields of 0.1.1.
+    assert_eq!(&frames[1][..3], &[0xdc, 0x00, 0x19]);
+    assert_eq!(&frames[1][3..4], &[0xb9]);
+    assert_eq!(&frames[1][4..29], b"TokenizedGenerateReqInput");
+    assert_eq!(decode(MessageKind::EngineCoreRequest, &frames).expect("round trip").value, d.value);
+}
+
+#[test]
+fn the_encoder_reproduces_tokenspeeds_output_batch_byte_for_byte() {
+    // TokenSpeed wire note §15.6: a terminal "stop" row with the load tail.
+    let case = golden("output/load_tail");
+    let value = from_view_in(ts(), "BatchTokenIDOutSlim", ts().engine_core_outputs, &case["value"]).expect("a view");
+    let frames = encode_message(ts(), MessageKind::EngineCoreOutputs, &value).expect("encodes");
+    assert_eq!(frames, frames_of(&case));
+    assert_eq!(
+        hex::encode(&frames[0]),
+        "9eb34261746368546f6b656e49444f7574536c696d91a2723191910b91a473746f709103910291009190919000050278cd03e8"
+    );
+}
+
+#[test]
+fn a_wrong_tag_is_an_enum_error_and_a_non_string_tag_a_type_error() {
+    // Byte 1 of the payload is the tag's str header (0xb9, 25 bytes).
+    let mut wrong = unhex(SMG_R01);
+    wrong[2] = b't';
+    let e = decode(MessageKind::EngineCoreRequest, &add(&wrong)).unwrap_err();
+    assert_eq!(e.class, RejectClass::Enum, "{e}");
+    assert_eq!(e.path, "TokenizedGenerateReqInput[0]");
+    let mut not_a_string = unhex(SMG_R01);
+    not_a_string.splice(1..27, [0x07]);
+    let e = decode(MessageKind::EngineCoreRequest, &add(&not_a_string)).unwrap_err();
+    assert_eq!(e.class, RejectClass::Type, "{e}");
+}
+
+#[test]
+fn a_request_shorter_than_its_last_required_field_is_missing_a_field() {
+    // Tag and four defaulted fields before `sampling_params`: 5 elements.
+    let short = unhex("95b9546f6b656e697a656447656e6572617465526571496e707574a27231c0c0c0");
+    let e = decode(MessageKind::EngineCoreRequest, &add(&short)).unwrap_err();
+    assert_eq!(e.class, RejectClass::MissingField, "{e}");
+    assert!(e.detail.contains("at least length 6"), "{e}");
+    // With an empty SamplingParams prefix it is complete.
+    let six = unhex("96b9546f6b656e697a656447656e6572617465526571496e707574a27231c0c0c090");
+    assert!(decode(MessageKind::EngineCoreRequest, &add(&six)).is_ok());
+}
+
+#[test]
+fn drift_of_a_tagged_struct_is_numbered_by_wire_position_tag_counting_as_zero() {
+    let d = decode(MessageKind::EngineCoreRequest, &frames_of(&golden("mutant/req_extra_trailing"))).expect("accepted");
+    assert_eq!(d.drift, ["TokenizedGenerateReqInput[25]", "TokenizedGenerateReqInput[26]"]);
+    // The nested SamplingParams is untagged: its 30th element is [29].
+    let d = decode(MessageKind::EngineCoreRequest, &frames_of(&golden("mutant/sp_extra_trailing"))).expect("accepted");
+    assert_eq!(
+        d.drift,
+        ["TokenizedGenerateReqInput.sampling_params[29]", "TokenizedGenerateReqInput.sampling_params[30]"]
+    );
+}
+
+#[test]
+fn type_errors_name_the_path_in_tokenspeeds_terms() {
+    // SMG_R01 with temperature (the float64 at offset 42) replaced by "x".
+    let payload = unhex(SMG_R01);
+    let at = 42;
+    assert_eq!(payload[at], 0xcb);
+    let mut bad = payload.clone();
+    bad.splice(at..at + 9, [0xa1, b'x']);
+    let e = decode(MessageKind::EngineCoreRequest, &add(&bad)).unwrap_err();
+    assert_eq!(e.to_string(), "TokenizedGenerateReqInput.sampling_params.temperature: expected float, got str (type)");
+}
+
+#[test]
+fn the_type_byte_decides_how_the_engine_reads_the_payload() {
+    // A request payload behind the ABORT byte is read as a list of rids.
+    let e = decode(MessageKind::EngineCoreRequest, &[vec![0x01], unhex(SMG_R01)]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Type, "{e}");
+    assert_eq!(e.path, "AbortRequest[2]");
+    // vLLM's START_DP_WAVE and UTILITY bytes do not exist in TokenSpeed.
+    for byte in [0x02, 0x03, 0x09] {
+        let e = decode(MessageKind::EngineCoreRequest, &[vec![byte], unhex(SMG_R01)]).unwrap_err();
+        assert_eq!(e.class, RejectClass::Frames, "{e}");
+    }
+    // One frame is not enough, whatever it holds.
+    let e = decode(MessageKind::AbortRequest, &[vec![0x01]]).unwrap_err();
+    assert_eq!(e.class, RejectClass::Frames, "{e}");
+}
+
+#[test]
+fn tokenspeed_has_no_utility_or_wave_messages() {
+    for kind in [MessageKind::UtilityRequest, MessageKind::StartDpWave, MessageKind::UtilityOutput] {
+        assert!(!kind.in_release(ts()));
+        assert_eq!(decode(kind, &[vec![0x02], vec![0x90]]).unwrap_err().class, RejectClass::Frames);
+        assert!(encode_message(ts(), kind, &Value::Array(vec![])).is_err());
+    }
+}
+
+#[test]
+fn message_names_follow_the_dialect() {
+    assert_eq!(MessageKind::parse("TokenizedGenerateReqInput"), Some(MessageKind::EngineCoreRequest));
+    assert_eq!(MessageKind::parse("BatchTokenIDOutSlim"), Some(MessageKind::EngineCoreOutputs));
+    assert_eq!(MessageKind::EngineCoreRequest.name_in(ts()), "TokenizedGenerateReqInput");
+    assert_eq!(MessageKind::EngineCoreOutputs.name_in(ts()), "BatchTokenIDOutSlim");
+    let v033 = release("vllm", "0.33.0").expect("0.33.0");
+    assert_eq!(MessageKind::EngineCoreRequest.name_in(v033), "EngineCoreRequest");
+    assert_eq!(MessageKind::AbortRequest.name_in(ts()), "AbortRequest");
+}
+
+#[test]
+fn init_is_read_from_the_last_frame_and_needs_both_addresses() {
+    let d = decode(MessageKind::HandshakeInit, &frames_of(&golden("mutant/init_two_frames"))).expect("accepted");
+    assert!(matches!(d.value, Value::Struct(_)));
+    let e = decode(MessageKind::HandshakeInit, &frames_of(&golden("handshake/init_no_outputs"))).unwrap_err();
+    assert_eq!(e.class, RejectClass::Validation, "{e}");
+}
+
+#[test]
+fn the_ready_response_takes_block_size_as_drift() {
+    let d = decode(MessageKind::EngineCoreReadyResponse, &frames_of(&golden("mutant/ready_block_size"))).expect("ok");
+    assert_eq!(d.drift, ["EngineCoreReadyResponse.block_size"]);
+}
+
+#[test]
+fn the_engine_configuration_decides_the_rules_that_depend_on_it() {
+    let out_of_vocab = frames_of(&golden("request/add_logit_bias_out_of_vocab"));
+    let logprobs = frames_of(&golden("request/add_return_logprob"));
+    let with = |frames: &[Vec<u8>], engine: &EngineConfig| {
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        decode_message_with(ts(), MessageKind::EngineCoreRequest, &refs, &Limits::default(), engine)
+    };
+    // The goldens' engine: vocabulary 512, output logprobs enabled.
+    assert_eq!(EngineConfig::default(), EngineConfig::CONFORMANCE);
+    assert_eq!(with(&out_of_vocab, &EngineConfig::CONFORMANCE).unwrap_err().class, RejectClass::Validation);
+    assert!(with(&logprobs, &EngineConfig::CONFORMANCE).is_ok());
+    // A larger vocabulary admits key 600; no vocabulary checks only the syntax.
+    let big = EngineConfig { vocab_size: Some(32_000), ..EngineConfig::CONFORMANCE };
+    assert!(with(&out_of_vocab, &big).is_ok());
+    let unknown = EngineConfig { vocab_size: None, ..EngineConfig::CONFORMANCE };
+    assert!(with(&out_of_vocab, &unknown).is_ok());
+    assert!(with(&frames_of(&golden("request/add_logit_bias_not_a_number")), &unknown).is_err());
+    // Without --enable-output-logprobs a logprob request is refused.
+    let no_logprobs = EngineConfig { enable_output_logprobs: false, ..EngineConfig::CONFORMANCE };
+    assert_eq!(with(&logprobs, &no_logprobs).unwrap_err().class, RejectClass::Validation);
+}
+
+/// Every request case TokenSpeed's receive path got through (accepted or
+/// aborted) records the request as the engine then held it; the receive
+/// path here must arrive at the same sampling parameters, the same resolved
+/// `logprob_start_len`, and the same decision to abort.
+#[test]
+fn the_receive_path_finalizes_requests_as_tokenspeed_does() {
+    let dir = format!("{}/../golden/tokenspeed/0.1.1/request", env!("CARGO_MANIFEST_DIR"));
+    let sp_ty: &'static Ty = Box::leak(Box::new(Ty::Struct(&tokenspeed::SAMPLING_PARAMS)));
+    let mut checked = 0;
+    let mut dropped = 0;
+    let mut problems = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir(&dir).expect("request dir").map(|e| e.expect("entry").path()).collect();
+    paths.sort();
+    for path in paths {
+        let case: Json = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+        let id = case["case"].as_str().expect("id").to_string();
+        let frames = frames_of(&case);
+        let refs: Vec<&[u8]> = frames[1..].iter().map(Vec::as_slice).collect();
+        let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default())
+            .unwrap_or_else(|e| panic!("{id}: the payload decodes: {e}"));
+        let Value::Struct(req) = &d.value else { panic!("{id}: a struct") };
+        let got = receive(req, &EngineConfig::CONFORMANCE);
+        let Some(fin) = case.get("finalized") else {
+            // The engine dropped it (a nil seed and a rid that is no string).
+            assert_eq!(case["provenance"]["engine_outcome"], "dropped", "{id}");
+            assert!(got.is_err(), "{id}: the receive path must drop it");
+            dropped += 1;
+            continue;
+        };
+        let got = got.unwrap_or_else(|v| panic!("{id}: dropped: {}", v.message));
+        if let Some((p, what)) = diff(&fin["sampling_params"], &to_view(sp_ty, &Value::Struct(got.sampling_params))) {
+            problems.push(format!("{id}: sampling_params{p}: {what}"));
+        }
+        if fin["logprob_start_len"].as_i64().map(i128::from) != Some(got.logprob_start_len) {
+            problems.push(format!("{id}: logprob_start_len {} vs {}", fin["logprob_start_len"], got.logprob_start_len));
+        }
+        if fin["validation_error"].is_null() != got.validation_error.is_none() {
+            problems.push(format!("{id}: validation_error {} vs {:?}", fin["validation_error"], got.validation_error));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 80, "only {checked} finalized requests");
+    assert_eq!(dropped, 2, "the two unseeded requests without a string rid");
+    assert!(problems.is_empty(), "receive path differs from TokenSpeed's:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn greedy_requests_are_pinned_to_seed_zero_and_unseeded_ones_take_the_rids_crc() {
+    // add_unnormalized_greedy: temperature 0 with top_k -1, not normalised.
+    let case = golden("request/add_unnormalized_greedy");
+    let frames = frames_of(&case);
+    let refs: Vec<&[u8]> = frames[1..].iter().map(Vec::as_slice).collect();
+    let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default()).unwrap();
+    let Value::Struct(req) = &d.value else { panic!("a struct") };
+    let fin = receive(req, &EngineConfig::CONFORMANCE).expect("kept");
+    assert_eq!(fin.sampling_params.float_field("temperature"), Some(1.0));
+    assert_eq!(fin.sampling_params.int_field("top_k"), Some(1));
+    assert_eq!(fin.sampling_params.int_field("seed"), Some(0));
+    // add_seed_nil_rid_r1: crc32(b"r1").
+    let frames = frames_of(&golden("request/add_seed_nil_rid_r1"));
+    let refs: Vec<&[u8]> = frames[1..].iter().map(Vec::as_slice).collect();
+    let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default()).unwrap();
+    let Value::Struct(req) = &d.value else { panic!("a struct") };
+    let fin = receive(req, &EngineConfig::CONFORMANCE).expect("kept");
+    assert_eq!(fin.sampling_params.int_field("seed"), Some(219_023_793));
+}
+
+#[test]
+fn a_negative_aux_index_counts_from_the_last_frame_in_tokenspeed_only() {
+    let frames = frames_of(&golden("mutant/mm_aux_index_negative"));
+    let d = decode(MessageKind::EngineCoreRequest, &frames).expect("TokenSpeed accepts index -1");
+    let view = to_view(ts().engine_core_request, &d.value);
+    assert_eq!(view["multimodal_inputs"]["mm_items"][0]["feature"]["data"][0], -7);
+}

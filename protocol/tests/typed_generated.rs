@@ -1,0 +1,697 @@
+//! The generator of `src/typed/generated.rs`: reads the schema tables
+//! (`engine_protocol::schema::RELEASES`) and writes one Rust struct per wire
+//! struct, with its conversions to and from `Value` and its direct encoder.
+//!
+//! It lives in a test so that it never ships. The test regenerates the file
+//! in memory and fails when the committed one differs;
+//! `ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated`
+//! rewrites it.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use engine_protocol::msgpack::write;
+use engine_protocol::schema::{python_type, Default as D, Layout, StructSchema, Ty, RELEASES};
+
+const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/typed/generated.rs");
+
+#[test]
+fn typed_api_is_generated_from_the_schema_tables() {
+    let want = generate();
+    if std::env::var_os("ENGINE_PROTOCOL_BLESS").is_some() {
+        std::fs::write(PATH, &want).expect("write generated.rs");
+        return;
+    }
+    let have = std::fs::read_to_string(PATH).unwrap_or_default();
+    if have != want {
+        let line = have
+            .lines()
+            .zip(want.lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(|| have.lines().count().min(want.lines().count()) + 1, |i| i + 1);
+        panic!(
+            "src/typed/generated.rs is stale (first difference at line {line}: committed {:?}, generated {:?}); \
+             regenerate with ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated",
+            have.lines().nth(line - 1).unwrap_or(""),
+            want.lines().nth(line - 1).unwrap_or("")
+        );
+    }
+}
+
+/// One field of a generated struct: the union over releases.
+struct UField {
+    name: &'static str,
+    ty: &'static Ty,
+    default: D,
+    /// Bit i: `RELEASES[i]` has this field.
+    mask: u32,
+}
+
+struct UStruct {
+    name: &'static str,
+    layout: Layout,
+    fields: Vec<UField>,
+    /// Field count per release (0 where absent).
+    counts: Vec<usize>,
+    /// The mask of releases that have this struct.
+    mask: u32,
+}
+
+fn all_mask() -> u32 {
+    (1u32 << RELEASES.len()) - 1
+}
+
+fn versions(mask: u32) -> String {
+    RELEASES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, r)| r.version)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn collect() -> Vec<UStruct> {
+    let mut out: Vec<UStruct> = Vec::new();
+    for (ri, rel) in RELEASES.iter().enumerate() {
+        for s in rel.structs() {
+            let at = match out.iter().position(|u| u.name == s.name) {
+                Some(at) => at,
+                None => {
+                    out.push(UStruct {
+                        name: s.name,
+                        layout: s.layout,
+                        fields: Vec::new(),
+                        counts: vec![0; RELEASES.len()],
+                        mask: 0,
+                    });
+                    out.len() - 1
+                }
+            };
+            let u = &mut out[at];
+            if u.mask & (1 << ri) != 0 {
+                continue;
+            }
+            assert_eq!(u.layout, s.layout, "{} changes layout between releases", s.name);
+            u.mask |= 1 << ri;
+            u.counts[ri] = s.fields.len();
+            merge(u, s, ri);
+        }
+    }
+    out
+}
+
+/// Adds a release's fields; each release's fields must be a prefix of the
+/// union (releases so far only append fields), which keeps positional
+/// indices equal across releases.
+fn merge(u: &mut UStruct, s: &'static StructSchema, ri: usize) {
+    for (i, f) in s.fields.iter().enumerate() {
+        match u.fields.get_mut(i) {
+            Some(uf) => {
+                assert_eq!(uf.name, f.name, "{}: field {i} renamed between releases", s.name);
+                assert_eq!(rust_ty(uf.ty), rust_ty(f.ty), "{}.{}: Rust type changes between releases", s.name, f.name);
+                assert_eq!(uf.default, f.default, "{}.{}: default changes between releases", s.name, f.name);
+                uf.mask |= 1 << ri;
+            }
+            None => u.fields.push(UField { name: f.name, ty: f.ty, default: f.default, mask: 1 << ri }),
+        }
+    }
+}
+
+fn camel(s: &str) -> String {
+    s.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let lower = p.to_lowercase();
+            let mut c = lower.chars();
+            c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
+        })
+        .collect()
+}
+
+fn rust_ty(ty: &Ty) -> String {
+    match ty {
+        Ty::Any | Ty::NestedTensors => "Value".into(),
+        Ty::Bool => "bool".into(),
+        Ty::Int => "i64".into(),
+        Ty::Float => "f64".into(),
+        Ty::Str | Ty::StrLiteral(_) => "String".into(),
+        Ty::Bytes => panic!("no typed form for bytes fields yet"),
+        Ty::IntEnum(e) => match e.name {
+            "FinishReason" | "RequestOutputKind" | "EngineCoreEventType" => e.name.into(),
+            other => panic!("no typed enum for {other}: add one to typed/mod.rs"),
+        },
+        Ty::Optional(t) => format!("Option<{}>", rust_ty(t)),
+        Ty::List(t) | Ty::Set(t) => format!("Vec<{}>", rust_ty(t)),
+        Ty::Dict(k, v) => format!("Vec<({}, {})>", rust_ty(k), rust_ty(v)),
+        Ty::Union(_) => match python_type(ty).as_str() {
+            "int | str" => "StopReason".into(),
+            "str | list[str]" => "StopStrings".into(),
+            "str | dict[str, any]" => "JsonSchema".into(),
+            "int | str | list[int]" => "ParallelValue".into(),
+            other => panic!("no typed form for the union {other}: add one to typed/mod.rs"),
+        },
+        Ty::Struct(s) => s.name.into(),
+        Ty::Tensor(_) => "Tensor".into(),
+        Ty::UtilityResult => "UtilityResult".into(),
+    }
+}
+
+/// Call ids span both signs and the whole unsigned 64-bit range: vLLM's
+/// client draws them as unsigned 64-bit values (often at or above 2^63) and
+/// -1, -2 are reserved for unsolicited engine messages (docs/wire-protocol.md
+/// §7.11), so neither `i64` nor `u64` holds them all.
+fn is_call_id(f: &UField) -> bool {
+    f.name == "call_id" && matches!(f.ty, Ty::Int)
+}
+
+fn is_optional(ty: &Ty) -> bool {
+    matches!(ty, Ty::Optional(_))
+}
+
+fn strip(ty: &'static Ty) -> &'static Ty {
+    match ty {
+        Ty::Optional(t) => t,
+        t => t,
+    }
+}
+
+impl UStruct {
+    fn partial(&self, f: &UField) -> bool {
+        f.mask != self.mask
+    }
+
+    /// Held as `Option<T>` though the table type is not optional: `None`
+    /// stands for the default (or for absence from the release or map).
+    fn wrapped(&self, f: &UField) -> bool {
+        !is_optional(f.ty)
+            && (self.partial(f) || f.default == D::Nil || (self.layout == Layout::OpenMap && f.default != D::Required))
+    }
+
+    fn field_ty(&self, f: &UField) -> String {
+        if is_call_id(f) {
+            return "i128".into();
+        }
+        if self.wrapped(f) {
+            format!("Option<{}>", rust_ty(f.ty))
+        } else {
+            rust_ty(f.ty)
+        }
+    }
+
+    fn is_map(&self) -> bool {
+        matches!(self.layout, Layout::SparseMap | Layout::FullMap | Layout::OpenMap)
+    }
+
+    fn has_unknown(&self) -> bool {
+        matches!(self.layout, Layout::Positional | Layout::SparseMap | Layout::FullMap | Layout::OpenMap)
+    }
+}
+
+fn ident(name: &str) -> String {
+    let n = name.trim_start_matches('_');
+    if n == "type" {
+        "r#type".into()
+    } else {
+        n.into()
+    }
+}
+
+fn zero(ty: &Ty) -> String {
+    match ty {
+        Ty::Any | Ty::NestedTensors => "Value::Nil".into(),
+        Ty::Bool => "false".into(),
+        Ty::Int => "0".into(),
+        Ty::Float => "0.0".into(),
+        Ty::Str | Ty::StrLiteral(_) => "String::new()".into(),
+        Ty::IntEnum(e) => format!("{}::{}", e.name, camel(e.values[0].1)),
+        Ty::Optional(_) => "None".into(),
+        Ty::List(_) | Ty::Set(_) | Ty::Dict(..) => "Vec::new()".into(),
+        Ty::Struct(s) => format!("{}::default()", s.name),
+        Ty::Tensor(_) => "empty_tensor()".into(),
+        Ty::UtilityResult => "UtilityResult::default()".into(),
+        other => panic!("no zero value for {}", python_type(other)),
+    }
+}
+
+fn default_expr(u: &UStruct, f: &UField) -> String {
+    if u.partial(f) && u.wrapped(f) {
+        return "None".into();
+    }
+    let inner = strip(f.ty);
+    let v = match f.default {
+        D::Required => return zero(f.ty),
+        D::Nil => return "None".into(),
+        D::Bool(b) => b.to_string(),
+        D::Int(i) => match inner {
+            Ty::IntEnum(e) => {
+                let (_, n) = e.values.iter().find(|(x, _)| *x == i).expect("enum default in enum");
+                format!("{}::{}", e.name, camel(n))
+            }
+            _ => i.to_string(),
+        },
+        D::Float(x) => format!("{x:?}"),
+        D::Str(s) => format!("{s:?}.to_owned()"),
+        D::EmptyList | D::EmptySet | D::EmptyDict => "Vec::new()".into(),
+        D::NewStruct => format!("{}::default()", rust_ty(inner)),
+    };
+    if is_optional(f.ty) || u.wrapped(f) {
+        format!("Some({v})")
+    } else {
+        v
+    }
+}
+
+fn default_lit(d: &D) -> String {
+    match d {
+        D::Required => "D::Required".into(),
+        D::Nil => "D::Nil".into(),
+        D::Bool(b) => format!("D::Bool({b})"),
+        D::Int(i) => format!("D::Int({i})"),
+        D::Float(x) => format!("D::Float({x:?})"),
+        D::Str(s) => format!("D::Str({s:?})"),
+        D::EmptyList => "D::EmptyList".into(),
+        D::EmptySet => "D::EmptySet".into(),
+        D::EmptyDict => "D::EmptyDict".into(),
+        D::NewStruct => "D::NewStruct".into(),
+    }
+}
+
+/// The wire bytes of a default, for a wrapped field left at `None`.
+fn default_bytes(d: &D) -> Vec<u8> {
+    let mut out = Vec::new();
+    match d {
+        D::Nil => write::nil(&mut out),
+        D::Bool(b) => write::bool(&mut out, *b),
+        D::Int(i) => write::int(&mut out, *i),
+        D::Float(x) => write::float(&mut out, *x),
+        D::Str(s) => write::str(&mut out, s),
+        D::EmptyList | D::EmptySet => write::array_len(&mut out, 0),
+        D::EmptyDict => write::map_len(&mut out, 0),
+        D::Required | D::NewStruct => panic!("no default bytes for {d:?}"),
+    }
+    out
+}
+
+fn bytes_lit(b: &[u8]) -> String {
+    let mut s = String::from("b\"");
+    for x in b {
+        if x.is_ascii_alphanumeric() || *x == b'_' {
+            s.push(*x as char);
+        } else {
+            let _ = write!(s, "\\x{x:02x}");
+        }
+    }
+    s.push('"');
+    s
+}
+
+fn key_lit(name: &str) -> String {
+    let mut out = Vec::new();
+    write::str(&mut out, name);
+    bytes_lit(&out)
+}
+
+fn counts_lit(u: &UStruct) -> String {
+    format!("&{:?}", u.counts)
+}
+
+fn doc_type(u: &UStruct, f: &UField) -> String {
+    let mut d = format!("`{}: {}`", f.name, python_type(f.ty));
+    match f.default {
+        D::Required => d.push_str(", required"),
+        D::NewStruct => d.push_str(", default a fresh instance"),
+        other => {
+            let _ = write!(d, ", default `{}`", default_lit(&other).trim_start_matches("D::"));
+        }
+    }
+    d.push('.');
+    if is_call_id(f) {
+        d.push_str(" Any of -2^63 ..= 2^64-1: vLLM draws call ids as unsigned 64-bit values and reserves -1 and -2 (docs/wire-protocol.md §7.11).");
+    }
+    if u.partial(f) {
+        let first = RELEASES.iter().enumerate().find(|(i, _)| f.mask & (1 << i) != 0).map(|(_, r)| r.version);
+        let _ = write!(d, " Since {} (releases: {}).", first.unwrap_or("?"), versions(f.mask));
+    }
+    if matches!(strip(f.ty), Ty::Set(_)) {
+        d.push_str(" A set on the Python side: an array on the wire, kept in wire order.");
+    }
+    if matches!(strip(f.ty), Ty::Dict(..)) {
+        d.push_str(" A dict: its entries in wire order.");
+    }
+    if let Ty::StrLiteral(xs) = strip(f.ty) {
+        let _ = write!(d, " One of {xs:?}.");
+    }
+    if u.wrapped(f) {
+        d.push_str(" `None`: the default (or absent).");
+    }
+    d
+}
+
+fn layout_doc(l: Layout) -> &'static str {
+    match l {
+        Layout::Positional => {
+            "an array of every field in order (msgspec `array_like`); unknown trailing elements are kept in `unknown`"
+        }
+        Layout::NamedTuple => "a NamedTuple: an array of every field in order",
+        Layout::Tuple => "a plain list of exactly these elements",
+        Layout::SparseMap => {
+            "a map of the fields that differ from their defaults (`omit_defaults`), in declaration order"
+        }
+        Layout::FullMap => "a map of every field, in declaration order",
+        Layout::OpenMap => "a plain dict; known keys are written in declaration order, then unknown ones",
+    }
+}
+
+pub fn generate() -> String {
+    let structs = collect();
+    let mut o = String::new();
+    o.push_str(
+        "// @generated by protocol/tests/typed_generated.rs from the schema tables\n\
+         // (src/schema/vllm.rs); do not edit. Regenerate with\n\
+         // ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated\n\
+         //! Typed wire structs, one per struct of the schema tables, with the\n\
+         //! union of their fields over the releases ",
+    );
+    o.push_str(&versions(all_mask()));
+    o.push_str(
+        ".\n\
+         //!\n\
+         //! Each converts from a decoded [`Value`], to a [`Value`] of a chosen\n\
+         //! release, and encodes straight to MessagePack bytes (docs/wire-protocol.md §5).\n\
+         \n\
+         #![allow(clippy::all)]\n\
+         \n\
+         use super::wire::*;\n\
+         use super::*;\n\
+         use crate::error::Error;\n\
+         use crate::msgpack::write;\n\
+         use crate::schema::{Default as D, Ty};\n\
+         use crate::value::{StructValue, Tensor, Value};\n",
+    );
+    let mut seen = BTreeSet::new();
+    for u in &structs {
+        assert!(seen.insert(u.name), "two structs named {}", u.name);
+        let mut idents = BTreeSet::new();
+        for f in &u.fields {
+            assert!(idents.insert(ident(f.name)), "{}: two fields map to {}", u.name, ident(f.name));
+        }
+        gen_struct(&mut o, u);
+    }
+    o
+}
+
+fn gen_struct(o: &mut String, u: &UStruct) {
+    let n = u.name;
+    let _ = writeln!(o, "\n/// `{n}`: {}.", layout_doc(u.layout));
+    if u.mask != all_mask() {
+        let _ = writeln!(o, "///\n/// Releases: {}.", versions(u.mask));
+    }
+    let _ = writeln!(o, "#[derive(Debug, Clone, PartialEq)]\npub struct {n} {{");
+    for f in &u.fields {
+        let _ = writeln!(o, "    /// {}", doc_type(u, f));
+        let _ = writeln!(o, "    pub {}: {},", ident(f.name), u.field_ty(f));
+    }
+    if u.has_unknown() {
+        if u.is_map() {
+            let _ = writeln!(
+                o,
+                "    /// Keys this crate's tables do not know (a newer release's fields),\n    \
+                 /// in wire order; written back after the known ones."
+            );
+            let _ = writeln!(o, "    pub unknown: Vec<(String, Value)>,");
+        } else {
+            let _ = writeln!(
+                o,
+                "    /// Trailing elements this crate's tables do not know (a newer\n    \
+                 /// release's fields); written back after the known ones."
+            );
+            let _ = writeln!(o, "    pub unknown: Vec<Value>,");
+        }
+    }
+    o.push_str("}\n");
+
+    // Default
+    let _ = writeln!(o, "\nimpl Default for {n} {{\n    fn default() -> Self {{\n        {n} {{");
+    for f in &u.fields {
+        let _ = writeln!(o, "            {}: {},", ident(f.name), default_expr(u, f));
+    }
+    if u.has_unknown() {
+        o.push_str("            unknown: Vec::new(),\n");
+    }
+    o.push_str("        }\n    }\n}\n");
+
+    let _ = writeln!(o, "\nimpl WireType for {n} {{");
+    if u.layout == Layout::OpenMap {
+        gen_open_map(o, u);
+    } else {
+        gen_from_value(o, u);
+        gen_to_value(o, u);
+        gen_encode(o, u);
+    }
+    o.push_str("}\n");
+}
+
+fn gen_from_value(o: &mut String, u: &UStruct) {
+    let n = u.name;
+    let _ = writeln!(o, "    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {{");
+    let _ = writeln!(o, "        let sv = struct_value(v, {n:?})?;");
+    let _ = writeln!(o, "        if sv.schema.fields.len() != rel.pick({}) {{", counts_lit(u));
+    let _ = writeln!(o, "            return Err(count_mismatch(sv.schema, rel.pick({})));\n        }}", counts_lit(u));
+    o.push_str("        let mut it = sv.schema.fields.iter().zip(sv.fields());\n");
+    let _ = writeln!(o, "        Ok({n} {{");
+    for (i, f) in u.fields.iter().enumerate() {
+        let raw = if u.is_map() { format!("raw_key(raw, {:?})", f.name) } else { format!("raw_at(raw, {i})") };
+        let mut get = format!(
+            "WireType::from_value(next_field(&mut it, {:?})?, {raw}, rel).at({:?})?",
+            f.name,
+            format!(".{}", f.name)
+        );
+        if u.wrapped(f) {
+            get = format!("Some({get})");
+        }
+        if u.partial(f) {
+            let _ = writeln!(o, "            {}: if rel.is({:#b}) {{ {get} }} else {{ None }},", ident(f.name), f.mask);
+        } else {
+            let _ = writeln!(o, "            {}: {get},", ident(f.name));
+        }
+    }
+    if u.has_unknown() {
+        if u.is_map() {
+            o.push_str("            unknown: raw_extra_keys(raw, sv.schema),\n");
+        } else {
+            o.push_str("            unknown: raw_extra_elements(raw, sv.schema.fields.len()),\n");
+        }
+    }
+    o.push_str("        })\n    }\n");
+}
+
+fn set_check(u: &UStruct, f: &UField) -> String {
+    let id = ident(f.name);
+    if u.wrapped(f) {
+        format!("matches!(&self.{id}, Some(x) if !x.is_default(&{}))", default_lit(&f.default))
+    } else {
+        format!("!self.{id}.is_default(&{})", default_lit(&f.default))
+    }
+}
+
+fn gen_to_value(o: &mut String, u: &UStruct) {
+    let n = u.name;
+    let _ = writeln!(o, "    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {{");
+    let _ = writeln!(o, "        let s = struct_schema(ty, {n:?})?;");
+    let _ = writeln!(o, "        if s.fields.len() != rel.pick({}) {{", counts_lit(u));
+    let _ = writeln!(o, "            return Err(count_mismatch(s, rel.pick({})));\n        }}", counts_lit(u));
+    o.push_str("        let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());\n");
+    for (i, f) in u.fields.iter().enumerate() {
+        let id = ident(f.name);
+        let seg = format!(".{}", f.name);
+        let conv = if u.wrapped(f) {
+            format!(
+                "match &self.{id} {{ Some(x) => WireType::to_value(x, s.fields[{i}].ty, rel).at({seg:?})?, None => crate::value::default_for(&s.fields[{i}]) }}"
+            )
+        } else {
+            format!("WireType::to_value(&self.{id}, s.fields[{i}].ty, rel).at({seg:?})?")
+        };
+        if u.partial(f) {
+            let _ = writeln!(
+                o,
+                "        if rel.is({:#b}) {{\n            f.push({conv});\n        }} else if {} {{\n            return Err(not_in_release(rel, {:?}).into());\n        }}",
+                f.mask,
+                set_check(u, f),
+                f.name
+            );
+        } else {
+            let _ = writeln!(o, "        f.push({conv});");
+        }
+    }
+    o.push_str("        Ok(Value::Struct(StructValue::new(s, f)))\n    }\n");
+}
+
+fn literal_check(u: &UStruct, f: &UField) -> Option<String> {
+    let Ty::StrLiteral(xs) = strip(f.ty) else { return None };
+    let id = ident(f.name);
+    let arg =
+        if is_optional(f.ty) || u.wrapped(f) { format!("self.{id}.as_deref()") } else { format!("Some(&self.{id})") };
+    Some(format!("check_literal({arg}, &{xs:?}).at({:?})?;", format!(".{}", f.name)))
+}
+
+fn gen_encode(o: &mut String, u: &UStruct) {
+    let _ = writeln!(o, "    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {{");
+    let _ = writeln!(o, "        let n = rel.pick({});", counts_lit(u));
+    for f in &u.fields {
+        if let Some(c) = literal_check(u, f) {
+            let _ = writeln!(o, "        {c}");
+        }
+    }
+    match u.layout {
+        Layout::Positional => o.push_str("        write::array_len(&mut e.out, (n + self.unknown.len()) as u32);\n"),
+        Layout::NamedTuple | Layout::Tuple => o.push_str("        write::array_len(&mut e.out, n as u32);\n"),
+        Layout::FullMap => o.push_str("        e.struct_map(n, n + self.unknown.len());\n"),
+        Layout::SparseMap => {
+            o.push_str("        let mut count = self.unknown.len();\n");
+            for f in &u.fields {
+                let c = set_check(u, f);
+                if u.partial(f) {
+                    let _ = writeln!(o, "        count += (rel.is({:#b}) && {c}) as usize;", f.mask);
+                } else {
+                    let _ = writeln!(o, "        count += ({c}) as usize;");
+                }
+            }
+            o.push_str("        e.struct_map(n, count);\n");
+        }
+        Layout::OpenMap => unreachable!(),
+    }
+    for f in &u.fields {
+        let id = ident(f.name);
+        let seg = format!(".{}", f.name);
+        let key = if u.is_map() { format!("e.raw({}); ", key_lit(f.name)) } else { String::new() };
+        let write_value = if u.wrapped(f) {
+            format!(
+                "match &self.{id} {{ Some(x) => WireType::encode(x, rel, e).at({seg:?})?, None => e.raw({}) }}",
+                bytes_lit(&default_bytes(&f.default))
+            )
+        } else {
+            format!("WireType::encode(&self.{id}, rel, e).at({seg:?})?")
+        };
+        let body = if u.layout == Layout::SparseMap {
+            format!("if {} {{ {key}{write_value}; }}", set_check(u, f))
+        } else {
+            format!("{key}{write_value};")
+        };
+        if u.partial(f) {
+            let _ = writeln!(
+                o,
+                "        if rel.is({:#b}) {{\n            {body}\n        }} else if {} {{\n            return Err(not_in_release(rel, {:?}).into());\n        }}",
+                f.mask,
+                set_check(u, f),
+                f.name
+            );
+        } else {
+            let _ = writeln!(o, "        {body}");
+        }
+    }
+    match u.layout {
+        Layout::Positional => o.push_str("        for x in &self.unknown {\n            e.any(x)?;\n        }\n"),
+        Layout::FullMap | Layout::SparseMap => o.push_str("        encode_extra_keys(&self.unknown, e)?;\n"),
+        _ => {}
+    }
+    o.push_str("        Ok(())\n    }\n");
+}
+
+fn gen_open_map(o: &mut String, u: &UStruct) {
+    let n = u.name;
+    for f in &u.fields {
+        assert!(!u.partial(f), "{n}.{}: open maps with per-release fields are not generated yet", f.name);
+    }
+    // from_value
+    let _ = writeln!(o, "    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {{");
+    let _ = writeln!(o, "        let sv = struct_value(v, {n:?})?;");
+    for f in &u.fields {
+        let _ = writeln!(
+            o,
+            "        let mut {}: Option<{}> = None;",
+            ident(f.name).trim_start_matches("r#"),
+            u.field_ty(f)
+        );
+    }
+    o.push_str("        let mut unknown = Vec::new();\n");
+    o.push_str("        for (k, x) in sv.open_entries() {\n");
+    o.push_str("            let Value::Str(k) = k else { return Err(type_error(\"a str key\", k)) };\n");
+    o.push_str("            match k.as_str() {\n");
+    for f in &u.fields {
+        let var = ident(f.name).trim_start_matches("r#").to_string();
+        let mut get =
+            format!("WireType::from_value(x, raw_key(raw, {:?}), rel).at({:?})?", f.name, format!(".{}", f.name));
+        if u.wrapped(f) {
+            get = format!("Some({get})");
+        }
+        let _ = writeln!(o, "                {:?} => {var} = Some({get}),", f.name);
+    }
+    o.push_str("                _ => unknown.push((k.clone(), x.clone())),\n            }\n        }\n");
+    let _ = writeln!(o, "        Ok({n} {{");
+    for f in &u.fields {
+        let var = ident(f.name).trim_start_matches("r#").to_string();
+        if f.default == D::Required {
+            let _ = writeln!(o, "            {}: {var}.ok_or_else(|| missing({:?}))?,", ident(f.name), f.name);
+        } else {
+            let _ = writeln!(o, "            {}: {var}.unwrap_or_default(),", ident(f.name));
+        }
+    }
+    o.push_str("            unknown,\n        })\n    }\n");
+    // to_value
+    let _ = writeln!(o, "    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {{");
+    let _ = writeln!(o, "        let s = struct_schema(ty, {n:?})?;");
+    let _ = writeln!(o, "        if s.fields.len() != rel.pick({}) {{", counts_lit(u));
+    let _ = writeln!(o, "            return Err(count_mismatch(s, rel.pick({})));\n        }}", counts_lit(u));
+    o.push_str("        let mut sv = StructValue::with_defaults(s);\n        let m = sv.open_entries_mut();\n");
+    for (i, f) in u.fields.iter().enumerate() {
+        let id = ident(f.name);
+        let seg = format!(".{}", f.name);
+        if u.wrapped(f) {
+            let _ = writeln!(
+                o,
+                "        if let Some(x) = &self.{id} {{\n            m.push((Value::Str({:?}.into()), WireType::to_value(x, unwrap_optional(s.fields[{i}].ty), rel).at({seg:?})?));\n        }}",
+                f.name
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "        m.push((Value::Str({:?}.into()), WireType::to_value(&self.{id}, s.fields[{i}].ty, rel).at({seg:?})?));",
+                f.name
+            );
+        }
+    }
+    o.push_str(
+        "        for (k, x) in &self.unknown {\n            m.push((Value::Str(k.clone()), x.clone()));\n        }\n",
+    );
+    o.push_str("        Ok(Value::Struct(sv))\n    }\n");
+    // encode
+    o.push_str("    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {\n");
+    o.push_str("        let mut count = self.unknown.len();\n");
+    for f in &u.fields {
+        if u.wrapped(f) {
+            let _ = writeln!(o, "        count += self.{}.is_some() as usize;", ident(f.name));
+        } else {
+            o.push_str("        count += 1;\n");
+        }
+    }
+    o.push_str("        write::map_len(&mut e.out, count as u32);\n");
+    for f in &u.fields {
+        let id = ident(f.name);
+        let seg = format!(".{}", f.name);
+        if u.wrapped(f) {
+            let _ = writeln!(
+                o,
+                "        if let Some(x) = &self.{id} {{\n            e.raw({});\n            WireType::encode(x, rel, e).at({seg:?})?;\n        }}",
+                key_lit(f.name)
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "        e.raw({});\n        WireType::encode(&self.{id}, rel, e).at({seg:?})?;",
+                key_lit(f.name)
+            );
+        }
+    }
+    o.push_str("        encode_extra_keys(&self.unknown, e)?;\n        Ok(())\n    }\n");
+}
