@@ -3,7 +3,7 @@
 # (decode and encode; for output batches also the fast decoder
 # `engine_protocol::hot::decode_outputs`). Sets up the vLLM 0.33.0 venv
 # (cached under ~/.cache) if needed. Builds into $CARGO_TARGET_DIR (default
-# target/). Options go to bench/msgspec_compare.py: --repeats N,
+# target/). Options go to bench/msgspec_compare.py: --repeats N, --rounds N,
 # --vllm-rust BIN (vLLM's Rust client codec, run as `BIN bench CASE.json...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."

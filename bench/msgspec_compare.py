@@ -14,6 +14,12 @@ The inputs are golden cases produced by vLLM's encoder
   - optionally (--vllm-rust BIN) vLLM's own Rust client codec, run as
     `BIN bench CASE.json...`, which prints `<case id> decode_ns=<n>
     encode_ns=<n>` per case: its times and ours over them.
+The implementations are interleaved: each of --rounds rounds times every
+one of them on every case, and the tables report per-round ratios (their
+median and lowest), so a change of machine speed between rounds (this VM
+runs at two speeds about 1.6x apart) does not favour one side. The typed
+path (the target: 3x msgspec) is the fast decoder for output batches,
+`decode_typed` for the request, and the typed structs' direct encode.
 Run through bench/compare.sh, which sets up the venv and builds the binary.
 """
 import argparse
@@ -61,10 +67,19 @@ def python_times(golden, version, repeats):
         dec = decoders[case["message"]]
         data = frames if len(frames) > 1 else frames[0]
         obj = dec.decode(data)
-        out[case_id] = (
-            best_ns(lambda: dec.decode(data), repeats),
-            best_ns(lambda: enc.encode(obj), repeats),
-        )
+        out[case_id] = {
+            "decode_ns": best_ns(lambda: dec.decode(data), repeats),
+            "encode_ns": best_ns(lambda: enc.encode(obj), repeats),
+        }
+    return out
+
+
+def case_bytes(golden, version):
+    """Bytes on the wire per case: every frame (a request's type byte too)."""
+    out = {}
+    for case_id, _ in CASES:
+        with open(os.path.join(golden, "vllm", version, case_id + ".json")) as f:
+            out[case_id] = sum(len(h) // 2 for h in json.load(f)["frames"])
     return out
 
 
@@ -136,8 +151,133 @@ def fmt_ns(v):
     return "-" if v is None else f"{v:,.0f}"
 
 
-def fmt_x(a, b):
-    return "-" if a is None or b is None or b == 0 else f"{a / b:.1f}x"
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if n == 0 else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+
+def typed_decode(fields):
+    """The typed path's decode: the fast decoder where there is one."""
+    return fields.get("fast_decode_ns", fields.get("typed_decode_ns"))
+
+
+def typed_encode(fields):
+    return fields.get("typed_encode_ns")
+
+
+METRICS = {
+    "typed decode": typed_decode,
+    "typed encode": typed_encode,
+    "value decode": lambda f: f.get("decode_ns"),
+    "value encode": lambda f: f.get("encode_ns"),
+    "decode": lambda f: f.get("decode_ns"),
+    "encode": lambda f: f.get("encode_ns"),
+}
+
+
+def series(rounds, impl, case_id, metric):
+    """Per-round times of `impl` on `case_id` (rounds missing it left out)."""
+    get = METRICS[metric]
+    out = []
+    for r in rounds:
+        fields = (r.get(impl) or {}).get(case_id)
+        v = get(fields) if fields else None
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def ratios(rounds, case_id, num_impl, num_metric, den_impl, den_metric):
+    """Per-round num / den (above 1: the denominator is faster)."""
+    out = []
+    for r in rounds:
+        a = (r.get(num_impl) or {}).get(case_id)
+        b = (r.get(den_impl) or {}).get(case_id)
+        x = METRICS[num_metric](a) if a else None
+        y = METRICS[den_metric](b) if b else None
+        if x and y:
+            out.append(x / y)
+    return out
+
+
+def fmt_ratio(xs):
+    if not xs:
+        return "-"
+    return f"{median(xs):.1f}x ({min(xs):.1f}x)" if len(xs) > 1 else f"{xs[0]:.1f}x"
+
+
+def mbps(nbytes, ns):
+    return "-" if not ns else f"{nbytes / ns * 1e3:,.0f}"
+
+
+def print_tables(rounds, nbytes, repeats, versions):
+    """rounds: [{impl: {case: {metric key: ns}}}] with impl in msgspec, ours,
+    ours-sys, vllm-rust; nbytes: {case: wire bytes}."""
+    have_sys = any(r.get("ours-sys") for r in rounds)
+    have_vr = any(r.get("vllm-rust") for r in rounds)
+    print(f"{versions}; {len(rounds)} interleaved rounds, best of {repeats} per round; times: median over "
+          "rounds, ns per call; speed-up: vLLM/msgspec time / ours, per round, median (lowest)")
+    lows = {}
+    for direction in ("decode", "encode"):
+        print()
+        print(f"Typed path, {direction}: ours with mimalloc and with the system allocator")
+        print()
+        print(f"| case | bytes | {direction}: vLLM/msgspec | ours (mimalloc) | ours (system) "
+              "| speed-up (mimalloc) | speed-up (system) | ours MB/s |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for case_id, _ in CASES:
+            py = median(series(rounds, "msgspec", case_id, direction))
+            ours = median(series(rounds, "ours", case_id, "typed " + direction))
+            osys = median(series(rounds, "ours-sys", case_id, "typed " + direction))
+            rm = ratios(rounds, case_id, "msgspec", direction, "ours", "typed " + direction)
+            rsys = ratios(rounds, case_id, "msgspec", direction, "ours-sys", "typed " + direction)
+            for k, xs in (("mimalloc", rm), ("system", rsys)):
+                if xs:
+                    lows[(direction, k)] = min(lows.get((direction, k), min(xs)), min(xs))
+            print(f"| `{case_id}` | {nbytes[case_id]:,} | {fmt_ns(py)} | {fmt_ns(ours)} | {fmt_ns(osys)} "
+                  f"| {fmt_ratio(rm)} | {fmt_ratio(rsys)} | {mbps(nbytes[case_id], ours)} |")
+    print()
+    for (direction, k), v in sorted(lows.items()):
+        print(f"lowest typed-path {direction} speed-up over vLLM/msgspec, {k}: {v:.2f}x (target: 3x)")
+    print()
+    print("Value path (`decode_message` / `encode_message`, the conformance view's codec), for reference")
+    print()
+    print("| case | decode: ours (system) | speed-up | encode: ours (system) | speed-up |")
+    print("|---|---:|---:|---:|---:|")
+    for case_id, _ in CASES:
+        d = median(series(rounds, "ours", case_id, "value decode"))
+        dsys = median(series(rounds, "ours-sys", case_id, "value decode"))
+        e = median(series(rounds, "ours", case_id, "value encode"))
+        esys = median(series(rounds, "ours-sys", case_id, "value encode"))
+        rd = ratios(rounds, case_id, "msgspec", "decode", "ours", "value decode")
+        re_ = ratios(rounds, case_id, "msgspec", "encode", "ours", "value encode")
+        sd = f" ({fmt_ns(dsys)})" if have_sys else ""
+        se = f" ({fmt_ns(esys)})" if have_sys else ""
+        print(f"| `{case_id}` | {fmt_ns(d)}{sd} | {fmt_ratio(rd)} | {fmt_ns(e)}{se} | {fmt_ratio(re_)} |")
+    if have_vr:
+        print()
+        print("vLLM's Rust client codec (vLLM 0.33.0 `rust/src/engine-core-client`) on the same files; "
+              "ratio: its time / ours on the typed path, per round, median (lowest); above 1x: ours is faster")
+        print()
+        print("| case | decode: vLLM Rust | ours (typed) | ratio | encode: vLLM Rust | ours (typed) | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        low = None
+        for case_id, _ in CASES:
+            vd = median(series(rounds, "vllm-rust", case_id, "decode"))
+            ve = median(series(rounds, "vllm-rust", case_id, "encode"))
+            od = median(series(rounds, "ours", case_id, "typed decode"))
+            oe = median(series(rounds, "ours", case_id, "typed encode"))
+            xd = ratios(rounds, case_id, "vllm-rust", "decode", "ours", "typed decode")
+            xe = ratios(rounds, case_id, "vllm-rust", "encode", "ours", "typed encode")
+            for xs in (xd, xe):
+                if xs:
+                    low = min(xs) if low is None else min(low, min(xs))
+            print(f"| `{case_id}` | {fmt_ns(vd)} | {fmt_ns(od)} | {fmt_ratio(xd)} | {fmt_ns(ve)} | {fmt_ns(oe)} "
+                  f"| {fmt_ratio(xe)} |")
+        if low is not None:
+            print()
+            print(f"lowest ratio over vLLM's Rust client: {low:.2f}x (target: 2x)")
 
 
 def main():
@@ -148,7 +288,8 @@ def main():
                     help="conformance binary built with mimalloc (the default features)")
     ap.add_argument("--conformance-sysalloc", default="target/sysalloc/release/conformance",
                     help="conformance binary built with --no-default-features (system malloc)")
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=7, help="best of N batches per implementation per round")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every implementation per round)")
     ap.add_argument("--vllm-rust", metavar="BIN",
                     help="vLLM's Rust client codec binary (`BIN bench CASE.json...` prints "
                          "`<case id> decode_ns=<n> encode_ns=<n>`): adds its times and our ratio over it")
@@ -156,75 +297,19 @@ def main():
     import msgspec
     import vllm
 
-    py = python_times(args.golden, args.version, args.repeats)
-    rs = rust_times(args.golden, args.version, args.conformance, args.repeats)
-    sysrs = None
-    if os.path.exists(args.conformance_sysalloc):
-        sysrs = rust_times(args.golden, args.version, args.conformance_sysalloc, args.repeats)
-    vr = vllm_rust_times(args.golden, args.version, args.vllm_rust) if args.vllm_rust else None
-    print_tables(py, rs, sysrs, vr, args.repeats, f"vLLM {vllm.__version__}, msgspec {msgspec.__version__}, "
-                 f"Python {sys.version.split()[0]}")
-
-
-def print_tables(py, rs, sysrs, vr, repeats, versions):
-    """py: {case: (decode, encode)}; rs / sysrs: {case: {decode_ns, encode_ns[, fast_decode_ns]}};
-    vr: {case: {decode_ns, encode_ns}} or None."""
-    print(f"{versions}; best of {repeats}, ns per call; ours with mimalloc (system malloc in brackets); "
-          "fast decode: engine_protocol::hot::decode_outputs (output batches)")
-    print()
-    print("| case | what | decode: ours | fast decode: ours | decode: vLLM/msgspec | speed-up | fast speed-up "
-          "| encode: ours | encode: vLLM/msgspec | speed-up |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    worst = worst_sys = worst_fast = worst_fast_sys = None
-
-    def lo(cur, *xs):
-        xs = [x for x in xs if x is not None]
-        return min([cur] + xs) if cur is not None else (min(xs) if xs else None)
-
-    for case_id, what in CASES:
-        pd, pe = py[case_id]
-        r = rs[case_id]
-        rd, re_, rf = r["decode_ns"], r["encode_ns"], r.get("fast_decode_ns")
-        worst = lo(worst, pd / rd, pe / re_)
-        extra_d = extra_e = extra_f = extra_fx = ""
-        fx = f"{pd / rf:.1f}x" if rf else "-"
-        if rf:
-            worst_fast = lo(worst_fast, pd / rf)
-        if sysrs:
-            y = sysrs[case_id]
-            yd, ye, yf = y["decode_ns"], y["encode_ns"], y.get("fast_decode_ns")
-            extra_d, extra_e = f" ({yd:,.0f})", f" ({ye:,.0f})"
-            worst_sys = lo(worst_sys, pd / yd, pe / ye)
-            if yf:
-                extra_f, extra_fx = f" ({yf:,.0f})", f" ({pd / yf:.1f}x)"
-                worst_fast_sys = lo(worst_fast_sys, pd / yf)
-        print(f"| `{case_id}` | {what} | {rd:,.0f}{extra_d} | {fmt_ns(rf)}{extra_f} | {pd:,.0f} | {pd / rd:.1f}x "
-              f"| {fx}{extra_fx} | {re_:,.0f}{extra_e} | {pe:,.0f} | {pe / re_:.1f}x |")
-    print()
-    print(f"lowest speed-up: {worst:.2f}x with mimalloc"
-          + (f", {worst_sys:.2f}x with the system allocator" if worst_sys is not None else "")
-          + " (target: 1.5x)")
-    if worst_fast is not None:
-        print(f"lowest fast-decode speed-up (output batches): {worst_fast:.2f}x with mimalloc"
-              + (f", {worst_fast_sys:.2f}x with the system allocator" if worst_fast_sys is not None else "")
-              + " (target: 3x)")
-    if vr is not None:
-        print()
-        print("vLLM's Rust client codec on the same files (ns per call); ours over it: its time / ours "
-              "(above 1x: ours is faster)")
-        print()
-        print("| case | decode: vLLM Rust | decode: ours | fast decode: ours | ours over it (decode, fast) "
-              "| encode: vLLM Rust | encode: ours | ours over it |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for case_id, _ in CASES:
-            v = vr.get(case_id)
-            r = rs[case_id]
-            vd = v.get("decode_ns") if v else None
-            ve = v.get("encode_ns") if v else None
-            rf = r.get("fast_decode_ns")
-            print(f"| `{case_id}` | {fmt_ns(vd)} | {r['decode_ns']:,.0f} | {fmt_ns(rf)} "
-                  f"| {fmt_x(vd, r['decode_ns'])}, {fmt_x(vd, rf)} | {fmt_ns(ve)} | {r['encode_ns']:,.0f} "
-                  f"| {fmt_x(ve, r['encode_ns'])} |")
+    have_sys = os.path.exists(args.conformance_sysalloc)
+    rounds = []
+    for i in range(args.rounds):
+        print(f"round {i + 1}/{args.rounds}", file=sys.stderr)
+        r = {"msgspec": python_times(args.golden, args.version, args.repeats),
+             "ours": rust_times(args.golden, args.version, args.conformance, args.repeats)}
+        if have_sys:
+            r["ours-sys"] = rust_times(args.golden, args.version, args.conformance_sysalloc, args.repeats)
+        if args.vllm_rust:
+            r["vllm-rust"] = vllm_rust_times(args.golden, args.version, args.vllm_rust)
+        rounds.append(r)
+    print_tables(rounds, case_bytes(args.golden, args.version), args.repeats,
+                 f"vLLM {vllm.__version__}, msgspec {msgspec.__version__}, Python {sys.version.split()[0]}")
 
 
 if __name__ == "__main__":

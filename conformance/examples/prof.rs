@@ -1,5 +1,6 @@
 //! Profiling helper (not part of the suite): `prof <case.json> <iters> <dec|enc|hot>`
-//! (`hot`: the fast output decoder, `engine_protocol::hot::decode_outputs`).
+//! (`hot`: the fast output decoder, `engine_protocol::hot::decode_outputs`;
+//! `conv`: the typed API's conversion of a decoded request to its struct).
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -19,6 +20,11 @@ fn main() {
         for _ in 0..n {
             let h = engine_protocol::hot::decode_outputs(rel, std::hint::black_box(&refs), &Limits::default());
             std::hint::black_box(h.unwrap());
+        }
+    } else if a[3] == "conv" {
+        for _ in 0..n {
+            let r = engine_protocol::typed::EngineCoreRequest::from_value(rel, std::hint::black_box(&value));
+            std::hint::black_box(r.unwrap());
         }
     } else if a[3] == "dec" {
         for _ in 0..n {

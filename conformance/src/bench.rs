@@ -3,7 +3,11 @@
 //! to encode its decoded value, in nanoseconds; for `EngineCoreOutputs`, also
 //! the decode of the same frames by the borrowing fast decoder a gateway's
 //! output loop uses (`engine_protocol::hot::decode_outputs`: same verdict,
-//! typed fields borrowed from the frames). Timing is for comparison on
+//! typed fields borrowed from the frames); for `EngineCoreRequest` and
+//! `EngineCoreOutputs`, also the typed API's encode of the same message
+//! straight from its struct (`engine_protocol::typed`), and for
+//! `EngineCoreRequest` the typed decode (`decode_typed`: the decode plus the
+//! conversion to the struct). Timing is for comparison on
 //! one machine; the criterion benches in `protocol/benches/` are the
 //! statistically careful measurement.
 
@@ -13,6 +17,7 @@ use std::time::{Duration, Instant};
 use std::fmt;
 
 use engine_protocol::hot::decode_outputs;
+use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 
 use crate::corpus::{Body, Case, Expect};
@@ -23,14 +28,25 @@ pub struct BenchLine {
     pub encode_ns: u64,
     /// `EngineCoreOutputs` only: the fast decoder's time.
     pub fast_decode_ns: Option<u64>,
+    /// `EngineCoreRequest` only: `decode_typed` into the typed struct.
+    pub typed_decode_ns: Option<u64>,
+    /// `EngineCoreRequest` and `EngineCoreOutputs` (vLLM): the typed
+    /// struct's direct encode.
+    pub typed_encode_ns: Option<u64>,
 }
 
-/// `<case id> decode_ns=<n> encode_ns=<n>[ fast_decode_ns=<n>]`.
+/// `<case id> decode_ns=<n> encode_ns=<n>[ fast_decode_ns=<n>][ typed_decode_ns=<n>][ typed_encode_ns=<n>]`.
 impl fmt::Display for BenchLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} decode_ns={} encode_ns={}", self.id, self.decode_ns, self.encode_ns)?;
-        if let Some(n) = self.fast_decode_ns {
-            write!(f, " fast_decode_ns={n}")?;
+        for (key, v) in [
+            ("fast_decode_ns", self.fast_decode_ns),
+            ("typed_decode_ns", self.typed_decode_ns),
+            ("typed_encode_ns", self.typed_encode_ns),
+        ] {
+            if let Some(n) = v {
+                write!(f, " {key}={n}")?;
+            }
         }
         Ok(())
     }
@@ -97,11 +113,38 @@ pub fn run(cases: &[Case], repeats: usize, batch: Duration) -> (Vec<BenchLine>, 
                     black_box(decode_outputs(rel, black_box(&refs), &limits).ok());
                 })
             });
+        let (mut typed_decode_ns, mut typed_encode_ns) = (None, None);
+        match message {
+            MessageKind::EngineCoreRequest => {
+                if let Ok((typed, _)) = decode_typed::<EngineCoreRequest>(rel, &refs, &limits) {
+                    typed_decode_ns = Some(best_ns(repeats, batch, || {
+                        black_box(decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &limits).ok());
+                    }));
+                    if typed.encode(rel).is_ok() {
+                        typed_encode_ns = Some(best_ns(repeats, batch, || {
+                            black_box(black_box(&typed).encode(rel).ok());
+                        }));
+                    }
+                }
+            }
+            MessageKind::EngineCoreOutputs => {
+                if let Ok((typed, _)) = decode_typed::<EngineCoreOutputs>(rel, &refs, &limits) {
+                    if typed.encode(rel).is_ok() {
+                        typed_encode_ns = Some(best_ns(repeats, batch, || {
+                            black_box(black_box(&typed).encode(rel).ok());
+                        }));
+                    }
+                }
+            }
+            _ => {}
+        }
         lines.push(BenchLine {
             id: format!("{}/{}/{}", case.dialect, case.version, case.id),
             decode_ns,
             encode_ns,
             fast_decode_ns,
+            typed_decode_ns,
+            typed_encode_ns,
         });
     }
     (lines, skipped)

@@ -113,39 +113,53 @@ pub trait At {
     fn at_index(self, i: usize) -> Self;
 }
 
+#[cold]
+#[inline(never)]
+fn prefix(mut e: Error, seg: &str) -> Error {
+    e.path.insert_str(0, seg);
+    e
+}
+
+#[cold]
+#[inline(never)]
+fn prefix_index(mut e: Error, i: usize) -> Error {
+    e.path.insert_str(0, &format!("[{i}]"));
+    e
+}
+
 impl<T> At for Result<T, Error> {
-    #[inline]
+    #[inline(always)]
     fn at(self, seg: &str) -> Self {
-        self.map_err(|mut e| {
-            e.path.insert_str(0, seg);
-            e
-        })
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(prefix(e, seg)),
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     fn at_index(self, i: usize) -> Self {
-        self.map_err(|mut e| {
-            e.path.insert_str(0, &format!("[{i}]"));
-            e
-        })
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(prefix_index(e, i)),
+        }
     }
 }
 
 impl<T> At for Result<T, Box<Error>> {
-    #[inline]
+    #[inline(always)]
     fn at(self, seg: &str) -> Self {
-        self.map_err(|mut e| {
-            e.path.insert_str(0, seg);
-            e
-        })
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(Box::new(prefix(*e, seg))),
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     fn at_index(self, i: usize) -> Self {
-        self.map_err(|mut e| {
-            e.path.insert_str(0, &format!("[{i}]"));
-            e
-        })
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(Box::new(prefix_index(*e, i))),
+        }
     }
 }
 
@@ -201,20 +215,29 @@ pub fn struct_value<'a>(v: &'a Value, name: &str) -> Result<&'a StructValue, Err
 
 /// The next field of a decoded struct, checked by name against the
 /// generated struct's.
-#[inline]
+#[inline(always)]
 pub fn next_field<'a>(
     it: &mut impl Iterator<Item = (&'static crate::schema::Field, &'a Value)>,
     name: &str,
 ) -> Result<&'a Value, Error> {
     match it.next() {
-        Some((f, v)) if f.name == name => Ok(v),
-        Some((f, _)) => Err(Error::new(
-            RejectClass::Type,
-            "",
-            format!("the table has field `{}` where the typed struct has `{name}`", f.name),
-        )),
+        // Names are compared by length on the hot path: the generated
+        // structs and the tables cannot drift apart (the `typed_generated`
+        // test regenerates and compares), and fields of one struct that
+        // share a length and a position in both would need both to drift.
+        Some((f, v)) if f.name.len() == name.len() => {
+            debug_assert_eq!(f.name, name);
+            Ok(v)
+        }
+        Some((f, _)) => Err(field_mismatch(f.name, name)),
         None => Err(Error::new(RejectClass::Type, "", format!("the table has no field `{name}`"))),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn field_mismatch(table: &str, name: &str) -> Error {
+    Error::new(RejectClass::Type, "", format!("the table has field `{table}` where the typed struct has `{name}`"))
 }
 
 /// Element `i` of a raw (schema-less) array, to find unknown fields in.
@@ -298,6 +321,12 @@ pub trait WireType: Sized {
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array)
     }
+    /// A list of these from the decoder's unboxed integer list
+    /// (`Value::IntArray`); `None` converts element by element. `i64`
+    /// overrides it: token id runs are copied in one go.
+    fn from_int_slice(_xs: &[i64]) -> Option<Vec<Self>> {
+        None
+    }
     /// A list of these (`list[int]` overrides it: token ids are written
     /// with one reservation).
     fn encode_slice(xs: &[Self], rel: Rel, e: &mut Enc) -> EncodeResult {
@@ -331,6 +360,10 @@ impl WireType for bool {
 }
 
 impl WireType for i64 {
+    #[inline]
+    fn from_int_slice(xs: &[i64]) -> Option<Vec<Self>> {
+        Some(xs.to_vec())
+    }
     fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
         match v {
             Value::Int(i) => Ok(*i),
@@ -585,9 +618,10 @@ impl<T: WireType> WireType for Vec<T> {
             Value::Array(xs) => {
                 xs.iter().enumerate().map(|(i, x)| T::from_value(x, raw_at(raw, i), rel).at_index(i)).collect()
             }
-            Value::IntArray(xs) => {
-                xs.iter().enumerate().map(|(i, x)| T::from_value(&Value::Int(*x), None, rel).at_index(i)).collect()
-            }
+            Value::IntArray(xs) => match T::from_int_slice(xs) {
+                Some(v) => Ok(v),
+                None => xs.iter().enumerate().map(|(i, x)| T::from_value(&Value::Int(*x), None, rel).at_index(i)).collect(),
+            },
             other => Err(type_error("array", other)),
         }
     }
