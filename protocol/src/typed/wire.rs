@@ -620,7 +620,9 @@ impl<T: WireType> WireType for Vec<T> {
             }
             Value::IntArray(xs) => match T::from_int_slice(xs) {
                 Some(v) => Ok(v),
-                None => xs.iter().enumerate().map(|(i, x)| T::from_value(&Value::Int(*x), None, rel).at_index(i)).collect(),
+                None => {
+                    xs.iter().enumerate().map(|(i, x)| T::from_value(&Value::Int(*x), None, rel).at_index(i)).collect()
+                }
             },
             other => Err(type_error("array", other)),
         }
