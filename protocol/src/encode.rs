@@ -96,29 +96,13 @@ impl<T> Within for Result<T, Error> {
     }
 }
 
-fn value_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Nil => "null",
-        Value::Bool(_) => "bool",
-        Value::Int(_) | Value::UInt(_) => "int",
-        Value::Float(_) => "float",
-        Value::Str(_) => "str",
-        Value::Bytes(_) => "bytes",
-        Value::Array(_) | Value::IntArray(_) => "array",
-        Value::Map(_) => "object",
-        Value::Ext(..) => "ext",
-        Value::Struct(_) => "struct",
-        Value::Tensor(_) => "tensor",
-    }
-}
-
 impl Encoder {
     fn err(&self, detail: String) -> Error {
         Error::new(RejectClass::Type, String::new(), detail)
     }
 
     fn mismatch(&self, want: &str, got: &Value) -> Error {
-        self.err(format!("cannot encode {} as {want}", value_kind(got)))
+        self.err(format!("cannot encode {} as {want}", got.kind_name()))
     }
 
     fn value(&mut self, ty: &'static Ty, v: &Value) -> Result<(), Error> {

@@ -329,14 +329,7 @@ pub mod tokenspeed {
         Ok(())
     }
 
-    fn num(v: Option<&Value>) -> Option<f64> {
-        match v? {
-            Value::Float(f) => Some(*f),
-            Value::Int(i) => Some(*i as f64),
-            Value::UInt(u) => Some(*u as f64),
-            _ => None,
-        }
-    }
+    use super::num;
 
     /// An integer field as i128 (TokenSpeed's ints are Python ints: -2^63
     /// to 2^64-1 on the wire).

@@ -24,6 +24,26 @@ pub enum Value {
     Tensor(Box<Tensor>),
 }
 
+impl Value {
+    /// The MessagePack kind of this value as error details name it
+    /// (`null`, `int`, `array`, `object`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Nil => "null",
+            Value::Bool(_) => "bool",
+            Value::Int(_) | Value::UInt(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "str",
+            Value::Bytes(_) => "bytes",
+            Value::Array(_) | Value::IntArray(_) => "array",
+            Value::Map(_) => "object",
+            Value::Ext(..) => "ext",
+            Value::Struct(_) => "struct",
+            Value::Tensor(_) => "tensor",
+        }
+    }
+}
+
 /// A struct value of `schema`, stored sparsely: only the fields set away from
 /// their defaults (plus any set explicitly) are held, as `(field index,
 /// value)` in ascending index order; every other field reads as its default

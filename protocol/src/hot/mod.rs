@@ -272,13 +272,7 @@ impl<'a> Outputs<'a> {
     /// `utility_output` as `(call_id, failure_message, result value)`.
     pub fn utility_output(&self) -> Option<(&Value, Option<&str>, Option<&Value>)> {
         let Some(Value::Struct(u)) = self.other_field(4) else { return None };
-        let call_id = u.get("call_id")?;
-        let failure = u.str_field("failure_message");
-        let result = match u.get("result") {
-            Some(Value::Array(xs)) if xs.len() == 2 => Some(&xs[1]),
-            _ => None,
-        };
-        Some((call_id, failure, result))
+        crate::typed::utility_parts(u)
     }
 }
 

@@ -22,6 +22,7 @@
 //!   [`StructSchema::min_len`] (for every vLLM table the required fields
 //!   come first and this is [`StructSchema::required`]).
 
+mod common;
 pub mod tokenspeed;
 pub mod vllm;
 

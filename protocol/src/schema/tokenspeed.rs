@@ -32,26 +32,13 @@
 //! table is consulted.
 
 use super::Default as D;
-use super::{DefaultValues, EnumSchema, Field, Layout, ReleaseSchema, StructSchema, TensorKind, Ty};
+use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, StructSchema, TensorKind, Ty};
 use crate::validate;
 
-const fn f(name: &'static str, ty: &'static Ty, default: D) -> Field {
-    Field { name, ty, default }
-}
+use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
 // ===== shared types =====
 
-static INT: Ty = Ty::Int;
-static FLOAT: Ty = Ty::Float;
-static BOOL: Ty = Ty::Bool;
-static STR: Ty = Ty::Str;
-static ANY: Ty = Ty::Any;
-static OPT_INT: Ty = Ty::Optional(&INT);
-static OPT_FLOAT: Ty = Ty::Optional(&FLOAT);
-static OPT_BOOL: Ty = Ty::Optional(&BOOL);
-static OPT_STR: Ty = Ty::Optional(&STR);
-static LIST_INT: Ty = Ty::List(&INT);
-static LIST_STR: Ty = Ty::List(&STR);
 static LIST_FLOAT: Ty = Ty::List(&FLOAT);
 static LIST_ANY: Ty = Ty::List(&ANY);
 static OPT_LIST_INT: Ty = Ty::Optional(&LIST_INT);

@@ -366,14 +366,7 @@ impl<'a> OutputsView<'a> {
 
     /// `utility_output` as `(call_id, failure_message, result value)`.
     pub fn utility_output(&self) -> Option<(&'a Value, Option<&'a str>, Option<&'a Value>)> {
-        let u = self.0.struct_field("utility_output")?;
-        let call_id = u.get("call_id")?;
-        let failure = u.str_field("failure_message");
-        let result = match u.get("result") {
-            Some(Value::Array(xs)) if xs.len() == 2 => Some(&xs[1]),
-            _ => None,
-        };
-        Some((call_id, failure, result))
+        utility_parts(self.0.struct_field("utility_output")?)
     }
 
     /// `finished_requests` (empty when nil).
@@ -799,6 +792,18 @@ message!(HandshakeStatus, HandshakeHello);
 message!(EngineHandshakeMetadata, HandshakeInit);
 message!(UtilityRequest, UtilityRequest);
 message!(StartDpWave, StartDpWave);
+
+/// A decoded `UtilityOutput` as `(call_id, failure_message, result value)`
+/// (`result` is `[type_info, value]` on the wire, docs/wire-protocol.md §7.11).
+pub(crate) fn utility_parts(u: &StructValue) -> Option<(&Value, Option<&str>, Option<&Value>)> {
+    let call_id = u.get("call_id")?;
+    let failure = u.str_field("failure_message");
+    let result = match u.get("result") {
+        Some(Value::Array(xs)) if xs.len() == 2 => Some(&xs[1]),
+        _ => None,
+    };
+    Some((call_id, failure, result))
+}
 
 /// Decodes one message as `M`: [`decode_message`] (same verdicts, same
 /// drift), then the conversion. Unknown fields reported as drift are kept

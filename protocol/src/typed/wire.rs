@@ -164,20 +164,9 @@ impl<T> At for Result<T, Box<Error>> {
 }
 
 /// The MessagePack kind of a value, for error details.
+#[inline]
 pub fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Nil => "null",
-        Value::Bool(_) => "bool",
-        Value::Int(_) | Value::UInt(_) => "int",
-        Value::Float(_) => "float",
-        Value::Str(_) => "str",
-        Value::Bytes(_) => "bytes",
-        Value::Array(_) | Value::IntArray(_) => "array",
-        Value::Map(_) => "object",
-        Value::Ext(..) => "ext",
-        Value::Struct(_) => "struct",
-        Value::Tensor(_) => "tensor",
-    }
+    v.kind_name()
 }
 
 pub fn type_error(want: &str, got: &Value) -> Error {
