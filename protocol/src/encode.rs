@@ -374,18 +374,26 @@ impl Encoder {
     }
 
     fn tensor(&mut self, t: &Tensor) {
-        write::array_len(&mut self.out, 3);
-        write::str(&mut self.out, &t.dtype);
-        write::array_len(&mut self.out, t.shape.len() as u32);
-        for &d in &t.shape {
-            write::int(&mut self.out, d);
-        }
-        if t.data.len() < ZERO_COPY_THRESHOLD || t.shape.is_empty() {
-            write::ext(&mut self.out, 3, &t.data);
-        } else {
-            self.aux.push(t.data.clone());
-            write::int(&mut self.out, self.aux.len() as i64);
-        }
+        write_tensor(&mut self.out, &mut self.aux, t);
+    }
+}
+
+/// A tensor as vLLM writes it: `[dtype, shape, data]`, the data inline
+/// (ext 3) under the zero-copy threshold or for a scalar, otherwise the
+/// 1-based index of a new aux frame (docs/wire-protocol.md §6). Shared by
+/// the value encoder and the typed encoder.
+pub(crate) fn write_tensor(out: &mut Vec<u8>, aux: &mut Vec<Vec<u8>>, t: &Tensor) {
+    write::array_len(out, 3);
+    write::str(out, &t.dtype);
+    write::array_len(out, t.shape.len() as u32);
+    for &d in &t.shape {
+        write::int(out, d);
+    }
+    if t.data.len() < ZERO_COPY_THRESHOLD || t.shape.is_empty() {
+        write::ext(out, 3, &t.data);
+    } else {
+        aux.push(t.data.clone());
+        write::int(out, aux.len() as i64);
     }
 }
 

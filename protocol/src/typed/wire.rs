@@ -11,7 +11,6 @@
 //! Not part of the public API: the generated code calls it.
 #![allow(missing_docs)]
 
-use crate::encode::ZERO_COPY_THRESHOLD;
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
 use crate::schema::{Default as FieldDefault, ReleaseSchema, StructSchema, Ty, RELEASES};
@@ -81,18 +80,7 @@ impl Enc {
     }
 
     pub fn tensor(&mut self, t: &Tensor) {
-        write::array_len(&mut self.out, 3);
-        write::str(&mut self.out, &t.dtype);
-        write::array_len(&mut self.out, t.shape.len() as u32);
-        for &d in &t.shape {
-            write::int(&mut self.out, d);
-        }
-        if t.data.len() < ZERO_COPY_THRESHOLD || t.shape.is_empty() {
-            write::ext(&mut self.out, 3, &t.data);
-        } else {
-            self.aux.push(t.data.clone());
-            write::int(&mut self.out, self.aux.len() as i64);
-        }
+        crate::encode::write_tensor(&mut self.out, &mut self.aux, t);
     }
 
     /// An `Any` value, with the Value encoder's rules.
