@@ -2,8 +2,9 @@
 # CI: checks that the committed seed corpus is what `write-seeds` writes,
 # runs the stable corpus and regression tests of the fuzz crate, builds
 # every fuzz target and runs each for a short fixed time (default 30 s):
-# every [[bin]] of fuzz/Cargo.toml (`cargo fuzz list`), the vLLM targets and
-# the TokenSpeed ones (tokenspeed_request, tokenspeed_sampling_params,
+# every [[bin]] of fuzz/Cargo.toml (`cargo fuzz list`), the vLLM targets
+# (the differential ones hot_outputs and hot_request included) and the
+# TokenSpeed ones (tokenspeed_request, tokenspeed_sampling_params,
 # tokenspeed_abort, tokenspeed_outputs, tokenspeed_handshake,
 # tokenspeed_ready_response) alike.
 #

@@ -6,8 +6,11 @@
 //! typed fields borrowed from the frames); for `EngineCoreRequest` and
 //! `EngineCoreOutputs`, also the typed API's encode of the same message
 //! straight from its struct (`engine_protocol::typed`), and for
-//! `EngineCoreRequest` the typed decode (`decode_typed`: the decode plus the
-//! conversion to the struct). Timing is for comparison on
+//! `EngineCoreRequest` the typed decode (`decode_typed`: the direct decoder
+//! `engine_protocol::hot::decode_request`, bytes straight into the struct,
+//! same verdicts as `decode_message`; `typed_value_decode_ns=` is the
+//! reference typed path, `decode_message` plus the conversion, for
+//! comparison). Timing is for comparison on
 //! one machine; the criterion benches in `protocol/benches/` are the
 //! statistically careful measurement.
 
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use std::fmt;
 
 use engine_protocol::hot::decode_outputs;
-use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
+use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreOutputs, EngineCoreRequest};
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 
 use crate::corpus::{Body, Case, Expect};
@@ -28,20 +31,25 @@ pub struct BenchLine {
     pub encode_ns: u64,
     /// `EngineCoreOutputs` only: the fast decoder's time.
     pub fast_decode_ns: Option<u64>,
-    /// `EngineCoreRequest` only: `decode_typed` into the typed struct.
+    /// `EngineCoreRequest` only: `decode_typed` into the typed struct (the
+    /// direct decoder).
     pub typed_decode_ns: Option<u64>,
+    /// `EngineCoreRequest` only: the reference typed path
+    /// (`decode_typed_via_value`: `decode_message` plus the conversion).
+    pub typed_value_decode_ns: Option<u64>,
     /// `EngineCoreRequest` and `EngineCoreOutputs` (vLLM): the typed
     /// struct's direct encode.
     pub typed_encode_ns: Option<u64>,
 }
 
-/// `<case id> decode_ns=<n> encode_ns=<n>[ fast_decode_ns=<n>][ typed_decode_ns=<n>][ typed_encode_ns=<n>]`.
+/// `<case id> decode_ns=<n> encode_ns=<n>[ fast_decode_ns=<n>][ typed_decode_ns=<n>][ typed_value_decode_ns=<n>][ typed_encode_ns=<n>]`.
 impl fmt::Display for BenchLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} decode_ns={} encode_ns={}", self.id, self.decode_ns, self.encode_ns)?;
         for (key, v) in [
             ("fast_decode_ns", self.fast_decode_ns),
             ("typed_decode_ns", self.typed_decode_ns),
+            ("typed_value_decode_ns", self.typed_value_decode_ns),
             ("typed_encode_ns", self.typed_encode_ns),
         ] {
             if let Some(n) = v {
@@ -113,12 +121,15 @@ pub fn run(cases: &[Case], repeats: usize, batch: Duration) -> (Vec<BenchLine>, 
                     black_box(decode_outputs(rel, black_box(&refs), &limits).ok());
                 })
             });
-        let (mut typed_decode_ns, mut typed_encode_ns) = (None, None);
+        let (mut typed_decode_ns, mut typed_value_decode_ns, mut typed_encode_ns) = (None, None, None);
         match message {
             MessageKind::EngineCoreRequest => {
                 if let Ok((typed, _)) = decode_typed::<EngineCoreRequest>(rel, &refs, &limits) {
                     typed_decode_ns = Some(best_ns(repeats, batch, || {
                         black_box(decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &limits).ok());
+                    }));
+                    typed_value_decode_ns = Some(best_ns(repeats, batch, || {
+                        black_box(decode_typed_via_value::<EngineCoreRequest>(rel, black_box(&refs), &limits).ok());
                     }));
                     if typed.encode(rel).is_ok() {
                         typed_encode_ns = Some(best_ns(repeats, batch, || {
@@ -144,6 +155,7 @@ pub fn run(cases: &[Case], repeats: usize, batch: Duration) -> (Vec<BenchLine>, 
             encode_ns,
             fast_decode_ns,
             typed_decode_ns,
+            typed_value_decode_ns,
             typed_encode_ns,
         });
     }

@@ -21,21 +21,17 @@ use engine_protocol::msgpack::{Reader, Token};
 use engine_protocol::schema::{Layout, Ty};
 use engine_protocol::view::diff;
 use engine_protocol::{release, MessageKind};
+use engine_testkit::hex;
 use serde_json::Value as Json;
 
 use crate::codec::{Codec, DecodeAnswer, EncodeAnswer, InProcess, NoAnswer, Target};
 use crate::corpus::{Body, Case, EncodeMode, Expect};
 
-/// The verdict on one case.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Pass,
-    Fail(String),
-    /// Not checked, with the reason (a dialect, version or kind this build
-    /// declares unsupported, or a request a testee declined). Counted and
-    /// printed, never silent.
-    Skip(String),
-}
+/// The verdict on one case: the suite's one outcome classification
+/// (`engine_testkit::outcome`). A case passes, fails, or is skipped with the
+/// reason (a dialect, version or kind this build declares unsupported, or a
+/// request a testee declined), counted and printed, never silent.
+pub use engine_testkit::outcome::Verdict;
 
 /// Checks one case against the reference implementation, in process.
 pub fn check(case: &Case) -> Verdict {
@@ -51,7 +47,7 @@ pub fn check(case: &Case) -> Verdict {
 
 /// The case id as reports print it: `<dialect>/<version>/<case id>`.
 pub fn report_id(case: &Case) -> String {
-    format!("{}/{}/{}", case.dialect, case.version, case.id)
+    case.report_id()
 }
 
 /// Runs the checks of a `message` case (docs/case-format.md §9.2) with the
@@ -101,10 +97,6 @@ impl From<String> for Stop {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Where two frame lists first differ.
 pub fn frames_diff(expected: &[Vec<u8>], actual: &[Vec<u8>]) -> Option<String> {
     if expected.len() != actual.len() {
@@ -118,8 +110,8 @@ pub fn frames_diff(expected: &[Vec<u8>], actual: &[Vec<u8>]) -> Option<String> {
                 "frame {i} differs at byte {at} (lengths {} vs {}): expected ..{}.., got ..{}..",
                 e.len(),
                 a.len(),
-                hex(&e[lo..(at + 12).min(e.len())]),
-                hex(&a[lo..(at + 12).min(a.len())]),
+                hex::encode(&e[lo..(at + 12).min(e.len())]),
+                hex::encode(&a[lo..(at + 12).min(a.len())]),
             ));
         }
     }

@@ -9,9 +9,27 @@
 //! other implementation is an outside program speaking the testee protocol
 //! of docs/testee.md ([`crate::testee::Testee`]); both are judged by the
 //! same checks, so a result means the same whichever codec produced it.
+//!
+//! [`InProcess`] answers with the typed API (`engine_protocol::typed`) for
+//! every message kind it covers (vLLM's: ADD, UTILITY, START_DP_WAVE,
+//! outputs, utility outputs, the ready response, HELLO, INIT, READY; not
+//! ABORT, nor any TokenSpeed message): the verdict of a decode is
+//! `decode_typed`'s (for an ADD the direct decoder
+//! `engine_protocol::hot::decode_request`), the view and drift those of
+//! `decode_message`'s value (the canonical view is built from the value
+//! tree); an encode checks the value as `encode_message` does (vLLM's
+//! `__post_init__` rules, docs/wire-protocol.md §10) and answers with the
+//! frames the typed struct's direct encoder writes, so `encode: exact`
+//! goldens compare vLLM's bytes with the typed encoder's.
 
+use engine_protocol::typed::{
+    decode_typed, EngineCoreOutputs, EngineCoreReadyResponse, EngineCoreRequest, EngineHandshakeMetadata,
+    HandshakeStatus, Message, StartDpWave, UtilityOutput, UtilityRequest,
+};
 use engine_protocol::view::{from_view_in, to_view};
-use engine_protocol::{decode_message, encode_message, release, Error, Limits, MessageKind, RejectClass};
+use engine_protocol::{
+    decode_message, encode_message, release, Error, Limits, MessageKind, RejectClass, ReleaseSchema, Value,
+};
 use serde_json::Value as Json;
 
 /// The message a request is about.
@@ -86,24 +104,115 @@ fn no_table(target: &Target) -> NoAnswer {
     NoAnswer::Skipped(format!("no schema table for {} {}", target.dialect, target.version))
 }
 
+/// What the typed API does with one message kind: decode frames (the
+/// verdict only), encode a value through the typed struct.
+struct TypedOps {
+    decode: TypedDecode,
+    encode: TypedEncode,
+}
+
+/// Decodes frames into the typed struct; the verdict only.
+type TypedDecode = fn(&'static ReleaseSchema, &[&[u8]], &Limits) -> Result<(), Error>;
+/// Encodes a value through the typed struct.
+type TypedEncode = fn(&'static ReleaseSchema, &Value) -> Result<Vec<Vec<u8>>, Error>;
+
+fn typed_decode<M: Message>(rel: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits) -> Result<(), Error> {
+    decode_typed::<M>(rel, frames, limits).map(|_| ())
+}
+
+/// The typed struct of `kind` in `rel`, if the typed API covers both
+/// (the vLLM releases; HELLO and READY share `HandshakeStatus`).
+fn typed_ops(rel: &'static ReleaseSchema, kind: MessageKind) -> Option<TypedOps> {
+    macro_rules! ops {
+        ($t:ty) => {
+            TypedOps { decode: typed_decode::<$t>, encode: |rel, value| <$t>::from_value(rel, value)?.encode(rel) }
+        };
+    }
+    if !engine_protocol::schema::RELEASES.iter().any(|r| std::ptr::eq(*r, rel)) {
+        return None;
+    }
+    Some(match kind {
+        MessageKind::EngineCoreRequest => ops!(EngineCoreRequest),
+        MessageKind::EngineCoreOutputs => ops!(EngineCoreOutputs),
+        MessageKind::UtilityOutput => ops!(UtilityOutput),
+        MessageKind::UtilityRequest => ops!(UtilityRequest),
+        MessageKind::StartDpWave => ops!(StartDpWave),
+        MessageKind::EngineCoreReadyResponse => ops!(EngineCoreReadyResponse),
+        MessageKind::HandshakeHello | MessageKind::HandshakeReady => ops!(HandshakeStatus),
+        MessageKind::HandshakeInit => ops!(EngineHandshakeMetadata),
+        MessageKind::AbortRequest => return None,
+        _ => return None,
+    })
+}
+
+fn reject(e: &Error) -> DecodeAnswer {
+    DecodeAnswer::Reject { class: e.class, detail: reject_detail(e) }
+}
+
 impl Codec for InProcess {
     fn decode(&mut self, target: &Target, frames: &[Vec<u8>]) -> Result<DecodeAnswer, NoAnswer> {
         let rel = release(target.dialect, target.version).ok_or_else(|| no_table(target))?;
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        if let Some(ops) = typed_ops(rel, target.message) {
+            // The typed verdict first (for an ADD, the direct decoder's).
+            if let Err(e) = (ops.decode)(rel, &refs, &self.limits) {
+                return Ok(reject(&e));
+            }
+        }
         Ok(match decode_message(rel, target.message, &refs, &self.limits) {
             Ok(d) => DecodeAnswer::Accept { view: to_view(target.message.payload_type(rel), &d.value), drift: d.drift },
-            Err(e) => DecodeAnswer::Reject { class: e.class, detail: reject_detail(&e) },
+            Err(e) => reject(&e),
         })
     }
 
     fn encode(&mut self, target: &Target, view: &Json) -> Result<EncodeAnswer, NoAnswer> {
         let rel = release(target.dialect, target.version).ok_or_else(|| no_table(target))?;
         let kind = target.message;
-        let encoded = from_view_in(rel, kind.name_in(rel), kind.payload_type(rel), view)
-            .and_then(|value| encode_message(rel, kind, &value));
+        let encoded = from_view_in(rel, kind.name_in(rel), kind.payload_type(rel), view).and_then(|value| {
+            // `encode_message` checks the value (vLLM's rules); the typed
+            // struct's direct encoder writes the answer.
+            let frames = encode_message(rel, kind, &value)?;
+            match typed_ops(rel, kind) {
+                Some(ops) => (ops.encode)(rel, &value),
+                None => Ok(frames),
+            }
+        });
         Ok(match encoded {
             Ok(frames) => EncodeAnswer::Frames(frames),
             Err(e) => EncodeAnswer::Reject { class: e.class, detail: reject_detail(&e) },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ADD whose `data_parallel_rank` is 2^64-1: `decode_message`
+    /// accepts it (a Python int), the typed struct (`i64`) cannot hold it,
+    /// and the in-process codec answers with the typed verdict.
+    #[test]
+    fn the_in_process_codec_answers_with_the_typed_verdict() {
+        let rel = release("vllm", "0.33.0").expect("table");
+        let mut v = engine_protocol::typed::engine_core_request(
+            rel,
+            "r",
+            vec![1, 2],
+            engine_protocol::typed::sampling_params(rel),
+            1.5,
+        );
+        let Value::Struct(s) = &mut v else { unreachable!() };
+        s.set("data_parallel_rank", Value::UInt(u64::MAX));
+        let frames = encode_message(rel, MessageKind::EngineCoreRequest, &v).expect("encodes");
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        assert!(decode_message(rel, MessageKind::EngineCoreRequest, &refs, &Limits::default()).is_ok());
+        let target = Target { case: "t", dialect: "vllm", version: "0.33.0", message: MessageKind::EngineCoreRequest };
+        match InProcess::default().decode(&target, &frames) {
+            Ok(DecodeAnswer::Reject { class, detail }) => {
+                assert_eq!(class, RejectClass::Type);
+                assert!(detail.starts_with("EngineCoreRequest.data_parallel_rank"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -4,7 +4,9 @@
 //! against an outside codec speaking the testee protocol of docs/testee.md
 //! ([`testee`]; both through the [`codec::Codec`] interface), reports as a
 //! table, JSON or JUnit ([`report`]) and times the codec on any corpus
-//! ([`mod@bench`]).
+//! ([`mod@bench`]). Corpus walking, case parsing and the outcome
+//! classification are `engine-testkit`'s, shared with the runner and the
+//! fuzz crate.
 
 pub mod bench;
 pub mod check;
@@ -23,8 +25,7 @@ use report::CaseResult;
 /// The group of a case for reports: `<dialect>/<version>/<group>` where the
 /// group is the first segment of the case id.
 pub fn group_of(case: &corpus::Case) -> String {
-    let g = case.id.split('/').next().unwrap_or("");
-    format!("{}/{}/{}", case.dialect, case.version, g)
+    case.group()
 }
 
 /// Loads and checks every case under `dir` against the reference

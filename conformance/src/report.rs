@@ -1,10 +1,16 @@
 //! Reports: a text table (one line per failing case, a per-group summary,
 //! and the contract's closing line `N passed, M failed[, K skipped]`), JSON,
 //! and JUnit XML.
+//!
+//! Outcomes, their totals, labels and JUnit elements are the suite's one
+//! classification (`engine_testkit::outcome`), shared with the runner's
+//! reports; `verify` itself gives pass, fail and skip.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+pub use engine_testkit::outcome::Totals;
+use engine_testkit::outcome::{xml_escape, JunitElement};
 use serde_json::json;
 
 use crate::check::Verdict;
@@ -19,32 +25,13 @@ pub struct CaseResult {
     pub verdict: Verdict,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub passed: usize,
-    pub failed: usize,
-    pub skipped: usize,
-}
-
 pub fn totals(results: &[CaseResult]) -> Totals {
-    let mut t = Totals::default();
-    for r in results {
-        match r.verdict {
-            Verdict::Pass => t.passed += 1,
-            Verdict::Fail(_) => t.failed += 1,
-            Verdict::Skip(_) => t.skipped += 1,
-        }
-    }
-    t
+    Totals::of(results.iter().map(|r| &r.verdict))
 }
 
 /// The contract's closing line.
 pub fn summary_line(t: Totals) -> String {
-    if t.skipped > 0 {
-        format!("{} passed, {} failed, {} skipped", t.passed, t.failed, t.skipped)
-    } else {
-        format!("{} passed, {} failed", t.passed, t.failed)
-    }
+    t.summary_line()
 }
 
 pub fn text(results: &[CaseResult]) -> String {
@@ -65,12 +52,7 @@ pub fn text(results: &[CaseResult]) -> String {
     }
     let mut groups: BTreeMap<&str, Totals> = BTreeMap::new();
     for r in results {
-        let t = groups.entry(r.group.as_str()).or_default();
-        match r.verdict {
-            Verdict::Pass => t.passed += 1,
-            Verdict::Fail(_) => t.failed += 1,
-            Verdict::Skip(_) => t.skipped += 1,
-        }
+        groups.entry(r.group.as_str()).or_default().add(&r.verdict);
     }
     let width = groups.keys().map(|g| g.len()).max().unwrap_or(5).max(5);
     let _ = writeln!(out, "{:<width$}  {:>6}  {:>6}  {:>7}", "group", "passed", "failed", "skipped");
@@ -86,32 +68,17 @@ pub fn json(results: &[CaseResult]) -> String {
     let cases: Vec<_> = results
         .iter()
         .map(|r| {
-            let (status, detail) = match &r.verdict {
-                Verdict::Pass => ("pass", None),
-                Verdict::Fail(d) => ("fail", Some(d.clone())),
-                Verdict::Skip(d) => ("skip", Some(d.clone())),
-            };
-            json!({"case": r.id, "file": r.file, "group": r.group, "status": status, "detail": detail})
+            json!({
+                "case": r.id,
+                "file": r.file,
+                "group": r.group,
+                "status": r.verdict.label(),
+                "detail": r.verdict.detail(),
+            })
         })
         .collect();
     let doc = json!({"passed": t.passed, "failed": t.failed, "skipped": t.skipped, "cases": cases});
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
-}
-
-fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push_str(&format!("&#{};", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 pub fn junit(results: &[CaseResult]) -> String {
@@ -126,27 +93,29 @@ pub fn junit(results: &[CaseResult]) -> String {
         "<testsuites name=\"conformance\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
         results.len(),
         t.failed,
-        t.skipped
+        t.skipped + t.expected_failures
     );
     for (g, rs) in groups {
-        let gt = totals(&rs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+        let gt = Totals::of(rs.iter().map(|r| &r.verdict));
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
             xml_escape(g),
             rs.len(),
             gt.failed,
-            gt.skipped
+            gt.skipped + gt.expected_failures
         );
         for r in rs {
             let _ = write!(out, "    <testcase classname=\"{}\" name=\"{}\"", xml_escape(g), xml_escape(&r.id));
-            match &r.verdict {
-                Verdict::Pass => out.push_str("/>\n"),
-                Verdict::Fail(d) => {
-                    let _ = writeln!(out, "><failure message=\"{}\"/></testcase>", xml_escape(d));
+            let detail = xml_escape(&r.verdict.detail().unwrap_or_default());
+            match r.verdict.junit() {
+                JunitElement::None => out.push_str("/>\n"),
+                JunitElement::SystemOut => {
+                    let _ = writeln!(out, "><system-out>drift: {detail}</system-out></testcase>");
                 }
-                Verdict::Skip(d) => {
-                    let _ = writeln!(out, "><skipped message=\"{}\"/></testcase>", xml_escape(d));
+                e @ (JunitElement::Failure | JunitElement::Skipped) => {
+                    let name = e.name().unwrap_or_default();
+                    let _ = writeln!(out, "><{name} message=\"{detail}\"/></testcase>");
                 }
             }
         }

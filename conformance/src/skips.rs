@@ -81,8 +81,10 @@ pub fn apply(results: &mut Vec<CaseResult>, deny: bool, expected: &ExpectedSkips
             None => Some("no such case in the corpus".to_string()),
             Some(r) => match &r.verdict {
                 Verdict::Skip(_) => None,
-                Verdict::Pass => Some("the case now passes".to_string()),
-                Verdict::Fail(why) => Some(format!("the case is checked and fails: {why}")),
+                Verdict::Pass | Verdict::Drift(_) => Some("the case now passes".to_string()),
+                Verdict::Fail(why) | Verdict::ExpectedFailure(why) => {
+                    Some(format!("the case is checked and fails: {why}"))
+                }
             },
         };
         if let Some(why) = stale {

@@ -3,21 +3,22 @@
 //! reported as a failure, never as a pass. One test per check; each starts
 //! from a committed golden that passes, so the failure is the mutation's.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use conformance::check::{check, Verdict};
 use conformance::corpus::{self, Case};
 use conformance::skips::{self, ExpectedSkips};
+use engine_testkit::corpus::{golden_dir, read_json};
 use serde_json::{json, Value as Json};
 
 fn golden(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/vllm").join(rel)
+    golden_dir().join("vllm").join(rel)
 }
 
 fn read(rel: &str) -> (PathBuf, Json) {
     let path = golden(rel);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    (path, serde_json::from_str(&text).unwrap())
+    let json = read_json(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (path, json)
 }
 
 /// The case at `rel` after `mutate`, parsed as if it lay at its own path

@@ -3,8 +3,6 @@
 //! loads without a malformed file and is not empty. Skips are denied
 //! unless `golden/expected-skips.txt` lists them.
 
-use std::path::PathBuf;
-
 use conformance::check::{check, Verdict};
 use conformance::corpus;
 use conformance::skips::ExpectedSkips;
@@ -16,7 +14,7 @@ const MIN_MESSAGE_CASES: usize = 300;
 
 fn main() {
     let args = Arguments::from_args();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../golden");
+    let root = engine_testkit::corpus::golden_dir();
     let (cases, errors) = corpus::load(&root).expect("golden/ is readable");
     let mut trials = Vec::new();
     let n_messages = cases.iter().filter(|c| c.kind == "message").count();
@@ -40,7 +38,7 @@ fn main() {
     // is checked (or gone) fails as a stale entry.
     let list = ExpectedSkips::load(&root.join("expected-skips.txt")).expect("golden/expected-skips.txt");
     for entry in list.entries.clone() {
-        let listed = cases.iter().find(|c| format!("{}/{}/{}", c.dialect, c.version, c.id) == entry.case).cloned();
+        let listed = cases.iter().find(|c| c.report_id() == entry.case).cloned();
         trials.push(Trial::test(format!("expected_skip_is_not_stale/{}", entry.case), move || match listed {
             None => Err(Failed::from(format!("stale expected skip: no case {}", entry.case))),
             Some(case) => match check(&case) {
@@ -50,13 +48,13 @@ fn main() {
         }));
     }
     for case in cases {
-        let name = format!("{}/{}/{}", case.dialect, case.version, case.id);
+        let name = case.report_id();
         let allowed = list.entries.iter().find(|e| e.case == name).map(|e| e.reason.clone());
         trials.push(Trial::test(name, move || match check(&case) {
             Verdict::Pass => Ok(()),
-            Verdict::Fail(why) => Err(Failed::from(why)),
             Verdict::Skip(_) if allowed.is_some() => Ok(()),
             Verdict::Skip(why) => Err(Failed::from(format!("skipped ({why}), and skips are denied"))),
+            other => Err(Failed::from(other.to_string())),
         }));
     }
     libtest_mimic::run(&args, trials).exit();

@@ -17,15 +17,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use conformance::check::{report_id, Verdict};
+use conformance::check::report_id;
 use conformance::corpus::{self, Body, EncodeMode, Expect};
 use conformance::testee::GATEWAY_SKIP;
+use engine_testkit::corpus::{golden_dir, read_json};
+use engine_testkit::on_large_stack;
 use serde_json::{json, Value as Json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance");
 
 fn golden(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/vllm").join(rel)
+    golden_dir().join("vllm").join(rel)
 }
 
 /// The reference testee, with a fault when given one.
@@ -78,11 +80,6 @@ fn verify(corpus: &Path, testee: &str, extra: &[&str]) -> Run {
     Run { code, cases, stderr, elapsed }
 }
 
-/// Runs `f` on a thread with a stack large enough for the deepest views.
-fn on_large_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new().stack_size(256 << 20).spawn(f).unwrap().join().unwrap()
-}
-
 /// In-process verdicts, as the JSON report writes them.
 fn in_process(corpus: &Path) -> BTreeMap<String, Outcome> {
     let corpus = corpus.to_path_buf();
@@ -91,12 +88,8 @@ fn in_process(corpus: &Path) -> BTreeMap<String, Outcome> {
             .expect("the corpus loads")
             .into_iter()
             .map(|r| {
-                let (status, detail) = match r.verdict {
-                    Verdict::Pass => ("pass", None),
-                    Verdict::Fail(d) => ("fail", Some(d)),
-                    Verdict::Skip(d) => ("skip", Some(d)),
-                };
-                (r.id, Outcome { status: status.into(), detail })
+                let outcome = Outcome { status: r.verdict.label().into(), detail: r.verdict.detail() };
+                (r.id, outcome)
             })
             .collect()
     })
@@ -191,7 +184,7 @@ fn temp_corpus(name: &str, cases: &[(&str, Json)]) -> PathBuf {
 }
 
 fn read(rel: &str) -> Json {
-    serde_json::from_str(&std::fs::read_to_string(golden(rel)).unwrap()).unwrap()
+    read_json(&golden(rel)).unwrap()
 }
 
 // ---- the reference implementation as a testee

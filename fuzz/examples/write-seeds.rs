@@ -18,7 +18,7 @@ use engine_fuzz::seeds;
 
 fn main() -> ExitCode {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut golden = here.join("../golden");
+    let mut golden = engine_testkit::corpus::golden_dir();
     let mut out = here.join("corpus");
     let mut dict = here.join("engine.dict");
     let mut check = false;

@@ -1,7 +1,7 @@
 //! Fuzzing support for `engine-protocol` (see fuzz/README.md).
 //!
 //! - [`split`]: the frame convention of the multi-frame targets;
-//! - [`oracle`]: what every target checks (std and `engine-protocol` only,
+//! - [`oracle`]: what every target checks (`engine_testkit::oracle`,
 //!   shared with `protocol/tests/fuzz_seed_corpus.rs`);
 //! - [`generic`]: the typed decoder against `rmpv`;
 //! - [`alloc`]: the counting allocator and the allocation bound;

@@ -3,8 +3,9 @@
 //!
 //! Every vLLM golden case of kind `message` gives:
 //! - `frames`: its frames, in the convention of [`crate::split`];
-//! - the target of its message kind: `engine_core_request`,
-//!   `engine_core_outputs` and `hot_outputs`, `utility_output` (frames in the convention),
+//! - the target of its message kind: `engine_core_request` and
+//!   `hot_request`, `engine_core_outputs` and `hot_outputs`,
+//!   `utility_output` (frames in the convention),
 //!   `handshake` (HELLO, INIT, READY) and `ready_response` (the payload);
 //! - `sampling_params` and `structured_outputs_params`: the raw wire bytes
 //!   of those fields of a request payload, cut out token by token (so
@@ -24,7 +25,7 @@
 //! a decoder).
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use engine_protocol::msgpack::{Reader, Token};
 use engine_protocol::schema::{Ty, ALL_RELEASES};
@@ -39,9 +40,7 @@ pub type Corpus = BTreeMap<&'static str, BTreeMap<String, Vec<u8>>>;
 
 /// The seed corpus of every golden case under `golden`.
 pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
-    let mut files = Vec::new();
-    collect_json(golden, &mut files).map_err(|e| format!("{}: {e}", golden.display()))?;
-    files.sort();
+    let files = engine_testkit::corpus::json_files(golden)?;
     let mut corpus: Corpus = TARGETS.iter().chain(&["stop_detector"]).map(|t| (*t, BTreeMap::new())).collect();
     let mut seen: HashSet<(&'static str, Vec<u8>)> = HashSet::new();
     let mut add = |target: &'static str, name: &str, bytes: Vec<u8>| {
@@ -93,6 +92,7 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         add("frames", &name, joined.clone());
         match kind {
             MessageKind::EngineCoreRequest => {
+                add("hot_request", &name, joined.clone());
                 add("engine_core_request", &name, joined);
                 if let Some(sp) = frames.get(1).and_then(|p| array_element(p, 3)).filter(|b| b != &[0xc0]) {
                     add("sampling_params", &name, sp.to_vec());
@@ -195,18 +195,6 @@ fn stop_seed(json: &Json) -> Option<Vec<u8>> {
     Some(crate::stop::unparse(&crate::stop::StopInput { params, sizes, ids }))
 }
 
-fn collect_json(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect_json(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "json") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
 /// A file name from a case id: `[A-Za-z0-9._-]`, other bytes as `_`.
 fn seed_name(id: &str) -> String {
     id.chars()
@@ -253,7 +241,7 @@ pub fn map_value<'a>(buf: &'a [u8], key: &str) -> Option<&'a [u8]> {
 }
 
 fn xorshift(seed: u64, n: usize) -> Vec<u8> {
-    engine_protocol::arbitrary::pseudo_random_bytes(seed, n)
+    engine_testkit::rng::pseudo_random_bytes(seed, n)
 }
 
 /// Dtype strings of the tensor decoder (numpy strings and torch names).

@@ -4,8 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use engine_fuzz::oracle::{agrees_with_verdict, Verdict};
+use engine_fuzz::oracle::{agrees_with_verdict, EngineVerdict as Verdict};
 use engine_protocol::{MessageKind, RejectClass};
+use engine_testkit::corpus::{golden_dir, message_cases};
+use engine_testkit::on_large_stack;
 
 engine_fuzz::install_counting_allocator!();
 
@@ -42,38 +44,16 @@ fn every_seed_passes_every_check() {
 /// and decode path: `(file, release, kind, joined frames, the engine's
 /// verdict)` (vLLM's and TokenSpeed's goldens).
 fn golden_messages() -> Vec<(PathBuf, &'static engine_protocol::ReleaseSchema, MessageKind, Vec<u8>, Verdict)> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
+    on_large_stack(|| {
+        let cases = message_cases(&golden_dir()).expect("golden/ loads");
+        let mut out = Vec::new();
+        for c in &cases {
+            let (Some(rel), Some((kind, frames, expect))) = (c.release(), c.message()) else { continue };
+            let Some(joined) = engine_fuzz::split::join(frames) else { continue };
+            out.push((c.file.clone(), rel, kind, joined, expect.clone()));
         }
-    }
-    let mut files = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden"), &mut files);
-    files.sort();
-    let mut out = Vec::new();
-    for f in files {
-        let j = engine_protocol::view::parse_json(&std::fs::read_to_string(&f).unwrap()).unwrap();
-        if j.get("kind").and_then(|k| k.as_str()) != Some("message") {
-            continue;
-        }
-        let s = |k: &str| j.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string();
-        let Some(rel) = engine_protocol::release(&s("dialect"), &s("version")) else { continue };
-        let kind = MessageKind::parse(&s("message")).unwrap();
-        let frames: Vec<Vec<u8>> =
-            j["frames"].as_array().unwrap().iter().map(|x| hex::decode(x.as_str().unwrap()).unwrap()).collect();
-        let Some(joined) = engine_fuzz::split::join(&frames) else { continue };
-        let verdict = match &j["expect"] {
-            serde_json::Value::String(a) if a == "accept" => Verdict::Accept,
-            other => Verdict::Reject(RejectClass::parse(other["reject"].as_str().unwrap()).unwrap()),
-        };
-        out.push((f, rel, kind, joined, verdict));
-    }
-    out
+        out
+    })
 }
 
 #[test]
@@ -122,7 +102,7 @@ fn every_tokenspeed_golden_gets_tokenspeeds_verdict_through_the_fuzz_decode_path
     for (file, rel, kind, joined, verdict) in &cases {
         if *kind == MessageKind::EngineCoreRequest {
             // Only the ADD goes through the engine's receive path.
-            let j = engine_protocol::view::parse_json(&std::fs::read_to_string(file).unwrap()).unwrap();
+            let j = engine_testkit::corpus::read_json(file).unwrap();
             let cfg = &j["provenance"]["engine_config"];
             assert_eq!(cfg["vocab_size"].as_u64().map(|v| v as u32), engine.vocab_size, "{}", file.display());
             let logprobs = cfg["enable_output_logprobs"].as_bool();
@@ -133,10 +113,7 @@ fn every_tokenspeed_golden_gets_tokenspeeds_verdict_through_the_fuzz_decode_path
         if let Err(e) = agrees_with_verdict(rel, *kind, &refs, verdict) {
             wrong.push(format!("{}: {e}", file.display()));
         }
-        let claimed = match verdict {
-            Verdict::Accept => Verdict::Reject(RejectClass::Type),
-            Verdict::Reject(_) => Verdict::Accept,
-        };
+        let claimed = verdict.wrong();
         assert!(
             agrees_with_verdict(rel, *kind, &refs, &claimed).is_err(),
             "{}: wrong verdict unnoticed",
@@ -145,20 +122,13 @@ fn every_tokenspeed_golden_gets_tokenspeeds_verdict_through_the_fuzz_decode_path
     }
     assert!(wrong.is_empty(), "{} disagreements:\n{}", wrong.len(), wrong.join("\n"));
     for want in ["accept", "type", "frames", "validation"] {
-        assert!(
-            cases.iter().any(|c| match &c.4 {
-                Verdict::Accept => want == "accept",
-                Verdict::Reject(r) => r.as_str() == want,
-            }),
-            "no TokenSpeed golden with verdict {want}"
-        );
+        assert!(cases.iter().any(|c| c.4.label() == want), "no TokenSpeed golden with verdict {want}");
     }
 }
 
 #[test]
 fn the_seed_corpus_is_what_write_seeds_writes() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden");
-    let corpus_now = engine_fuzz::seeds::from_goldens(&golden).unwrap();
+    let corpus_now = engine_fuzz::seeds::from_goldens(&golden_dir()).unwrap();
     let diffs = engine_fuzz::seeds::write(&corpus(), &corpus_now, true).unwrap();
     assert!(diffs.is_empty(), "stale seed corpus (run write-seeds): {diffs:?}");
 }

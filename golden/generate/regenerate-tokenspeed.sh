@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate the TokenSpeed golden tree and its schema dump, and check them.
+# Regenerate the TokenSpeed golden tree (message cases, then the
+# tokenspeed_translation cases of translation/) and its schema dump, and check them.
 # Needs golden/generate/setup-tokenspeed.sh (run it first).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,3 +12,7 @@ dir=$TS_ROOT/tokenspeed-0.1.1
 (cd "$root" && PYTHONHASHSEED=0 PYTHONPATH="$dir/site" "$VENV_ROOT/vllm-0.33.0/bin/python" \
     golden/generate/tokenspeed/generate_tokenspeed.py --out golden/tokenspeed/0.1.1 \
     --schema-dump golden/generate/schema/tokenspeed-0.1.1.json --check)
+(cd "$root" && PYTHONHASHSEED=0 PYTHONPATH="$dir/site" "$VENV_ROOT/vllm-0.33.0/bin/python" \
+    golden/generate/tokenspeed/generate_translation.py --out golden/tokenspeed/0.1.1/translation)
+(cd "$root" && PYTHONHASHSEED=0 PYTHONPATH="$dir/site" "$VENV_ROOT/vllm-0.33.0/bin/python" \
+    golden/generate/tokenspeed/generate_translation.py --out golden/tokenspeed/0.1.1/translation --check)

@@ -118,6 +118,19 @@ pub enum EngineKind {
     Attach,
     /// The in-process mock engine (hermetic).
     Mock,
+    /// `ts serve --headless` (TokenSpeed 0.1.1) from PATH (GPU machine);
+    /// implies `--dialect tokenspeed`.
+    Tokenspeed,
+}
+
+/// The wire dialect the runner speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Dialect {
+    /// vLLM EngineCore (0.32.0).
+    #[default]
+    Vllm,
+    /// TokenSpeed 0.1.1 (docs/runner.md "TokenSpeed").
+    Tokenspeed,
 }
 
 impl EngineKind {
@@ -127,6 +140,7 @@ impl EngineKind {
             EngineKind::Vllm => "vllm",
             EngineKind::Attach => "attach",
             EngineKind::Mock => "mock",
+            EngineKind::Tokenspeed => "tokenspeed",
         }
     }
 }
@@ -185,6 +199,16 @@ pub struct RunArgs {
     /// Mock engine script (with --engine mock).
     #[arg(long)]
     pub mock_script: Option<PathBuf>,
+    /// The wire dialect (`tokenspeed`: the TokenSpeed scenarios from
+    /// golden/replay/tokenspeed against the TokenSpeed mock or engine).
+    #[arg(long, value_enum, default_value = "vllm")]
+    pub dialect: Dialect,
+    /// `ts` to launch with --engine tokenspeed (default: `ts` from PATH).
+    #[arg(long)]
+    pub ts_bin: Option<PathBuf>,
+    /// Extra arguments for `ts serve --headless` (repeatable).
+    #[arg(long = "ts-arg", allow_hyphen_values = true)]
+    pub ts_args: Vec<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -195,6 +219,9 @@ pub struct MockArgs {
     /// JSON script (docs/runner.md "The mock engine").
     #[arg(long)]
     pub script: Option<PathBuf>,
+    /// The dialect the mock speaks.
+    #[arg(long, value_enum, default_value = "vllm")]
+    pub dialect: Dialect,
 }
 
 /// The repository root, found from the working directory (for defaults).
@@ -209,7 +236,10 @@ fn repo_path(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
 }
 
-fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
+/// The gateway tokenizer of a model directory (`tokenizer.json`, with
+/// `tokenizer_config.json` and `generation_config.json` when present, for
+/// the EOS facts).
+pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
     let tj = std::fs::read(dir.join("tokenizer.json")).map_err(|e| format!("{}/tokenizer.json: {e}", dir.display()))?;
     let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
     let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
@@ -218,6 +248,7 @@ fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
         tokenizer_config_json: tc.as_deref(),
         generation_config_json: gc.as_deref(),
     })
+    .map_err(|e| e.to_string())
 }
 
 /// A scratch directory removed on drop.
@@ -325,6 +356,8 @@ impl Setup<'_> {
                 gw.handshake_endpoint(),
                 self.mock_script.clone().unwrap_or_else(|| Script::new(self.release)),
             )),
+            // Dispatched to `run_tokenspeed` before any vLLM session starts.
+            EngineKind::Tokenspeed => return Err("--engine tokenspeed speaks the TokenSpeed dialect".into()),
         };
         if let Engine::Process(p) = &engine {
             println!("engine pid {}", p.pid());
@@ -352,6 +385,9 @@ impl Setup<'_> {
 
 /// `gpu-runner run`: returns the exit code (0 = nothing failed).
 pub async fn run(args: RunArgs) -> Result<i32, String> {
+    if args.dialect == Dialect::Tokenspeed || args.engine == EngineKind::Tokenspeed {
+        return run_tokenspeed(args).await;
+    }
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
     let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
@@ -394,6 +430,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         EngineKind::Vllm => "serve",
         EngineKind::Attach => "attach",
         EngineKind::Mock => "mock",
+        EngineKind::Tokenspeed => "tokenspeed",
     };
     let mut recorder = match &args.record {
         Some(d) => {
@@ -608,6 +645,20 @@ fn log_hint(work: &Path) -> String {
 
 /// `gpu-runner mock-engine`.
 pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
+    if args.dialect == Dialect::Tokenspeed {
+        use crate::tokenspeed::mock::{self as ts_mock, TsScript};
+        let script = match &args.script {
+            Some(p) => TsScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+            None => TsScript::default(),
+        };
+        let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::TsLog::default()));
+        let (_stop, stop_rx) = tokio::sync::oneshot::channel();
+        let r = ts_mock::run(args.handshake, script, log.clone(), stop_rx).await;
+        let ended = log.lock().ok().and_then(|l| l.ended.clone());
+        eprintln!("tokenspeed mock engine ended: {}", ended.as_deref().unwrap_or("?"));
+        r?;
+        return Ok(if ended.as_deref() == Some("crashed") { 137 } else { 0 });
+    }
     let script = match &args.script {
         Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
         None => Script::new(engine_protocol::release("vllm", "0.32.0").ok_or("no schema table")?),
@@ -810,4 +861,80 @@ fn keep_only<T>(
     }
     scenarios.retain(|s| only.contains(name(s)));
     Ok(())
+}
+
+/// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`
+/// (docs/runner.md "TokenSpeed").
+async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
+    use crate::tokenspeed::mock::TsScript;
+    use crate::tokenspeed::run::{run_all, TsRunOptions};
+    let engine = match args.engine {
+        EngineKind::Mock => "mock",
+        EngineKind::Tokenspeed => "tokenspeed",
+        EngineKind::Attach => "attach",
+        other => {
+            return Err(format!(
+                "--dialect tokenspeed runs with --engine mock, tokenspeed or attach, not {}",
+                other.name()
+            ))
+        }
+    };
+    for (set, flag) in [
+        (args.record.is_some(), "--record"),
+        (args.shard.is_some(), "--shard"),
+        (args.deadline.is_some(), "--deadline"),
+    ] {
+        if set {
+            return Err(format!(
+                "{flag} is not supported with --dialect tokenspeed yet (docs/runner.md \"TokenSpeed\")"
+            ));
+        }
+    }
+    let model = match (&args.model, args.engine) {
+        (Some(m), _) => m.clone(),
+        (None, EngineKind::Tokenspeed) => {
+            return Err(
+                "--engine tokenspeed needs --model (a model directory or Hugging Face id TokenSpeed can load)".into()
+            )
+        }
+        (None, _) => repo_path("golden/tiny"),
+    };
+    // The tokenizer: the model directory's, else the tiny model's.
+    let tok_dir = if model.join("tokenizer.json").is_file() { model.clone() } else { repo_path("golden/tiny") };
+    let tokenizer = tokenizer_from(&tok_dir)?;
+    let mock_script = match &args.mock_script {
+        Some(p) => {
+            Some(TsScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?)
+        }
+        None => None,
+    };
+    let expectations = match &args.expectations {
+        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+        None => Expectations::default(),
+    };
+    let work = WorkDir::new()?;
+    let opts = TsRunOptions {
+        engine: engine.into(),
+        scenarios: args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay/tokenspeed")),
+        model,
+        handshake: args.handshake.clone(),
+        startup_timeout: Duration::from_secs(args.startup_timeout),
+        silence: Duration::from_secs(args.silence),
+        max_model_len: args.max_model_len,
+        mock_script,
+        ts_bin: args.ts_bin.clone(),
+        extra_args: args.ts_args.clone(),
+        expectations,
+        work_dir: work.0.clone(),
+    };
+    let (results, main_error) = run_all(&opts, &tokenizer).await?;
+    let name = format!("tokenspeed-{engine}");
+    print!("{}", report::text(&results));
+    if let Some(p) = &args.report_json {
+        std::fs::write(p, report::json(&name, &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = &args.report_junit {
+        std::fs::write(p, report::junit(&name, &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(if report::totals(&results).failed > 0 || main_error { 1 } else { 0 })
 }

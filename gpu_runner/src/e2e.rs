@@ -250,7 +250,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
         {
             Ok(r) if r.status == 200 => break,
             Ok(r) => format!("GET /readiness -> {} {}", r.status, r.text().trim()),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         if Instant::now() >= deadline {
             let t = tail(&pair.engine_log) + &tail(&pair.smg_log);
@@ -282,10 +282,10 @@ async fn post(pair: &Pair, endpoint: &str, body: &Json) -> Exchange {
     let seconds = t0.elapsed().as_secs_f64();
     match r {
         Err(e) => Exchange { status: None, body: Json::Null, error: Some(e.to_string()), seconds },
-        Ok(Err(e)) => Exchange { status: None, body: Json::Null, error: Some(e), seconds },
+        Ok(Err(e)) => Exchange { status: None, body: Json::Null, error: Some(e.to_string()), seconds },
         Ok(Ok(resp)) => Exchange {
             status: Some(resp.status),
-            body: resp.json().unwrap_or_else(|e| json!({"_not_json": e})),
+            body: resp.json().unwrap_or_else(|e| json!({"_not_json": e.to_string()})),
             error: None,
             seconds,
         },

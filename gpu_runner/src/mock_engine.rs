@@ -344,17 +344,19 @@ pub struct InputRecord {
 /// A running mock engine.
 pub struct MockEngine {
     pub log: Arc<Mutex<MockLog>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), String>>,
+    task: MockTask,
 }
 
 impl MockEngine {
     /// Starts a mock that dials `handshake`.
     pub fn spawn(handshake: &str, script: Script) -> MockEngine {
         let log = Arc::new(Mutex::new(MockLog::default()));
-        let (stop, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(run(handshake.to_string(), script, log.clone(), stop_rx));
-        MockEngine { log, stop: Some(stop), task }
+        let handshake = handshake.to_string();
+        let task = MockTask::spawn({
+            let log = log.clone();
+            move |stop| run(handshake, script, log, stop)
+        });
+        MockEngine { log, task }
     }
 
     pub fn log(&self) -> MockLog {
@@ -362,6 +364,41 @@ impl MockEngine {
     }
 
     /// Stops the mock (its sockets close) and returns how it ended.
+    pub async fn stop(self) -> Result<(), String> {
+        self.task.stop().await
+    }
+
+    /// Waits for the mock to end on its own.
+    pub async fn join(self, timeout: Duration) -> Result<(), String> {
+        self.task.join(timeout).await
+    }
+}
+
+/// The task serving a mock engine (of either dialect), with its stop
+/// signal: stopping fires the signal and waits up to 5 s; dropping aborts
+/// the task, so its sockets close as a killed engine's do.
+pub struct MockTask {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl MockTask {
+    /// Spawns `serve(stop)`, where `stop` resolves when [`MockTask::stop`]
+    /// is called.
+    pub fn spawn<F>(serve: impl FnOnce(oneshot::Receiver<()>) -> F) -> MockTask
+    where
+        F: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let (stop, stop_rx) = oneshot::channel();
+        MockTask { stop: Some(stop), task: tokio::spawn(serve(stop_rx)) }
+    }
+
+    /// Whether the task has ended on its own (death sentinel, crash).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Fires the stop signal and waits for the task to end.
     pub async fn stop(mut self) -> Result<(), String> {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
@@ -376,7 +413,7 @@ impl MockEngine {
         }
     }
 
-    /// Waits for the mock to end on its own.
+    /// Waits for the task to end on its own.
     pub async fn join(mut self, timeout: Duration) -> Result<(), String> {
         match tokio::time::timeout(timeout, &mut self.task).await {
             Ok(Ok(r)) => r,
@@ -389,7 +426,7 @@ impl MockEngine {
     }
 }
 
-impl Drop for MockEngine {
+impl Drop for MockTask {
     fn drop(&mut self) {
         self.task.abort();
     }

@@ -131,7 +131,7 @@ impl Recorder {
                 "source": "live-engine",
                 "engine_version": self.meta.engine_version,
                 "engine": self.meta.engine,
-                "model": {"path": self.meta.model_path, "fingerprint": self.meta.model_fingerprint},
+                "model": {"path": home_relative(&self.meta.model_path), "fingerprint": self.meta.model_fingerprint},
                 "launcher": self.meta.launcher,
                 "scenario": scenario,
                 "socket": t.socket.name(),
@@ -291,6 +291,21 @@ pub fn hex(b: &[u8]) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
+/// `path` as a golden's provenance records it: under the home directory,
+/// `~/...`, so a capture names no machine's user or home.
+pub fn home_relative(path: &str) -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    home_relative_to(path, &home)
+}
+
+fn home_relative_to(path: &str, home: &str) -> String {
+    let home = home.trim_end_matches('/');
+    match path.strip_prefix(home) {
+        Some(rest) if !home.is_empty() && rest.starts_with('/') => format!("~{rest}"),
+        _ => path.to_string(),
+    }
+}
+
 pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
@@ -395,6 +410,14 @@ mod tests {
         assert_eq!(hex(&sha256(b"abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         let long = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
         assert_eq!(hex(&sha256(long)), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    }
+
+    #[test]
+    fn provenance_paths_under_home_are_written_from_the_tilde() {
+        assert_eq!(home_relative_to("/home/ci/.cache/m/tiny", "/home/ci"), "~/.cache/m/tiny");
+        assert_eq!(home_relative_to("/home/ci/.cache/m/tiny", "/home/ci/"), "~/.cache/m/tiny");
+        assert_eq!(home_relative_to("/home/cid/m", "/home/ci"), "/home/cid/m", "a sibling of home is not under it");
+        assert_eq!(home_relative_to("/opt/m", ""), "/opt/m");
     }
 
     #[test]

@@ -3,58 +3,22 @@
 //! the expectations file (scenarios known to fail, with the reason); and
 //! sharding.
 //!
-//! Drift is decided with `engine_protocol`'s shared outcome classification
-//! ([`engine_protocol::Outcome::is_drift`]): a scenario whose checks pass
-//! while the decoder reported unknown fields is `drift`, not `pass`.
+//! The verdicts, their totals, labels and JUnit elements are
+//! `engine_testkit::outcome`'s. Drift is decided with `engine_protocol`'s
+//! outcome classification (`engine_protocol::Outcome::is_drift`): a scenario
+//! whose checks pass while the decoder reported unknown fields is `drift`,
+//! not `pass`.
 
 use std::fmt::Write as _;
 
-use engine_protocol::Outcome;
+use engine_testkit::outcome::{xml_escape as xml, JunitElement};
 use serde_json::json;
 
-/// The verdict on one scenario.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Pass,
-    Fail(String),
-    /// Failed, and listed in the expectations file with this reason.
-    ExpectedFailure(String),
-    /// Passed, but the engine sent fields the schema does not know.
-    Drift(Vec<String>),
-    Skip(String),
-}
-
-impl Verdict {
-    pub fn label(&self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail(_) => "fail",
-            Verdict::ExpectedFailure(_) => "expected failure",
-            Verdict::Drift(_) => "drift",
-            Verdict::Skip(_) => "skip",
-        }
-    }
-
-    pub fn detail(&self) -> Option<String> {
-        match self {
-            Verdict::Pass => None,
-            Verdict::Fail(d) | Verdict::ExpectedFailure(d) | Verdict::Skip(d) => Some(d.clone()),
-            Verdict::Drift(p) => Some(p.join(", ")),
-        }
-    }
-
-    /// From the check failures and the decoder's drift paths.
-    pub fn from_run(failures: &[String], drift: Vec<String>) -> Verdict {
-        if !failures.is_empty() {
-            return Verdict::Fail(failures.join("; "));
-        }
-        if (Outcome::Accept { drift: drift.clone() }).is_drift() {
-            Verdict::Drift(drift)
-        } else {
-            Verdict::Pass
-        }
-    }
-}
+/// The verdict on one scenario: the suite's one outcome classification
+/// (`engine_testkit::outcome`), shared with `conformance verify`. A run's
+/// verdict comes from [`Verdict::from_run`]; the expectations file turns a
+/// listed failure into [`Verdict::ExpectedFailure`].
+pub use engine_testkit::outcome::{Totals, Verdict};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioResult {
@@ -94,13 +58,7 @@ impl Expectations {
     /// passes is a failure (the list must be kept honest).
     pub fn apply(&self, r: &mut ScenarioResult) {
         let Some(reason) = self.reason(&r.scenario) else { return };
-        r.verdict = match &r.verdict {
-            Verdict::Fail(d) => Verdict::ExpectedFailure(format!("{reason} ({d})")),
-            Verdict::Pass | Verdict::Drift(_) => {
-                Verdict::Fail(format!("listed as expected to fail ({reason}) but passed: remove it from the list"))
-            }
-            other => other.clone(),
-        };
+        r.verdict = r.verdict.expected_to_fail(reason);
     }
 }
 
@@ -122,27 +80,8 @@ pub fn in_shard(k: usize, (i, n): (usize, usize)) -> bool {
     k % n == i - 1
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub passed: usize,
-    pub failed: usize,
-    pub expected_failures: usize,
-    pub drift: usize,
-    pub skipped: usize,
-}
-
 pub fn totals(rs: &[ScenarioResult]) -> Totals {
-    let mut t = Totals::default();
-    for r in rs {
-        match r.verdict {
-            Verdict::Pass => t.passed += 1,
-            Verdict::Fail(_) => t.failed += 1,
-            Verdict::ExpectedFailure(_) => t.expected_failures += 1,
-            Verdict::Drift(_) => t.drift += 1,
-            Verdict::Skip(_) => t.skipped += 1,
-        }
-    }
-    t
+    Totals::of(rs.iter().map(|r| &r.verdict))
 }
 
 /// One line per scenario and the closing `N passed, M failed` line.
@@ -154,17 +93,7 @@ pub fn text(rs: &[ScenarioResult]) -> String {
             None => writeln!(s, "{:<18} {} ({:.1}s)", r.verdict.label(), r.scenario, r.seconds),
         };
     }
-    let t = totals(rs);
-    let _ = write!(s, "{} passed, {} failed", t.passed, t.failed);
-    if t.expected_failures > 0 {
-        let _ = write!(s, ", {} expected failures", t.expected_failures);
-    }
-    if t.drift > 0 {
-        let _ = write!(s, ", {} drift", t.drift);
-    }
-    if t.skipped > 0 {
-        let _ = write!(s, ", {} skipped", t.skipped);
-    }
+    s.push_str(&totals(rs).summary_line());
     s.push('\n');
     s
 }
@@ -177,24 +106,10 @@ pub fn json(engine: &str, rs: &[ScenarioResult]) -> String {
         .collect();
     let v = json!({
         "engine": engine,
-        "totals": {"passed": t.passed, "failed": t.failed, "expected_failures": t.expected_failures, "drift": t.drift, "skipped": t.skipped},
+        "totals": t.to_json(),
         "results": results,
     });
     serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
-}
-
-fn xml(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '&' => "&amp;".into(),
-            '<' => "&lt;".into(),
-            '>' => "&gt;".into(),
-            '"' => "&quot;".into(),
-            '\'' => "&apos;".into(),
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => " ".into(),
-            c => c.to_string(),
-        })
-        .collect()
 }
 
 pub fn junit(engine: &str, rs: &[ScenarioResult]) -> String {
@@ -210,19 +125,16 @@ pub fn junit(engine: &str, rs: &[ScenarioResult]) -> String {
     );
     for r in rs {
         let _ = write!(s, "  <testcase classname=\"replay\" name=\"{}\" time=\"{:.3}\"", xml(&r.scenario), r.seconds);
-        match &r.verdict {
-            Verdict::Pass => s.push_str("/>\n"),
-            Verdict::Fail(d) => {
-                let _ = writeln!(s, ">\n    <failure message=\"{}\"/>\n  </testcase>", xml(d));
+        let detail = xml(&r.verdict.detail().unwrap_or_default());
+        match (r.verdict.junit(), &r.verdict) {
+            (JunitElement::None, _) => s.push_str("/>\n"),
+            (JunitElement::SystemOut, _) => {
+                let _ = writeln!(s, ">\n    <system-out>drift: {detail}</system-out>\n  </testcase>");
             }
-            Verdict::ExpectedFailure(d) => {
-                let _ = writeln!(s, ">\n    <skipped message=\"expected failure: {}\"/>\n  </testcase>", xml(d));
-            }
-            Verdict::Skip(d) => {
-                let _ = writeln!(s, ">\n    <skipped message=\"{}\"/>\n  </testcase>", xml(d));
-            }
-            Verdict::Drift(p) => {
-                let _ = writeln!(s, ">\n    <system-out>drift: {}</system-out>\n  </testcase>", xml(&p.join(", ")));
+            (e, v) => {
+                let name = e.name().unwrap_or_default();
+                let prefix = if matches!(v, Verdict::ExpectedFailure(_)) { "expected failure: " } else { "" };
+                let _ = writeln!(s, ">\n    <{name} message=\"{prefix}{detail}\"/>\n  </testcase>");
             }
         }
     }

@@ -33,32 +33,51 @@ use serde_json::{json, Value as Json};
 use crate::handshake::EngineFacts;
 use crate::transport::{DeathCause, Gateway, RequestEvent, RequestStream, TransportError};
 
-/// A request sent around the gateway's validation.
+/// A request sent around the gateway's validation (both dialects).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Raw {
     /// The translated request with these fields replaced (dotted paths
-    /// into the `EngineCoreRequest`, e.g.
-    /// `sampling_params.structured_outputs._backend`), encoded without
-    /// validation.
+    /// into the dialect's request struct: vLLM's `EngineCoreRequest`, e.g.
+    /// `sampling_params.structured_outputs._backend`, or TokenSpeed's
+    /// `TokenizedGenerateReqInput`), encoded without validation.
     Edit(Vec<(String, Json)>),
     /// Input frames (`[type byte, payload, aux...]`), sent as they are.
     Frames(Vec<Vec<u8>>),
 }
 
+/// What a dialect adds to the scenario model both dialects share (the
+/// header, the request specs, `after` levels, raw requests, the check
+/// vocabulary's validation).
+pub trait Dialect: Sized {
+    /// Request-spec fields only this dialect has.
+    type Request: Clone + std::fmt::Debug;
+    /// Scenario fields only this dialect has.
+    type Scenario: Clone + std::fmt::Debug;
+    /// The checks a scenario of this dialect may list.
+    const CHECKS: &'static [&'static str];
+    /// Why a scenario with no requests (and nothing else to do) is refused.
+    const EMPTY: &'static str;
+    /// This dialect's fields of request `r`; `at` names it in errors.
+    fn request(r: &Json, at: &str) -> Result<Self::Request, String>;
+    /// This dialect's fields of the scenario object `o` named `name`.
+    fn scenario(o: &serde_json::Map<String, Json>, name: &str) -> Result<Self::Scenario, String>;
+    /// Whether the scenario has work besides its requests.
+    fn other_work(_: &Self::Scenario) -> bool {
+        false
+    }
+    /// This dialect's validation of check `c` (of kind `kind`) at load.
+    fn check(_kind: &str, _c: &Json, _at: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 /// One request of a scenario.
 #[derive(Debug, Clone)]
-pub struct RequestSpec {
+pub struct RequestSpecOf<D: Dialect> {
     pub id: String,
     /// The gateway-level request (vLLM `SamplingParams` names plus
     /// `prompt_token_ids`, or `prompt` text).
     pub request: Json,
-    /// Copies sent at once (`<id>-<i>`), for concurrency.
-    pub repeat: usize,
-    /// Copy `i` gets token `10 + i` appended to its prompt, so that every
-    /// copy has its own tokens.
-    pub vary_prompt: bool,
-    /// Copies one after another instead of at once.
-    pub sequential: bool,
     /// Sent once the request of this id (all its copies) is done.
     pub after: Option<String>,
     /// ABORT after this many output tokens.
@@ -69,7 +88,53 @@ pub struct RequestSpec {
     /// Give up waiting after this long (the engine fell silent).
     pub wait: Option<Duration>,
     pub raw: Option<Raw>,
+    /// The dialect's own fields.
+    pub dialect: D::Request,
 }
+
+/// A scenario: the header both dialects share, its requests, and the
+/// dialect's own fields.
+#[derive(Debug, Clone)]
+pub struct ScenarioOf<D: Dialect> {
+    pub name: String,
+    pub doc: String,
+    /// Engines this scenario runs on (`mock`, `vllm-cpu`, `vllm`,
+    /// `tokenspeed`, `attach`); empty = all.
+    pub engines: Vec<String>,
+    /// Runs on an engine started for it alone (after every other scenario).
+    pub fresh_engine: bool,
+    pub requests: Vec<RequestSpecOf<D>>,
+    pub checks: Vec<Json>,
+    /// `timeout_s` (default 60 s).
+    pub timeout: Duration,
+    /// The dialect's own fields.
+    pub dialect: D::Scenario,
+}
+
+/// The vLLM dialect.
+#[derive(Debug, Clone)]
+pub struct Vllm;
+
+/// vLLM's own request-spec fields.
+#[derive(Debug, Clone)]
+pub struct VllmRequest {
+    /// Copies sent at once (`<id>-<i>`), for concurrency.
+    pub repeat: usize,
+    /// Copy `i` gets token `10 + i` appended to its prompt, so that every
+    /// copy has its own tokens.
+    pub vary_prompt: bool,
+    /// Copies one after another instead of at once.
+    pub sequential: bool,
+}
+
+/// vLLM's own scenario fields.
+#[derive(Debug, Clone, Default)]
+pub struct VllmScenario {
+    pub utilities: Vec<UtilitySpec>,
+}
+
+pub type Scenario = ScenarioOf<Vllm>;
+pub type RequestSpec = RequestSpecOf<Vllm>;
 
 /// A utility call of a scenario.
 #[derive(Debug, Clone)]
@@ -79,19 +144,46 @@ pub struct UtilitySpec {
     pub args: Vec<Json>,
 }
 
-#[derive(Debug, Clone)]
-pub struct Scenario {
-    pub name: String,
-    pub doc: String,
-    /// Engines this scenario runs on (`mock`, `vllm-cpu`, `vllm`, `attach`);
-    /// empty = all.
-    pub engines: Vec<String>,
-    /// Runs on an engine started for it alone (after every other scenario).
-    pub fresh_engine: bool,
-    pub requests: Vec<RequestSpec>,
-    pub utilities: Vec<UtilitySpec>,
-    pub checks: Vec<Json>,
-    pub timeout: Duration,
+impl Dialect for Vllm {
+    type Request = VllmRequest;
+    type Scenario = VllmScenario;
+    const CHECKS: &'static [&'static str] = CHECKS;
+    const EMPTY: &'static str = "no requests and no utilities";
+
+    fn request(r: &Json, _at: &str) -> Result<VllmRequest, String> {
+        Ok(VllmRequest {
+            repeat: r.get("repeat").and_then(Json::as_u64).unwrap_or(1).clamp(1, 1024) as usize,
+            vary_prompt: r.get("vary_prompt").and_then(Json::as_bool).unwrap_or(false),
+            sequential: r.get("sequential").and_then(Json::as_bool).unwrap_or(false),
+        })
+    }
+
+    fn scenario(o: &serde_json::Map<String, Json>, name: &str) -> Result<VllmScenario, String> {
+        let mut utilities = Vec::new();
+        for (i, u) in o.get("utilities").and_then(Json::as_array).map_or(&[][..], |a| a.as_slice()).iter().enumerate() {
+            let id = u.get("id").and_then(Json::as_str).ok_or_else(|| format!("{name}: utilities[{i}].id missing"))?;
+            let method = u
+                .get("method")
+                .and_then(Json::as_str)
+                .ok_or_else(|| format!("{name}: utilities[{i}].method missing"))?;
+            let args = u.get("args").and_then(Json::as_array).cloned().unwrap_or_default();
+            utilities.push(UtilitySpec { id: id.into(), method: method.into(), args });
+        }
+        Ok(VllmScenario { utilities })
+    }
+
+    fn other_work(s: &VllmScenario) -> bool {
+        !s.utilities.is_empty()
+    }
+
+    fn check(kind: &str, c: &Json, at: &str) -> Result<(), String> {
+        if kind == "satisfies_constraint" {
+            if let Some(re) = c.get("language_regex").and_then(Json::as_str) {
+                full_match_regex(re).map_err(|e| format!("{at}.language_regex: {e}"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn millis(v: Option<&Json>) -> Option<Duration> {
@@ -105,8 +197,10 @@ fn hex_frame(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok())).collect()
 }
 
-impl Scenario {
-    pub fn from_json(name_hint: &str, text: &str) -> Result<Scenario, String> {
+impl<D: Dialect> ScenarioOf<D> {
+    /// Parses a scenario file's text; `name_hint` (the file stem) names
+    /// it when it has no `scenario`.
+    pub fn from_json(name_hint: &str, text: &str) -> Result<ScenarioOf<D>, String> {
         let v: Json = serde_json::from_str(text).map_err(|e| format!("{name_hint}: {e}"))?;
         let o = v.as_object().ok_or_else(|| format!("{name_hint}: expected a JSON object"))?;
         let name = o.get("scenario").and_then(Json::as_str).unwrap_or(name_hint).to_string();
@@ -115,7 +209,7 @@ impl Scenario {
                 .and_then(Json::as_array)
                 .map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
         };
-        let mut requests: Vec<RequestSpec> = Vec::new();
+        let mut requests: Vec<RequestSpecOf<D>> = Vec::new();
         for (i, r) in o.get("requests").and_then(Json::as_array).map_or(&[][..], |a| a.as_slice()).iter().enumerate() {
             let at = format!("{name}: requests[{i}]");
             let id = r.get("id").and_then(Json::as_str).ok_or_else(|| format!("{at}.id missing"))?;
@@ -132,17 +226,15 @@ impl Scenario {
             if requests.iter().any(|q| q.id == id) {
                 return Err(format!("{at}: duplicate id {id:?}"));
             }
-            requests.push(RequestSpec {
+            requests.push(RequestSpecOf {
                 id: id.to_string(),
                 request,
-                repeat: r.get("repeat").and_then(Json::as_u64).unwrap_or(1).clamp(1, 1024) as usize,
-                vary_prompt: r.get("vary_prompt").and_then(Json::as_bool).unwrap_or(false),
-                sequential: r.get("sequential").and_then(Json::as_bool).unwrap_or(false),
                 after: r.get("after").and_then(Json::as_str).map(str::to_string),
                 abort_after_tokens: r.get("abort_after_tokens").and_then(Json::as_u64).map(|n| n as usize),
                 grace: millis(r.get("grace_ms")).unwrap_or(Duration::ZERO),
                 wait: millis(r.get("wait_ms")),
                 raw,
+                dialect: D::request(r, &at)?,
             });
         }
         for r in &requests {
@@ -153,42 +245,29 @@ impl Scenario {
             }
         }
         levels(&requests).map_err(|e| format!("{name}: {e}"))?;
-        let mut utilities = Vec::new();
-        for (i, u) in o.get("utilities").and_then(Json::as_array).map_or(&[][..], |a| a.as_slice()).iter().enumerate() {
-            let id = u.get("id").and_then(Json::as_str).ok_or_else(|| format!("{name}: utilities[{i}].id missing"))?;
-            let method = u
-                .get("method")
-                .and_then(Json::as_str)
-                .ok_or_else(|| format!("{name}: utilities[{i}].method missing"))?;
-            let args = u.get("args").and_then(Json::as_array).cloned().unwrap_or_default();
-            utilities.push(UtilitySpec { id: id.into(), method: method.into(), args });
-        }
+        let dialect = D::scenario(o, &name)?;
         let checks = o.get("checks").and_then(Json::as_array).cloned().unwrap_or_default();
         for (i, c) in checks.iter().enumerate() {
-            let kind =
-                c.get("check").and_then(Json::as_str).ok_or_else(|| format!("{name}: checks[{i}].check missing"))?;
-            if !CHECKS.contains(&kind) {
-                return Err(format!("{name}: checks[{i}]: unknown check {kind:?}"));
+            let at = format!("{name}: checks[{i}]");
+            let kind = c.get("check").and_then(Json::as_str).ok_or_else(|| format!("{at}.check missing"))?;
+            if !D::CHECKS.contains(&kind) {
+                return Err(format!("{at}: unknown check {kind:?}"));
             }
-            if kind == "satisfies_constraint" {
-                if let Some(re) = c.get("language_regex").and_then(Json::as_str) {
-                    full_match_regex(re).map_err(|e| format!("{name}: checks[{i}].language_regex: {e}"))?;
-                }
-            }
+            D::check(kind, c, &at)?;
         }
-        if requests.is_empty() && utilities.is_empty() {
-            return Err(format!("{name}: no requests and no utilities"));
+        if requests.is_empty() && !D::other_work(&dialect) {
+            return Err(format!("{name}: {}", D::EMPTY));
         }
         let timeout = Duration::from_secs(o.get("timeout_s").and_then(Json::as_u64).unwrap_or(60));
-        Ok(Scenario {
+        Ok(ScenarioOf {
             name,
             doc: o.get("doc").and_then(Json::as_str).unwrap_or("").to_string(),
             engines: strs("engines"),
             fresh_engine: o.get("fresh_engine").and_then(Json::as_bool).unwrap_or(false),
             requests,
-            utilities,
             checks,
             timeout,
+            dialect,
         })
     }
 
@@ -216,7 +295,7 @@ fn parse_raw(raw: &Json) -> Result<Raw, String> {
 
 /// Groups requests by `after`: level 0 has none, level n+1 waits for a
 /// request of level n. An `after` cycle is an error.
-fn levels(requests: &[RequestSpec]) -> Result<Vec<Vec<usize>>, String> {
+pub fn levels<D: Dialect>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize>>, String> {
     let mut level: Vec<Option<usize>> = vec![None; requests.len()];
     for _ in 0..=requests.len() {
         let mut changed = false;
@@ -285,6 +364,12 @@ pub const CHECKS: &[&str] = &[
 
 /// Loads every `*.json` under `dir`, sorted by file name.
 pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
+    load_dir_of(dir)
+}
+
+/// Loads every `*.json` under `dir` as a scenario of dialect `D`, sorted by
+/// file name.
+pub fn load_dir_of<D: Dialect>(dir: &Path) -> Result<Vec<ScenarioOf<D>>, String> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -296,7 +381,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
         .map(|p| {
             let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            Scenario::from_json(&stem, &text)
+            ScenarioOf::from_json(&stem, &text)
         })
         .collect()
 }
@@ -410,7 +495,8 @@ pub struct RunResult {
     /// The engine's `max_model_len` (for `"room"`).
     pub max_model_len: i64,
     pub requests: BTreeMap<String, RequestResult>,
-    pub utilities: BTreeMap<String, Result<Value, String>>,
+    /// Each utility call's result, or why it has none.
+    pub utilities: BTreeMap<String, Result<Value, TransportError>>,
     pub drift: Vec<String>,
 }
 
@@ -441,9 +527,9 @@ pub async fn run(ctx: &Context<'_>, s: &Scenario) -> RunResult {
             out.requests.extend(results);
         }
     }
-    for u in &s.utilities {
+    for u in &s.dialect.utilities {
         let args = u.args.iter().map(json_to_value).collect();
-        let r = ctx.gateway.utility(ctx.engine, &u.method, args).await.map_err(|e| e.to_string());
+        let r = ctx.gateway.utility(ctx.engine, &u.method, args).await;
         out.utilities.insert(u.id.clone(), r);
     }
     out.drift = ctx.gateway.stats().await.drift.into_iter().collect();
@@ -457,9 +543,9 @@ async fn run_spec(
     s: &Scenario,
     spec: &RequestSpec,
 ) -> Vec<(String, RequestResult)> {
-    let copies: Vec<(String, Json)> = (0..spec.repeat)
+    let copies: Vec<(String, Json)> = (0..spec.dialect.repeat)
         .map(|i| {
-            let id = if spec.repeat == 1 { spec.id.clone() } else { format!("{}-{i}", spec.id) };
+            let id = if spec.dialect.repeat == 1 { spec.id.clone() } else { format!("{}-{i}", spec.id) };
             let mut body = spec.request.clone();
             if let Some(o) = body.as_object_mut() {
                 o.insert("request_id".into(), json!(request_id(&s.name, &id)));
@@ -469,7 +555,7 @@ async fn run_spec(
                     let ids = ctx.tokenizer.encode(&text);
                     o.insert("prompt_token_ids".into(), json!(ids));
                 }
-                if spec.vary_prompt {
+                if spec.dialect.vary_prompt {
                     if let Some(Json::Array(p)) = o.get_mut("prompt_token_ids") {
                         p.push(json!(10 + i));
                     }
@@ -487,7 +573,7 @@ async fn run_spec(
         r.request = body;
         (id, r)
     };
-    if spec.sequential {
+    if spec.dialect.sequential {
         let mut out = Vec::new();
         for c in copies {
             out.push(one(c).await);
@@ -771,47 +857,17 @@ fn now_secs() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-/// A JSON argument as a wire value.
+/// A JSON argument as a wire value (`Value::from_json`).
 pub fn json_to_value(j: &Json) -> Value {
-    match j {
-        Json::Null => Value::Nil,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Value::Int(i),
-            (None, Some(u)) => Value::UInt(u),
-            _ => Value::Float(n.as_f64().unwrap_or(0.0)),
-        },
-        Json::String(s) => Value::Str(s.clone()),
-        Json::Array(xs) => Value::Array(xs.iter().map(json_to_value).collect()),
-        Json::Object(m) => Value::Map(m.iter().map(|(k, v)| (Value::Str(k.clone()), json_to_value(v))).collect()),
-    }
+    Value::from_json(j)
 }
 
-/// A wire value as JSON (for utility results).
+/// A wire value as JSON (utility results, `sent` fields): the canonical
+/// view's rendering of an untyped value (`engine_protocol::view::any_view`,
+/// docs/case-format.md §6), so non-finite floats, bytes, non-string map
+/// keys, structs and tensors read the same here as in the goldens.
 pub fn value_to_json(v: &Value) -> Json {
-    match v {
-        Value::Nil => Json::Null,
-        Value::Bool(b) => json!(b),
-        Value::Int(i) => json!(i),
-        Value::UInt(u) => json!(u),
-        Value::Float(f) => json!(f),
-        Value::Str(s) => json!(s),
-        Value::Bytes(b) => json!(b),
-        Value::Array(xs) => Json::Array(xs.iter().map(value_to_json).collect()),
-        Value::IntArray(xs) => json!(xs),
-        Value::Map(m) => Json::Object(
-            m.iter()
-                .map(|(k, v)| {
-                    let k = match k {
-                        Value::Str(s) => s.clone(),
-                        other => format!("{other:?}"),
-                    };
-                    (k, value_to_json(v))
-                })
-                .collect(),
-        ),
-        other => json!(format!("{other:?}")),
-    }
+    engine_protocol::view::any_view(v)
 }
 
 fn finish_name(f: Option<FinishReason>) -> Json {
@@ -1135,8 +1191,11 @@ fn check_one(c: &Json, r: &RunResult) -> Result<(), String> {
             let id = c.get("call").and_then(Json::as_str).ok_or("no `call`")?;
             let want = c.get("contains").and_then(Json::as_str).unwrap_or("");
             match r.utilities.get(id) {
-                Some(Err(e)) if e.contains(want) => Ok(()),
-                Some(Err(e)) => Err(format!("failed with {e:?}, expected it to mention {want:?}")),
+                // The engine answered the call with a failure; `contains`
+                // is checked against the engine's own message. A timeout or
+                // a dead engine is not the engine refusing the call.
+                Some(Err(TransportError::Utility { message, .. })) if message.contains(want) => Ok(()),
+                Some(Err(e)) => Err(format!("failed with {:?}, expected it to mention {want:?}", e.to_string())),
                 Some(Ok(v)) => Err(format!("succeeded with {}", value_to_json(v))),
                 None => Err(format!("no utility call {id}")),
             }
@@ -1472,7 +1531,7 @@ pub fn record_json(s: &Scenario, r: &RunResult) -> Json {
                 k.clone(),
                 match v {
                     Ok(v) => json!({"result": value_to_json(v)}),
-                    Err(e) => json!({"error": e}),
+                    Err(e) => json!({"error": e.to_string()}),
                 },
             )
         })
@@ -1650,5 +1709,37 @@ mod tests {
         let mut empty = good.clone();
         empty.outputs[0] = out(7, lists(release, &[], &[], 1));
         assert!(check_sample_logprobs(&empty, -1).is_err());
+    }
+
+    #[test]
+    fn a_utility_failure_is_the_engine_refusing_the_call_not_a_timeout_naming_it() {
+        let check = json!({"check": "utility_failure", "call": "u", "contains": "no_such_method"});
+        let with = |e: TransportError| {
+            let mut r = RunResult::default();
+            r.utilities.insert("u".into(), Err(e));
+            check_one(&check, &r)
+        };
+        let refused = TransportError::Utility {
+            method: "no_such_method".into(),
+            message: "AttributeError: no attribute 'no_such_method'".into(),
+        };
+        assert_eq!(with(refused), Ok(()));
+        let other = TransportError::Utility { method: "no_such_method".into(), message: "ValueError".into() };
+        assert!(with(other).unwrap_err().contains("expected it to mention"));
+        // The message names the method, but the engine never answered.
+        let timeout =
+            TransportError::UtilityTimeout { method: "no_such_method".into(), waited: Duration::from_secs(5) };
+        let e = with(timeout).unwrap_err();
+        assert!(e.contains("no reply within 5.0s"), "{e}");
+    }
+
+    #[test]
+    fn wire_values_render_as_the_canonical_view() {
+        let v = Value::Map(vec![
+            (Value::Int(7), Value::Float(f64::NAN)),
+            (Value::Str("b".into()), Value::Bytes(vec![0, 255])),
+            (Value::Str("inf".into()), Value::Array(vec![Value::Float(f64::NEG_INFINITY), Value::UInt(u64::MAX)])),
+        ]);
+        assert_eq!(value_to_json(&v), json!({"7": "NaN", "b": {"$bytes": "00ff"}, "inf": ["-Infinity", u64::MAX]}));
     }
 }

@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::{translate, EngineInfo, GatewayTokenizer, GenerateRequest, TranslateOptions};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::{ReleaseSchema, Value};
@@ -32,16 +31,7 @@ fn repo() -> PathBuf {
 }
 
 fn tokenizer() -> GatewayTokenizer {
-    let dir = repo().join("golden/tiny");
-    let tj = std::fs::read(dir.join("tokenizer.json")).unwrap();
-    let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
-    let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
-    GatewayTokenizer::from_files(&ModelFiles {
-        tokenizer_json: &tj,
-        tokenizer_config_json: tc.as_deref(),
-        generation_config_json: gc.as_deref(),
-    })
-    .unwrap()
+    gpu_runner::cli::tokenizer_from(&repo().join("golden/tiny")).unwrap()
 }
 
 type Job = (String, Vec<u8>, std_mpsc::Sender<(u16, String)>);
@@ -284,7 +274,9 @@ fn the_http_client_reads_a_chunked_json_answer_and_reports_a_dead_port() {
     drop(rt);
     let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let e = http::get(&dead, "/", Duration::from_secs(2)).unwrap_err();
-    assert!(e.contains("connect"), "{e}");
+    assert!(matches!(e, http::HttpError::Connect { .. }), "{e:?}");
+    assert!(!e.is_timeout());
+    assert!(e.to_string().starts_with(&format!("connect {dead}: ")), "{e}");
     let _ = Value::Nil;
 }
 

@@ -85,6 +85,11 @@ fn typed_encode(c: &mut Criterion) {
                 let (req, _) = decode_typed::<EngineCoreRequest>(rel, &refs, &limits).expect("golden decodes");
                 assert_eq!(req.encode(rel).unwrap(), frames, "{id}: typed encode is byte-exact");
                 g.bench_function(*name, |b| b.iter(|| black_box(&req).encode(rel).unwrap()));
+                // With vLLM's `__post_init__` rules checked first.
+                assert_eq!(req.encode_checked(rel).unwrap(), frames, "{id}: checked encode is byte-exact");
+                g.bench_function(format!("checked/{name}"), |b| {
+                    b.iter(|| black_box(&req).encode_checked(rel).unwrap())
+                });
             }
             MessageKind::EngineCoreOutputs => {
                 let (out, _) = decode_typed::<EngineCoreOutputs>(rel, &refs, &limits).expect("golden decodes");
@@ -97,6 +102,34 @@ fn typed_encode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, codec, typed_encode);
+/// `typed_decode/<case>`: the typed API's decode of the request case into
+/// the generated struct: `decode_typed` (the direct decoder
+/// `engine_protocol::hot::decode_request`) and, for reference,
+/// `typed_via_value/<case>` (`decode_message` plus the conversion, what
+/// `decode_typed` was before the direct decoder).
+fn typed_decode(c: &mut Criterion) {
+    use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreRequest};
+    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("typed_decode");
+    for (name, id) in CASES {
+        let (kind, frames) = load(id);
+        if kind != MessageKind::EngineCoreRequest {
+            continue;
+        }
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        g.throughput(Throughput::Bytes(frames.iter().map(Vec::len).sum::<usize>() as u64));
+        assert!(engine_protocol::hot::decode_request_direct(rel, &refs, &limits).is_some(), "{id}: direct path");
+        g.bench_function(*name, |b| {
+            b.iter(|| decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &limits).unwrap())
+        });
+        g.bench_function(format!("typed_via_value/{name}"), |b| {
+            b.iter(|| decode_typed_via_value::<EngineCoreRequest>(rel, black_box(&refs), &limits).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, codec, typed_encode, typed_decode);
 criterion_group!(hot_benches, hot_decode);
 criterion_main!(benches, hot_benches);

@@ -19,17 +19,26 @@
 //!   `itemsize * product(shape)` bytes, sometimes 256 bytes or more so that
 //!   the encoder moves them to an aux frame.
 //!
-//! Validators (`crate::validate`) are respected: a few fields are drawn from
-//! their valid ranges (sampling parameters, LoRA ids, repetition detection),
+//! Validators (`crate::validate`) are respected: the fields a rule table
+//! checks are drawn inside the rule's bounds (sampling parameters, LoRA
+//! requests; repetition detection from small ranges),
 //! a `StructuredOutputsParams` gets exactly one constraint, and a struct that
 //! still violates its rule has the offending fields reset to their defaults;
 //! when that is not possible the draw fails with
 //! [`arbitrary::Error::IncorrectFormat`] and the fuzz target skips the input.
+//!
+//! The same rule tables give invalid values: [`breaking_value`] draws a
+//! value outside one rule's bounds and [`invalid_struct`] a struct that
+//! breaks exactly one rule, which the decoder must reject with
+//! `validation` at that rule's field.
+#![warn(missing_docs)]
 
 use arbitrary::{Arbitrary, Error as ArbError, Result, Unstructured};
 
 use crate::message::MessageKind;
+use crate::schema::Rules;
 use crate::schema::{Default, Field, Layout, ReleaseSchema, StructSchema, TensorKind, Ty, RELEASES};
+use crate::validate::{Check, Rule, LORA_REQUEST_RULES, SAMPLING_PARAMS_RULES};
 use crate::value::{default_for, numpy_dtype, torch_dtype, StructValue, Tensor, Value};
 
 /// Deepest nesting of generated `Any` values.
@@ -41,8 +50,11 @@ const MAX_LEN: usize = 6;
 /// that the decoder of that release must accept once encoded.
 #[derive(Debug, Clone)]
 pub struct GeneratedMessage {
+    /// The release drawn.
     pub release: &'static ReleaseSchema,
+    /// The message kind drawn.
     pub kind: MessageKind,
+    /// A valid value of that kind.
     pub value: Value,
 }
 
@@ -283,9 +295,9 @@ impl Gen<'_, '_> {
         if s.name == "StructuredOutputsParams" {
             self.one_constraint(&mut v, depth)?;
         }
-        if let Some(validate) = s.validate {
+        if s.validate.is_some() {
             let mut tries = 0;
-            while let Err(violation) = validate(&v) {
+            while let Err(violation) = crate::validate::check(s, &v) {
                 tries += 1;
                 if tries > 4 || violation.field.is_empty() {
                     return Err(ArbError::IncorrectFormat);
@@ -302,36 +314,41 @@ impl Gen<'_, '_> {
         Ok(v)
     }
 
-    /// Valid ranges for the fields validators check, drawn most of the time
-    /// (otherwise the field is drawn from its type and the repair loop of
-    /// `struct_value` resets it when it is out of range).
+    /// Valid values for the fields a rule table checks
+    /// (`crate::validate::SAMPLING_PARAMS_RULES`, `LORA_REQUEST_RULES`),
+    /// drawn most of the time from the rule's bounds (otherwise the field is
+    /// drawn from its type and the repair loop of `struct_value` resets it
+    /// when it breaks the rule); optional fields are sometimes nil.
     fn special(&mut self, s: &StructSchema, f: &Field) -> Result<Option<Value>> {
         if !self.u.ratio(7, 8)? {
             return Ok(None);
         }
-        let opt = |u: &mut Unstructured<'_>| -> Result<bool> { u.ratio(1, 4) };
-        Ok(Some(match (s.name, f.name) {
-            ("SamplingParams", "n") => Value::Int(self.u.int_in_range(1..=4)?),
-            ("SamplingParams", "presence_penalty" | "frequency_penalty") => self.float_in(-2.0, 2.0, false)?,
-            ("SamplingParams", "repetition_penalty") => self.float_in(0.0, 4.0, true)?,
-            ("SamplingParams", "temperature") => self.float_in(0.0, 2.0, false)?,
-            ("SamplingParams", "top_p") => self.float_in(0.0, 1.0, true)?,
-            ("SamplingParams", "min_p") => self.float_in(0.0, 1.0, false)?,
-            ("SamplingParams", "top_k") => Value::Int(self.u.int_in_range(-1..=100)?),
-            ("SamplingParams", "max_tokens") if !opt(self.u)? => Value::Int(self.u.int_in_range(1..=100_000)?),
-            ("SamplingParams", "min_tokens") => Value::Int(self.u.int_in_range(0..=16)?),
-            ("SamplingParams", "logprobs" | "prompt_logprobs") if !opt(self.u)? => {
-                Value::Int(self.u.int_in_range(-1..=20)?)
+        let rules: &[Rule] = match s.validate {
+            Some(Rules::SamplingParams) => SAMPLING_PARAMS_RULES,
+            Some(Rules::LoraRequest) => LORA_REQUEST_RULES,
+            Some(Rules::RepetitionDetectionParams) => {
+                return Ok(Some(match f.name {
+                    "max_pattern_size" | "min_pattern_size" | "min_count" => Value::Int(self.u.int_in_range(0..=8)?),
+                    _ => return Ok(None),
+                }))
             }
-            ("SamplingParams", "stream_interval") if !opt(self.u)? => Value::Int(self.u.int_in_range(1..=64)?),
-            ("SamplingParams", "thinking_token_budget") if !opt(self.u)? => Value::Int(self.u.int_in_range(-1..=4096)?),
-            ("SamplingParams", "detokenize") => Value::Bool(true),
-            ("LoRARequest", "lora_int_id") => Value::Int(self.u.int_in_range(1..=i64::MAX)?),
-            ("LoRARequest", "lora_path") => Value::Str(format!("/{}", self.string()?)),
-            ("RepetitionDetectionParams", "max_pattern_size" | "min_pattern_size") => {
-                Value::Int(self.u.int_in_range(0..=8)?)
+            _ => return Ok(None),
+        };
+        // A boolean another field's rule needs true (`detokenize` for stops).
+        if rules.iter().any(|r| r.check == Check::NeedsTrue(f.name)) {
+            return Ok(Some(Value::Bool(true)));
+        }
+        let Some(r) = rules.iter().find(|r| r.field == f.name) else { return Ok(None) };
+        if matches!(f.ty, Ty::Optional(_)) && self.u.ratio(1, 4)? {
+            return Ok(Some(Value::Nil));
+        }
+        Ok(Some(match r.check {
+            Check::IntAtLeast(min) => Value::Int(self.u.int_in_range(min..=min.saturating_add(64))?),
+            Check::Range { lo, lo_open, hi, .. } => {
+                let hi = if hi.is_finite() { hi } else { lo + 4.0 };
+                self.float_in(lo, hi, lo_open)?
             }
-            ("RepetitionDetectionParams", "min_count") => Value::Int(self.u.int_in_range(0..=8)?),
+            Check::NoEmptyString if matches!(f.ty, Ty::Str) => Value::Str(format!("/{}", self.string()?)),
             _ => return Ok(None),
         }))
     }
@@ -381,6 +398,52 @@ impl Gen<'_, '_> {
     }
 }
 
+/// A value of `field` that breaks single-field `rule` (a relation gives
+/// [`arbitrary::Error::IncorrectFormat`]), drawn from the rule's own bounds:
+/// an integer below its minimum; a number below or above its range, or NaN;
+/// an empty string (in a list when the field takes one).
+pub fn breaking_value(u: &mut Unstructured<'_>, field: &Field, rule: &Rule) -> Result<Value> {
+    Ok(match rule.check {
+        Check::IntAtLeast(min) => {
+            let below = min.checked_sub(1).ok_or(ArbError::IncorrectFormat)?;
+            Value::Int(if u.ratio(1, 2)? { below } else { u.int_in_range(i64::MIN..=below)? })
+        }
+        Check::Range { lo, lo_open, hi, hi_open } => {
+            let step = f64::from(u.int_in_range(1u32..=1_000_000)?) / 1000.0;
+            match u.int_in_range(0u8..=3)? {
+                0 if lo_open => Value::Float(lo),
+                1 if hi_open && hi.is_finite() => Value::Float(hi),
+                1 if hi.is_finite() => Value::Float(hi + step),
+                2 => Value::Float(f64::NAN),
+                _ => Value::Float(lo - step),
+            }
+        }
+        Check::NoEmptyString => match field.ty {
+            Ty::Str => Value::Str(String::new()),
+            _ => Value::Array(vec![Value::Str(String::new())]),
+        },
+        _ => return Err(ArbError::IncorrectFormat),
+    })
+}
+
+/// A struct of `s` (a table tagged with a rule table: `SamplingParams`,
+/// `LoRARequest`) that is valid but for one single-field rule, drawn from
+/// the table ([`breaking_value`]): the value and the rule it breaks. The
+/// decoder must reject it with `validation` at that rule's field.
+pub fn invalid_struct(u: &mut Unstructured<'_>, s: &'static StructSchema) -> Result<(StructValue, &'static Rule)> {
+    let rules: &'static [Rule] = match s.validate {
+        Some(Rules::SamplingParams) => SAMPLING_PARAMS_RULES,
+        Some(Rules::LoraRequest) => LORA_REQUEST_RULES,
+        _ => return Err(ArbError::IncorrectFormat),
+    };
+    let single: Vec<&'static Rule> = rules.iter().filter(|r| !r.check.is_relation()).collect();
+    let rule = *u.choose(&single)?;
+    let mut v = Gen { u }.struct_value(s, 0)?;
+    let i = s.index_of(rule.field).ok_or(ArbError::IncorrectFormat)?;
+    *v.field_mut(i) = breaking_value(u, &s.fields[i], rule)?;
+    Ok((v, rule))
+}
+
 /// Deterministic pseudo-random bytes (xorshift64 of `seed`): generator
 /// input for tests and fuzz seeds that need no fuzzer.
 pub fn pseudo_random_bytes(seed: u64, n: usize) -> Vec<u8> {
@@ -404,6 +467,35 @@ mod tests {
     /// every message kind of every release, many draws each.
     fn bytes(seed: u64, n: usize) -> Vec<u8> {
         super::pseudo_random_bytes(seed, n)
+    }
+
+    #[test]
+    fn structs_breaking_one_rule_are_rejected_by_the_decoder_at_that_field() {
+        let mut judged = 0;
+        for release in RELEASES {
+            let request = release.engine_core_request.as_struct().expect("a struct root");
+            for seed in 0..200u64 {
+                let data = bytes(seed * 7919 + 1, 4096);
+                let mut u = Unstructured::new(&data);
+                let Ok((sp, rule)) = invalid_struct(&mut u, release.sampling_params) else { continue };
+                judged += 1;
+                let mut req = StructValue::with_defaults(request);
+                req.set("request_id", Value::Str("r".into()));
+                req.set("prompt_token_ids", Value::IntArray(vec![1]));
+                req.set("sampling_params", Value::Struct(sp));
+                req.set("arrival_time", Value::Float(0.0));
+                let ty = MessageKind::EngineCoreRequest.payload_type(release);
+                let payload = crate::encode::encode_payload_unvalidated("EngineCoreRequest", ty, &Value::Struct(req))
+                    .expect("encodes without the rules");
+                let mut frames: Vec<&[u8]> = vec![&[0u8]];
+                frames.extend(payload.iter().map(Vec::as_slice));
+                let e = decode_message(release, MessageKind::EngineCoreRequest, &frames, &Limits::default())
+                    .expect_err("a broken rule is rejected");
+                assert_eq!(e.class, crate::RejectClass::Validation, "{e}");
+                assert_eq!(e.path, format!("EngineCoreRequest.sampling_params.{}", rule.field), "{e}");
+            }
+        }
+        assert!(judged > 300, "only {judged} draws");
     }
 
     #[test]

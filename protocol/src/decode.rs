@@ -58,6 +58,7 @@
 //! (and one 50 000 levels deep, with a raised limit, in the same), so no
 //! input can exhaust the stack. Memory stays a small multiple of the input
 //! size: each level costs one open-container record and the value itself.
+#![warn(missing_docs)]
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::{ReadError, Reader, Token};
@@ -119,7 +120,9 @@ impl Limits {
 /// and unknown keys, by path), in wire order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
+    /// The message as a value of the release's schema.
     pub value: Value,
+    /// Paths of extra trailing elements and unknown keys, in wire order.
     pub drift: Vec<String>,
 }
 
@@ -761,8 +764,8 @@ impl<'a> Decoder<'a, '_> {
             }
         };
         self.depth -= 1;
-        if let Some(validate) = s.validate {
-            if let Err(violation) = validate(&v) {
+        if s.validate.is_some() {
+            if let Err(violation) = crate::validate::check(s, &v) {
                 let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
                 return Err(Box::new(Error::new(RejectClass::Validation, path, violation.message)));
             }

@@ -15,6 +15,7 @@
 //!   zero-copy threshold (256, `VLLM_MSGPACK_ZERO_COPY_THRESHOLD`) or it is
 //!   0-d, otherwise into a new aux frame whose index (from 1, in encounter
 //!   order) replaces the data.
+#![warn(missing_docs)]
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
@@ -255,11 +256,9 @@ impl Encoder {
 
     fn struct_value(&mut self, s: &'static StructSchema, v: &StructValue) -> Result<(), Error> {
         if self.validate {
-            if let Some(validate) = s.validate {
-                if let Err(violation) = validate(v) {
-                    let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
-                    return Err(Error::new(RejectClass::Validation, path, violation.message));
-                }
+            if let Err(violation) = crate::validate::check(s, v) {
+                let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
+                return Err(Error::new(RejectClass::Validation, path, violation.message));
             }
         }
         if !std::ptr::eq(v.schema, s) && v.schema.fields.len() != s.fields.len() {
@@ -335,7 +334,7 @@ impl Encoder {
     fn default_run(
         &mut self,
         s: &'static StructSchema,
-        d: &crate::schema::Defaults,
+        d: &crate::value::Defaults,
         a: usize,
         b: usize,
     ) -> Result<(), Error> {

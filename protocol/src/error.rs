@@ -3,11 +3,13 @@
 //!
 //! Reject classes are those of docs/case-format.md §5: `malformed`,
 //! `type`, `missing-field`, `enum`, `validation`, `limits`, `frames`.
+#![warn(missing_docs)]
 
 use std::fmt;
 
 /// Why a message was rejected, in the golden format's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum RejectClass {
     /// Not MessagePack, truncated, trailing bytes, invalid UTF-8.
     Malformed,
@@ -27,6 +29,7 @@ pub enum RejectClass {
 }
 
 impl RejectClass {
+    /// Every class, in the order of docs/case-format.md §5.
     pub const ALL: [RejectClass; 7] = [
         RejectClass::Malformed,
         RejectClass::Type,
@@ -37,6 +40,7 @@ impl RejectClass {
         RejectClass::Frames,
     ];
 
+    /// The class's name in the golden format (`missing-field`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             RejectClass::Malformed => "malformed",
@@ -49,6 +53,7 @@ impl RejectClass {
         }
     }
 
+    /// The class named `s` in the golden format, if any.
     pub fn parse(s: &str) -> Option<RejectClass> {
         RejectClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
@@ -63,13 +68,20 @@ impl fmt::Display for RejectClass {
 /// A decode or encode failure: its class, the path of the offending value
 /// (`EngineCoreRequest.sampling_params.temperature`) and what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Error {
+    /// The reject class (docs/case-format.md §5).
     pub class: RejectClass,
+    /// Where: the struct path of the offending value, rooted at the message
+    /// (`EngineCoreRequest.sampling_params.temperature`); empty for the
+    /// message as a whole or its frames.
     pub path: String,
+    /// What was wrong, in words.
     pub detail: String,
 }
 
 impl Error {
+    /// An error of `class` at `path`.
     pub fn new(class: RejectClass, path: impl Into<String>, detail: impl Into<String>) -> Self {
         Error { class, path: path.into(), detail: detail.into() }
     }
@@ -101,10 +113,12 @@ impl std::error::Error for Error {}
 pub struct Violation {
     /// The field (or comma-separated fields) at fault, relative to the struct.
     pub field: String,
+    /// What the rule requires, and the value found.
     pub message: String,
 }
 
 impl Violation {
+    /// A violation of the rule on `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Violation { field: field.into(), message: message.into() }
     }
@@ -115,7 +129,12 @@ impl Violation {
 /// rejected with a class.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Accept { drift: Vec<String> },
+    /// Accepted; `drift` holds the paths of extra elements and unknown keys.
+    Accept {
+        /// Drift paths, in wire order (empty when the schema matched).
+        drift: Vec<String>,
+    },
+    /// Rejected with this class.
     Reject(RejectClass),
 }
 
@@ -126,6 +145,8 @@ impl Outcome {
         matches!(self, Outcome::Accept { drift } if !drift.is_empty())
     }
 
+    /// `accept`, `accept (drift: ...)` or `reject <class>`, as reports
+    /// print an outcome.
     pub fn label(&self) -> String {
         match self {
             Outcome::Accept { drift } if drift.is_empty() => "accept".into(),

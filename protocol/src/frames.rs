@@ -12,23 +12,30 @@
 //!   `ENGINE_CORE_DEAD`;
 //! - aux frames are referenced by index from the payload; index 0 is the
 //!   payload frame itself; unreferenced extra frames are accepted.
+#![warn(missing_docs)]
 
 use crate::error::{Error, RejectClass};
 
 /// The one-byte request type that precedes every payload on the input socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RequestType {
+    /// `ADD` (`0x00`): an `EngineCoreRequest` follows.
     Add = 0,
+    /// `ABORT` (`0x01`): a list of request ids follows.
     Abort = 1,
+    /// `START_DP_WAVE` (`0x02`).
     StartDpWave = 2,
+    /// `UTILITY` (`0x03`): a utility call follows.
     Utility = 3,
 }
 
 impl RequestType {
+    /// The byte on the wire.
     pub fn byte(self) -> u8 {
         self as u8
     }
 
+    /// vLLM's name for it (`ADD`, ...).
     pub fn name(self) -> &'static str {
         match self {
             RequestType::Add => "ADD",

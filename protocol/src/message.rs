@@ -22,6 +22,7 @@
 //!   (`crate::validate::tokenspeed`), which needs an
 //!   [`EngineConfig`]: [`decode_message`] uses its default, the engine the
 //!   goldens were judged by; [`decode_message_with`] takes another.
+#![warn(missing_docs)]
 
 use crate::decode::{decode_payload, decode_payload_in, Decoded, Limits};
 use crate::encode::encode_payload;
@@ -33,22 +34,34 @@ use crate::value::Value;
 
 /// The message kinds of the golden format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum MessageKind {
+    /// ADD: `[0x00, EngineCoreRequest, aux...]` on the input socket.
     EngineCoreRequest,
+    /// ABORT: `[0x01, list of request ids]`.
     AbortRequest,
+    /// UTILITY: `[0x03, (client_idx, call_id, method, args)]`.
     UtilityRequest,
+    /// START_DP_WAVE: `[0x02, (wave, exclude_engine_index)]`.
     StartDpWave,
+    /// An output batch on the output socket (`[payload, aux...]`).
     EngineCoreOutputs,
+    /// A utility call's answer (inside an output batch).
     UtilityOutput,
+    /// The engine's ready response after the handshake.
     EngineCoreReadyResponse,
+    /// The handshake's HELLO dict.
     HandshakeHello,
+    /// The handshake's INIT message (`EngineHandshakeMetadata`).
     HandshakeInit,
+    /// The handshake's READY dict.
     HandshakeReady,
 }
 
 static ABORT_IDS: Ty = Ty::List(&Ty::Str);
 
 impl MessageKind {
+    /// Every kind.
     pub const ALL: [MessageKind; 10] = [
         MessageKind::EngineCoreRequest,
         MessageKind::AbortRequest,
@@ -62,6 +75,7 @@ impl MessageKind {
         MessageKind::HandshakeReady,
     ];
 
+    /// The kind's name in the golden format.
     pub fn name(self) -> &'static str {
         match self {
             MessageKind::EngineCoreRequest => "EngineCoreRequest",

@@ -15,26 +15,35 @@
 //! The reader never allocates: strings, binaries and ext bodies are borrowed
 //! from the input, and every declared length is checked against the bytes
 //! that remain before the caller can act on it.
+#![warn(missing_docs)]
 
 use rmp::Marker;
 
 /// One MessagePack token, with borrowed payloads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Token<'a> {
+    /// `nil`.
     Nil,
+    /// `true` / `false`.
     Bool(bool),
     /// Any integer that fits `i64`.
     Int(i64),
     /// A non-negative integer above `i64::MAX`.
     UInt(u64),
+    /// A float32.
     F32(f32),
+    /// A float64.
     F64(f64),
     /// UTF-8 is not checked here: the typed decoder checks it where it
     /// matters (msgspec rejects invalid UTF-8 in `str`).
     Str(&'a [u8]),
+    /// A bin's bytes.
     Bin(&'a [u8]),
+    /// An array header: its element count (the elements follow).
     Array(u32),
+    /// A map header: its entry count (keys and values follow).
     Map(u32),
+    /// An ext: its type and data.
     Ext(i8, &'a [u8]),
 }
 
@@ -57,6 +66,7 @@ impl Token<'_> {
 
 /// Why the reader stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadError {
     /// The input ends inside a token or inside a declared length.
     Truncated,
@@ -72,6 +82,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -81,10 +92,12 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// Bytes left.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
+    /// Whether every byte was consumed.
     pub fn is_empty(&self) -> bool {
         self.pos == self.buf.len()
     }
@@ -248,11 +261,13 @@ impl<'a> Reader<'a> {
 pub mod write {
     use rmp::encode;
 
+    /// Appends `nil`.
     #[inline]
     pub fn nil(out: &mut Vec<u8>) {
         out.push(0xc0);
     }
 
+    /// Appends a bool.
     #[inline]
     pub fn bool(out: &mut Vec<u8>, v: bool) {
         out.push(if v { 0xc3 } else { 0xc2 });
@@ -317,6 +332,7 @@ pub mod write {
         unsafe { out.set_len(start + p) };
     }
 
+    /// Appends a non-negative integer in its smallest form.
     #[inline(always)]
     pub fn uint(out: &mut Vec<u8>, v: u64) {
         if v < 128 {
@@ -342,6 +358,7 @@ pub mod write {
         out.extend_from_slice(&[0xcb, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     }
 
+    /// Appends a string (smallest header).
     #[inline]
     pub fn str(out: &mut Vec<u8>, s: &str) {
         let n = s.len();
@@ -359,11 +376,13 @@ pub mod write {
         out.extend_from_slice(s.as_bytes());
     }
 
+    /// Appends a bin (smallest header).
     pub fn bin(out: &mut Vec<u8>, b: &[u8]) {
         let _ = encode::write_bin_len(out, b.len() as u32);
         out.extend_from_slice(b);
     }
 
+    /// Appends an array header (smallest form).
     #[inline]
     pub fn array_len(out: &mut Vec<u8>, n: u32) {
         if n < 16 {
@@ -377,6 +396,7 @@ pub mod write {
         }
     }
 
+    /// Appends a map header (smallest form).
     #[inline]
     pub fn map_len(out: &mut Vec<u8>, n: u32) {
         if n < 16 {
@@ -407,6 +427,50 @@ pub mod write {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn int_array_writes_each_value_as_int_writes_it_after_the_array_header() {
+        // Every boundary of msgspec's integer forms (docs/wire-protocol.md
+        // §5.6), in runs of every length up to three times the list.
+        let edges = [
+            0,
+            127,
+            128,
+            255,
+            256,
+            65535,
+            65536,
+            (1 << 32) - 1,
+            1 << 32,
+            -1,
+            -32,
+            -33,
+            -128,
+            -129,
+            -32768,
+            -32769,
+            i32::MIN as i64,
+            i32::MIN as i64 - 1,
+            i64::MIN,
+            i64::MAX,
+        ];
+        for n in 0..edges.len() * 3 {
+            let xs: Vec<i64> = edges.iter().cycle().skip(n % edges.len()).take(n).copied().collect();
+            let mut one_by_one = vec![0x42];
+            write::array_len(&mut one_by_one, n as u32);
+            for &x in &xs {
+                write::int(&mut one_by_one, x);
+            }
+            assert_eq!(
+                written(|o| {
+                    o.push(0x42);
+                    write::int_array(o, &xs)
+                }),
+                one_by_one,
+                "{xs:?}"
+            );
+        }
+    }
 
     fn written(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
         let mut v = Vec::new();

@@ -5,48 +5,401 @@
 //!
 //! Sources: docs/wire-protocol.md §10.2-§10.4; verdicts of vLLM 0.32/0.33's
 //! own decoder on the `mutant` goldens.
+//!
+//! # One home per rule
+//!
+//! The schema tables name which rules apply to a struct by a data tag
+//! ([`Rules`]); [`check`] interprets it. The range and
+//! relation rules of `SamplingParams.__post_init__` / `_verify_args` and of
+//! `LoRARequest.__post_init__` are data ([`SAMPLING_PARAMS_RULES`],
+//! [`LORA_REQUEST_RULES`]: one [`Rule`] record per check, in vLLM's order)
+//! read by three interpreters: the decoder's verdicts ([`check`]), the
+//! gateway's refusals (`crate::translate::translate` runs the same table on
+//! the `SamplingParams` it builds) and the fuzzing generator
+//! (`crate::arbitrary` draws values inside each rule's bounds). The
+//! structured-output "exactly one constraint" rule is
+//! [`exactly_one_constraint`], used by the decoder, the typed API and the
+//! translation layer alike.
+//!
+//! The decoder reads a table through a `RuleIndex` built once per struct
+//! (cached with its defaults): each rule's field resolved to a position, so
+//! a struct is judged by the fields it holds; the verdicts are those of
+//! [`first_violation`]'s lookup by name.
+#![warn(missing_docs)]
 
 use crate::error::Violation;
+use crate::schema::{Rules, StructSchema};
 use crate::value::{StructValue, Value};
+
+/// Runs the rules the table of `s` tags it with ([`StructSchema::validate`])
+/// on `v`; `Ok` for a struct without rules.
+pub fn check(s: &StructSchema, v: &StructValue) -> Result<(), Violation> {
+    match s.validate {
+        None => Ok(()),
+        Some(Rules::SamplingParams) => sampling_params(v),
+        Some(Rules::StructuredOutputsParams) => structured_outputs_params(v),
+        Some(Rules::LoraRequest) => lora_request(v),
+        Some(Rules::RepetitionDetectionParams) => repetition_detection_params(v),
+        Some(Rules::TokenSpeedHandshakeInit) => tokenspeed::handshake_init(v),
+    }
+}
+
+/// What a [`Rule`] checks on its field.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Check {
+    /// An integer at least this; nil passes.
+    IntAtLeast(i64),
+    /// A number (float or integer) within bounds; NaN fails, nil passes.
+    Range {
+        /// Lower bound.
+        lo: f64,
+        /// Whether `lo` itself is excluded.
+        lo_open: bool,
+        /// Upper bound (may be infinite).
+        hi: f64,
+        /// Whether `hi` itself is excluded.
+        hi_open: bool,
+    },
+    /// A string, or a list of strings, none of them empty.
+    NoEmptyString,
+    /// An integer not above the named field's integer (either nil passes).
+    NotAbove(&'static str),
+    /// When the field holds a string or a non-empty list, the named
+    /// boolean field must be true.
+    NeedsTrue(&'static str),
+    /// At most 1 when the named number field is below `below`.
+    OneWhenBelow {
+        /// The number field.
+        other: &'static str,
+        /// The threshold.
+        below: f64,
+    },
+}
+
+/// One rule: the field it is about, what it checks, and the phrase a
+/// violation reports (the value found is appended).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    /// The Python field name (for relations, the field reported).
+    pub field: &'static str,
+    /// The predicate and its bounds.
+    pub check: Check,
+    /// What the field must be, as a violation says it.
+    pub message: &'static str,
+}
+
+const fn rule(field: &'static str, check: Check, message: &'static str) -> Rule {
+    Rule { field, check, message }
+}
+
+const fn range(lo: f64, lo_open: bool, hi: f64, hi_open: bool) -> Check {
+    Check::Range { lo, lo_open, hi, hi_open }
+}
+
+/// vLLM's `_SAMPLING_EPS`: a temperature below it is greedy sampling.
+pub const SAMPLING_EPS: f64 = 1e-5;
+
+/// `SamplingParams.__post_init__` / `_verify_args` (vLLM 0.32/0.33), in the
+/// order vLLM runs them (docs/wire-protocol.md §10.2).
+pub static SAMPLING_PARAMS_RULES: &[Rule] = &[
+    rule("n", Check::IntAtLeast(1), "must be at least 1"),
+    rule("presence_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
+    rule("frequency_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
+    rule("repetition_penalty", range(0.0, true, f64::INFINITY, true), "must be a finite number greater than zero"),
+    rule("temperature", range(0.0, false, 2.0, false), "must be in [0, 2]"),
+    rule("top_p", range(0.0, true, 1.0, false), "must be in (0, 1]"),
+    rule("top_k", Check::IntAtLeast(-1), "must be -1 (disabled), 0 or positive"),
+    rule("min_p", range(0.0, false, 1.0, false), "must be in [0, 1]"),
+    rule("max_tokens", Check::IntAtLeast(1), "must be at least 1"),
+    rule("min_tokens", Check::IntAtLeast(0), "must be at least 0"),
+    rule("min_tokens", Check::NotAbove("max_tokens"), "must not exceed max_tokens"),
+    rule("logprobs", Check::IntAtLeast(-1), "must be -1 (whole vocabulary) or non-negative"),
+    rule("prompt_logprobs", Check::IntAtLeast(-1), "must be -1 (whole vocabulary) or non-negative"),
+    rule("stop", Check::NoEmptyString, "stop strings must not be empty"),
+    rule("stop", Check::NeedsTrue("detokenize"), "stop strings need detokenize=True"),
+    rule("bad_words", Check::NoEmptyString, "bad_words cannot contain an empty string"),
+    rule("stream_interval", Check::IntAtLeast(1), "must be at least 1"),
+    rule("thinking_token_budget", Check::IntAtLeast(-1), "must be a non-negative integer or -1 for unlimited"),
+    rule(
+        "n",
+        Check::OneWhenBelow { other: "temperature", below: SAMPLING_EPS },
+        "must be 1 when using greedy sampling",
+    ),
+];
+
+/// `LoRARequest.__post_init__`: a positive id and a non-empty path.
+pub static LORA_REQUEST_RULES: &[Rule] = &[
+    rule("lora_int_id", Check::IntAtLeast(1), "must be at least 1"),
+    rule("lora_path", Check::NoEmptyString, "must not be empty"),
+];
+
+pub(crate) fn num(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Float(f) => Some(*f),
+        Value::Int(i) => Some(*i as f64),
+        Value::UInt(u) => Some(*u as f64),
+        _ => None,
+    }
+}
+
+fn int(v: Option<&Value>) -> Option<i64> {
+    match v? {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+impl Check {
+    /// Whether the check relates its field to another one.
+    pub fn is_relation(&self) -> bool {
+        self.other().is_some()
+    }
+
+    /// The other field a relation reads.
+    pub fn other(&self) -> Option<&'static str> {
+        match *self {
+            Check::NotAbove(o) | Check::NeedsTrue(o) | Check::OneWhenBelow { other: o, .. } => Some(o),
+            _ => None,
+        }
+    }
+}
+
+impl Rule {
+    /// Whether `x`, the value of [`Rule::field`], passes; `other` is the
+    /// value of the field a relation reads (nil when absent).
+    fn eval(&self, x: &Value, other: Option<&Value>) -> Result<(), Violation> {
+        let fail = |message: String| Err(Violation::new(self.field, message));
+        match self.check {
+            Check::IntAtLeast(min) => match int(Some(x)) {
+                Some(i) if i < min => fail(format!("{}, got {i}", self.message)),
+                _ => Ok(()),
+            },
+            Check::Range { lo, lo_open, hi, hi_open } => match num(Some(x)) {
+                Some(f) => {
+                    let above = if lo_open { f > lo } else { f >= lo };
+                    let below = if hi_open { f < hi } else { f <= hi };
+                    if above && below {
+                        Ok(())
+                    } else {
+                        fail(format!("{}, got {f}", self.message))
+                    }
+                }
+                None => Ok(()),
+            },
+            Check::NoEmptyString => {
+                let empty = match x {
+                    Value::Str(s) => s.is_empty(),
+                    Value::Array(xs) => xs.iter().any(|x| matches!(x, Value::Str(s) if s.is_empty())),
+                    _ => false,
+                };
+                if empty {
+                    fail(self.message.to_string())
+                } else {
+                    Ok(())
+                }
+            }
+            Check::NotAbove(_) => match (int(Some(x)), int(other)) {
+                (Some(a), Some(max)) if a > max => fail(format!("{} ({max}), got {a}", self.message)),
+                _ => Ok(()),
+            },
+            Check::NeedsTrue(_) => {
+                let present = match x {
+                    Value::Str(_) => true,
+                    Value::Array(xs) => !xs.is_empty(),
+                    _ => false,
+                };
+                if present && matches!(other, Some(Value::Bool(false))) {
+                    fail(self.message.to_string())
+                } else {
+                    Ok(())
+                }
+            }
+            Check::OneWhenBelow { below, .. } => match (int(Some(x)), num(other)) {
+                (Some(n), Some(t)) if n > 1 && t < below => fail(format!("{}, got {n}", self.message)),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// The first rule of `rules` (in table order) that `v` violates. A field
+/// not held reads as its default, as on the Python side.
+pub fn first_violation(v: &StructValue, rules: &[Rule]) -> Result<(), Violation> {
+    if let Some(ix) = v.schema.defaults().rules.as_ref().filter(|ix| std::ptr::eq(ix.table, rules)) {
+        return ix.first_violation(v, rules);
+    }
+    for r in rules {
+        if let Some(x) = v.get(r.field) {
+            r.eval(x, r.check.other().and_then(|o| v.get(o)))?;
+        }
+    }
+    Ok(())
+}
+
+/// The rule table a tag names, when its rules are data.
+pub fn rules_for(tag: Rules) -> Option<&'static [Rule]> {
+    match tag {
+        Rules::SamplingParams => Some(SAMPLING_PARAMS_RULES),
+        Rules::LoraRequest => Some(LORA_REQUEST_RULES),
+        _ => None,
+    }
+}
+
+/// A struct's rule table resolved against its fields, computed once with
+/// its defaults (`crate::value::Defaults`), so that the decoder judges a
+/// struct by the fields it holds instead of looking every rule's field up
+/// by name. Same verdicts as the lookup by name.
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct RuleIndex {
+    /// The table this index is for.
+    table: &'static [Rule],
+    /// Per field: the single-field rules on it, as a bit set of rule
+    /// positions.
+    on_field: Box<[u64]>,
+    /// The relation rules, as a bit set.
+    relations: u64,
+    /// Per rule: its field's position and the other field's.
+    fields: Box<[(u16, Option<u16>)]>,
+    /// Single-field rules that the field's default breaks (a `LoRARequest`'s
+    /// empty `lora_path`).
+    default_fails: u64,
+}
+
+impl RuleIndex {
+    /// The index of `s`'s own rule table; `None` when it has none, a rule
+    /// names a field `s` lacks, or the table has more than 64 rules.
+    pub(crate) fn new(s: &StructSchema, defaults: &[Value]) -> Option<RuleIndex> {
+        let rules = rules_for(s.validate?)?;
+        if rules.len() > 64 {
+            return None;
+        }
+        let mut on_field = vec![0u64; s.fields.len()];
+        let (mut relations, mut default_fails) = (0u64, 0u64);
+        let mut fields = Vec::with_capacity(rules.len());
+        for (b, r) in rules.iter().enumerate() {
+            let at = s.index_of(r.field)?;
+            let other = match r.check.other() {
+                Some(o) => Some(u16::try_from(s.index_of(o)?).ok()?),
+                None => None,
+            };
+            fields.push((u16::try_from(at).ok()?, other));
+            if other.is_some() {
+                relations |= 1 << b;
+            } else {
+                on_field[at] |= 1 << b;
+                if r.eval(&defaults[at], None).is_err() {
+                    default_fails |= 1 << b;
+                }
+            }
+        }
+        Some(RuleIndex {
+            table: rules,
+            on_field: on_field.into_boxed_slice(),
+            relations,
+            fields: fields.into_boxed_slice(),
+            default_fails,
+        })
+    }
+
+    fn first_violation(&self, v: &StructValue, rules: &[Rule]) -> Result<(), Violation> {
+        // The first failing rule in table order: `first` is its position.
+        let mut first: Option<(u32, Violation)> = None;
+        let better = |first: &Option<(u32, Violation)>, b: u32| first.as_ref().is_none_or(|(f, _)| b < *f);
+        let mut held = 0u64;
+        for (i, x) in v.entries() {
+            let mut m = self.on_field.get(*i as usize).copied().unwrap_or(0);
+            held |= m;
+            while m != 0 {
+                let b = m.trailing_zeros();
+                m &= m - 1;
+                if !better(&first, b) {
+                    break;
+                }
+                if let Err(e) = rules[b as usize].eval(x, None) {
+                    first = Some((b, e));
+                    break;
+                }
+            }
+        }
+        let mut m = self.relations;
+        while m != 0 {
+            let b = m.trailing_zeros();
+            m &= m - 1;
+            if !better(&first, b) {
+                break;
+            }
+            let (at, other) = self.fields[b as usize];
+            if let Err(e) = rules[b as usize].eval(v.field(at as usize), other.map(|o| v.field(o as usize))) {
+                first = Some((b, e));
+                break;
+            }
+        }
+        let unheld = self.default_fails & !held;
+        if unheld != 0 {
+            let b = unheld.trailing_zeros();
+            if better(&first, b) {
+                let (at, _) = self.fields[b as usize];
+                if let Err(e) = rules[b as usize].eval(v.field(at as usize), None) {
+                    first = Some((b, e));
+                }
+            }
+        }
+        match first {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
 
 /// The constraint fields of `StructuredOutputsParams`, of which exactly one
 /// must be non-nil (`json_object: false` counts as set).
 pub const CONSTRAINT_FIELDS: [&str; 6] = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
 
+/// Why a set of structured-output constraint fields is not exactly one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConstraintCount {
+    /// No constraint is set.
+    None,
+    /// Several are set (their names, in field order).
+    Many(Vec<&'static str>),
+}
+
+/// `StructuredOutputsParams.__post_init__`'s rule on the names of the set
+/// constraint fields (`json_object: false` counts as set): exactly one,
+/// which is returned.
+pub fn exactly_one_constraint(set: &[&'static str]) -> Result<&'static str, ConstraintCount> {
+    match set {
+        [one] => Ok(one),
+        [] => Err(ConstraintCount::None),
+        many => Err(ConstraintCount::Many(many.to_vec())),
+    }
+}
+
 /// `StructuredOutputsParams.__post_init__`: exactly one constraint.
 pub fn structured_outputs_params(v: &StructValue) -> Result<(), Violation> {
-    let set: Vec<&str> = CONSTRAINT_FIELDS.iter().copied().filter(|f| !v.is_nil(f)).collect();
-    if set.len() == 1 {
-        return Ok(());
-    }
-    if set.is_empty() {
-        Err(Violation::new(
+    let set: Vec<&'static str> = CONSTRAINT_FIELDS.iter().copied().filter(|f| !v.is_nil(f)).collect();
+    match exactly_one_constraint(&set) {
+        Ok(_) => Ok(()),
+        Err(ConstraintCount::None) => Err(Violation::new(
             "",
             format!(
                 "exactly one structured-output constraint must be set ({}), got none",
                 CONSTRAINT_FIELDS.join(", ")
             ),
-        ))
-    } else {
-        Err(Violation::new(
+        )),
+        Err(ConstraintCount::Many(set)) => Err(Violation::new(
             set.join(","),
             format!("exactly one structured-output constraint must be set, got {}: {}", set.len(), set.join(", ")),
-        ))
+        )),
     }
 }
 
-/// `LoRARequest.__post_init__`: a positive id and a non-empty path.
+/// `LoRARequest.__post_init__`: [`LORA_REQUEST_RULES`].
 pub fn lora_request(v: &StructValue) -> Result<(), Violation> {
-    match v.get("lora_int_id") {
-        Some(Value::Int(id)) if *id < 1 => {
-            return Err(Violation::new("lora_int_id", format!("must be at least 1, got {id}")));
-        }
-        _ => {}
-    }
-    if v.str_field("lora_path") == Some("") {
-        return Err(Violation::new("lora_path", "must not be empty"));
-    }
-    Ok(())
+    first_violation(v, LORA_REQUEST_RULES)
 }
 
 /// `RepetitionDetectionParams.__post_init__`.
@@ -74,179 +427,10 @@ pub fn repetition_detection_params(v: &StructValue) -> Result<(), Violation> {
     Ok(())
 }
 
-fn num(v: Option<&Value>) -> Option<f64> {
-    match v? {
-        Value::Float(f) => Some(*f),
-        Value::Int(i) => Some(*i as f64),
-        Value::UInt(u) => Some(*u as f64),
-        _ => None,
-    }
-}
-
-fn int(v: Option<&Value>) -> Option<i64> {
-    match v? {
-        Value::Int(i) => Some(*i),
-        _ => None,
-    }
-}
-
-/// `SamplingParams.__post_init__` / `_verify_args` as run on decode.
-///
-/// One pass over the fields held away from their defaults (defaults are
-/// valid by construction), then the rules that relate two fields, reading
-/// the other field's default from the schema when it is not held.
+/// `SamplingParams.__post_init__` / `_verify_args` as run on decode:
+/// [`SAMPLING_PARAMS_RULES`].
 pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
-    let default = |name: &str| v.schema.index_of(name).map(|i| &v.schema.default_values()[i]);
-    let (mut n, mut temperature, mut max_tokens, mut min_tokens) = (None, None, None, None);
-    let (mut stops_present, mut detokenize_false) = (false, false);
-    for (i, x) in v.entries() {
-        let name = v.schema.fields[*i as usize].name;
-        match name {
-            "n" => {
-                n = int(Some(x));
-                if let Some(n) = n {
-                    if n < 1 {
-                        return Err(Violation::new("n", format!("must be at least 1, got {n}")));
-                    }
-                }
-            }
-            "presence_penalty" | "frequency_penalty" => {
-                if let Some(p) = num(Some(x)) {
-                    if !(-2.0..=2.0).contains(&p) {
-                        return Err(Violation::new(name, format!("must be in [-2, 2], got {p}")));
-                    }
-                }
-            }
-            "repetition_penalty" => {
-                if let Some(p) = num(Some(x)) {
-                    if !(p > 0.0 && p.is_finite()) {
-                        return Err(Violation::new(
-                            name,
-                            format!("must be a finite number greater than zero, got {p}"),
-                        ));
-                    }
-                }
-            }
-            "temperature" => {
-                temperature = num(Some(x));
-                if let Some(t) = temperature {
-                    if !(0.0..=2.0).contains(&t) {
-                        return Err(Violation::new(name, format!("must be in [0, 2], got {t}")));
-                    }
-                }
-            }
-            "top_p" => {
-                if let Some(p) = num(Some(x)) {
-                    if !(p > 0.0 && p <= 1.0) {
-                        return Err(Violation::new(name, format!("must be in (0, 1], got {p}")));
-                    }
-                }
-            }
-            "top_k" => {
-                if let Some(k) = int(Some(x)) {
-                    if k < -1 {
-                        return Err(Violation::new(name, format!("must be -1 (disabled), 0 or positive, got {k}")));
-                    }
-                }
-            }
-            "min_p" => {
-                if let Some(p) = num(Some(x)) {
-                    if !(0.0..=1.0).contains(&p) {
-                        return Err(Violation::new(name, format!("must be in [0, 1], got {p}")));
-                    }
-                }
-            }
-            "max_tokens" => {
-                max_tokens = Some(int(Some(x)));
-                if let Some(Some(m)) = max_tokens {
-                    if m < 1 {
-                        return Err(Violation::new(name, format!("must be at least 1, got {m}")));
-                    }
-                }
-            }
-            "min_tokens" => {
-                min_tokens = int(Some(x));
-                if let Some(m) = min_tokens {
-                    if m < 0 {
-                        return Err(Violation::new(name, format!("must be at least 0, got {m}")));
-                    }
-                }
-            }
-            "logprobs" | "prompt_logprobs" => {
-                if let Some(l) = int(Some(x)) {
-                    if l < -1 {
-                        return Err(Violation::new(
-                            name,
-                            format!("must be -1 (whole vocabulary) or non-negative, got {l}"),
-                        ));
-                    }
-                }
-            }
-            "stop" => {
-                let empty = match x {
-                    Value::Str(s) => s.is_empty(),
-                    Value::Array(xs) => xs.iter().any(|x| matches!(x, Value::Str(s) if s.is_empty())),
-                    _ => false,
-                };
-                if empty {
-                    return Err(Violation::new("stop", "stop strings must not be empty"));
-                }
-                stops_present = match x {
-                    Value::Str(_) => true,
-                    Value::Array(xs) => !xs.is_empty(),
-                    _ => false,
-                };
-            }
-            "detokenize" => detokenize_false = matches!(x, Value::Bool(false)),
-            "bad_words" => {
-                if let Value::Array(words) = x {
-                    if words.iter().any(|w| matches!(w, Value::Str(s) if s.is_empty())) {
-                        return Err(Violation::new("bad_words", "bad_words cannot contain an empty string"));
-                    }
-                }
-            }
-            "stream_interval" => {
-                if let Some(i) = int(Some(x)) {
-                    if i < 1 {
-                        return Err(Violation::new(name, format!("must be at least 1, got {i}")));
-                    }
-                }
-            }
-            "thinking_token_budget" => {
-                if let Some(b) = int(Some(x)) {
-                    if b < -1 {
-                        return Err(Violation::new(
-                            name,
-                            format!("must be a non-negative integer or -1 for unlimited, got {b}"),
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(m) = min_tokens {
-        let max = max_tokens.unwrap_or_else(|| int(default("max_tokens")));
-        if let Some(max) = max {
-            if m > max {
-                return Err(Violation::new("min_tokens", format!("must not exceed max_tokens ({max}), got {m}")));
-            }
-        }
-    }
-    if stops_present && detokenize_false {
-        return Err(Violation::new("stop", "stop strings need detokenize=True"));
-    }
-    // Greedy sampling (temperature below vLLM's _SAMPLING_EPS, 1e-5) admits
-    // only one sequence.
-    if let Some(n) = n {
-        let t = temperature.or_else(|| num(default("temperature")));
-        if let Some(t) = t {
-            if n > 1 && t < 1e-5 {
-                return Err(Violation::new("n", format!("n must be 1 when using greedy sampling, got {n}")));
-            }
-        }
-    }
-    Ok(())
+    first_violation(v, SAMPLING_PARAMS_RULES)
 }
 
 /// TokenSpeed 0.1.1's receive path for the ADD payload and its handshake
@@ -557,7 +741,9 @@ pub mod tokenspeed {
     /// A request as the engine holds it after its receive path.
     #[derive(Debug, Clone, PartialEq)]
     pub struct Finalized {
+        /// `SamplingParams` after `post_init`, `resolve_seed`, `normalize`.
         pub sampling_params: StructValue,
+        /// `logprob_start_len` as the logprob gate resolved it.
         pub logprob_start_len: i128,
         /// Why the engine refuses the request (it then publishes one
         /// terminal `"abort"` row); `None` when it runs.

@@ -1,26 +1,38 @@
 //! Decoded values: a MessagePack value tree in which structs are typed by
 //! their schema (every field present, in declaration order, defaults filled)
 //! and tensors keep their dtype, shape and raw bytes.
+#![warn(missing_docs)]
 
 use crate::schema::{Default, StructSchema};
 
+/// A decoded MessagePack value; structs typed by their schema.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// `nil` (Python `None`).
     Nil,
+    /// A bool.
     Bool(bool),
+    /// An integer that fits `i64`.
     Int(i64),
     /// A non-negative integer above `i64::MAX` (uint64 call ids).
     UInt(u64),
+    /// A float (float32 on the wire is widened).
     Float(f64),
+    /// A string.
     Str(String),
+    /// A bin.
     Bytes(Vec<u8>),
+    /// An array.
     Array(Vec<Value>),
     /// A `list[int]` (token ids): kept unboxed for speed.
     IntArray(Vec<i64>),
     /// Key-value pairs in wire order.
     Map(Vec<(Value, Value)>),
+    /// An ext: its type and data.
     Ext(i8, Vec<u8>),
+    /// A struct of a schema table.
     Struct(StructValue),
+    /// A tensor or ndarray.
     Tensor(Box<Tensor>),
 }
 
@@ -44,6 +56,30 @@ impl Value {
     }
 }
 
+impl Value {
+    /// A JSON value as a MessagePack value, schema-free: the one JSON to
+    /// value conversion of this crate (request JSON, `Any` fields from
+    /// JSON). Integers stay integers (`UInt` above `i64::MAX`), other
+    /// numbers are floats, objects are maps with string keys in JSON order.
+    pub fn from_json(j: &serde_json::Value) -> Value {
+        use serde_json::Value as Json;
+        match j {
+            Json::Null => Value::Nil,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => Value::Int(i),
+                (None, Some(u)) => Value::UInt(u),
+                _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Json::String(s) => Value::Str(s.clone()),
+            Json::Array(xs) => Value::Array(xs.iter().map(Value::from_json).collect()),
+            Json::Object(m) => {
+                Value::Map(m.iter().map(|(k, v)| (Value::Str(k.clone()), Value::from_json(v))).collect())
+            }
+        }
+    }
+}
+
 /// A struct value of `schema`, stored sparsely: only the fields set away from
 /// their defaults (plus any set explicitly) are held, as `(field index,
 /// value)` in ascending index order; every other field reads as its default
@@ -56,6 +92,7 @@ impl Value {
 /// 24 bytes, held inline in `Value`.
 #[derive(Debug, Clone)]
 pub struct StructValue {
+    /// The struct's table entry.
     pub schema: &'static StructSchema,
     entries: Box<[(u16, Value)]>,
 }
@@ -147,6 +184,8 @@ impl StructValue {
         }
     }
 
+    /// Field `name` (its default when not held; for an open map, the key's
+    /// value), `None` when there is no such field or key.
     pub fn get(&self, name: &str) -> Option<&Value> {
         if self.schema.layout == crate::schema::Layout::OpenMap {
             return self.open_entries().iter().find(|(k, _)| matches!(k, Value::Str(s) if s == name)).map(|(_, v)| v);
@@ -154,6 +193,7 @@ impl StructValue {
         self.schema.index_of(name).map(|i| self.field(i))
     }
 
+    /// Field `name`, to change (held explicitly from now on).
     pub fn get_mut(&mut self, name: &str) -> Option<&mut Value> {
         let i = self.schema.index_of(name)?;
         Some(self.field_mut(i))
@@ -167,6 +207,7 @@ impl StructValue {
         self
     }
 
+    /// Field `name` when it holds a string.
     pub fn str_field(&self, name: &str) -> Option<&str> {
         match self.get(name) {
             Some(Value::Str(s)) => Some(s),
@@ -174,6 +215,7 @@ impl StructValue {
         }
     }
 
+    /// Field `name` when it holds an `i64`.
     pub fn int_field(&self, name: &str) -> Option<i64> {
         match self.get(name) {
             Some(Value::Int(v)) => Some(*v),
@@ -181,6 +223,7 @@ impl StructValue {
         }
     }
 
+    /// Field `name` when it holds a number (an integer widened).
     pub fn float_field(&self, name: &str) -> Option<f64> {
         match self.get(name) {
             Some(Value::Float(v)) => Some(*v),
@@ -189,6 +232,7 @@ impl StructValue {
         }
     }
 
+    /// Field `name` when it holds a struct.
     pub fn struct_field(&self, name: &str) -> Option<&StructValue> {
         match self.get(name) {
             Some(Value::Struct(s)) => Some(s),
@@ -196,6 +240,7 @@ impl StructValue {
         }
     }
 
+    /// Whether field `name` is nil or absent.
     pub fn is_nil(&self, name: &str) -> bool {
         matches!(self.get(name), Some(Value::Nil) | None)
     }
@@ -235,6 +280,80 @@ impl<'a> Iterator for Fields<'a> {
 }
 
 impl ExactSizeIterator for Fields<'_> {}
+
+/// A struct's defaults, computed once by the codec and cached in its table
+/// entry: as values, and as their wire bytes (for positional encoding,
+/// where a run of default fields is one copy).
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct Defaults {
+    /// Every field's default as a value (nil for required fields).
+    pub values: Box<[Value]>,
+    /// The encoding of every field's default, concatenated; field `i` is
+    /// `wire[offsets[i]..offsets[i + 1]]`.
+    pub wire: Box<[u8]>,
+    /// Where each field's default starts in `wire` (one more than fields).
+    pub offsets: Box<[u32]>,
+    /// `not_encodable[i]`: how many of fields `0..i` have no default
+    /// encoding (required fields that cannot be nil), to check a run in O(1).
+    pub not_encodable: Box<[u32]>,
+    /// The struct's rule table resolved against its fields
+    /// (`crate::validate`), when its rules are data.
+    pub rules: Option<crate::validate::RuleIndex>,
+}
+
+impl Defaults {
+    /// The wire bytes of the defaults of fields `a..b`, if all have one.
+    #[inline]
+    pub fn wire_run(&self, a: usize, b: usize) -> Option<&[u8]> {
+        if self.not_encodable[b] != self.not_encodable[a] {
+            return None;
+        }
+        Some(&self.wire[self.offsets[a] as usize..self.offsets[b] as usize])
+    }
+
+    fn compute(s: &StructSchema) -> Defaults {
+        let values: Box<[Value]> = s.fields.iter().map(default_for).collect();
+        let mut wire = Vec::new();
+        let mut offsets = vec![0u32];
+        let mut not_encodable = vec![0u32];
+        for (f, v) in s.fields.iter().zip(values.iter()) {
+            let bytes = crate::encode::encode_plain(f.ty, v);
+            let missing = not_encodable[not_encodable.len() - 1];
+            match bytes {
+                Some(b) => {
+                    wire.extend_from_slice(&b);
+                    not_encodable.push(missing);
+                }
+                None => not_encodable.push(missing + 1),
+            }
+            offsets.push(wire.len() as u32);
+        }
+        let rules = crate::validate::RuleIndex::new(s, &values);
+        Defaults {
+            rules,
+            values,
+            wire: wire.into_boxed_slice(),
+            offsets: offsets.into_boxed_slice(),
+            not_encodable: not_encodable.into_boxed_slice(),
+        }
+    }
+}
+
+// The codec's computed defaults, kept out of the (pure data) tables.
+impl StructSchema {
+    /// The default value of every field, in order (nil for required ones).
+    #[inline]
+    pub fn default_values(&self) -> &[Value] {
+        &self.defaults().values
+    }
+
+    /// Defaults as values and wire bytes, built on first use.
+    #[doc(hidden)]
+    pub fn defaults(&self) -> &Defaults {
+        self.defaults.0.get_or_init(|| Defaults::compute(self))
+    }
+}
 
 /// The default value of a field (nil for required fields).
 pub fn default_for(field: &crate::schema::Field) -> Value {
@@ -279,23 +398,38 @@ pub fn is_default(v: &Value, d: &Default) -> bool {
 
 /// An element type of a tensor, from its dtype string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Elem {
+    /// bool (one byte).
     Bool,
+    /// int8.
     I8,
+    /// uint8.
     U8,
+    /// int16.
     I16,
+    /// uint16.
     U16,
+    /// int32.
     I32,
+    /// uint32.
     U32,
+    /// int64.
     I64,
+    /// uint64.
     U64,
+    /// float16.
     F16,
+    /// bfloat16.
     BF16,
+    /// float32.
     F32,
+    /// float64.
     F64,
 }
 
 impl Elem {
+    /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
             Elem::Bool | Elem::I8 | Elem::U8 => 1,
@@ -305,6 +439,7 @@ impl Elem {
         }
     }
 
+    /// Whether it is a floating-point type.
     pub fn is_float(self) -> bool {
         matches!(self, Elem::F16 | Elem::BF16 | Elem::F32 | Elem::F64)
     }
@@ -313,7 +448,9 @@ impl Elem {
 /// A parsed dtype string: element type and whether the bytes are big-endian.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DType {
+    /// The element type.
     pub elem: Elem,
+    /// Whether the bytes are big-endian.
     pub big_endian: bool,
 }
 
@@ -372,6 +509,7 @@ pub fn numpy_dtype(s: &str) -> Option<DType> {
 pub struct Tensor {
     /// The dtype string exactly as sent.
     pub dtype: String,
+    /// The dimensions.
     pub shape: Vec<i64>,
     /// Raw C-order element bytes, in the byte order the dtype names.
     pub data: Vec<u8>,
@@ -380,9 +518,13 @@ pub struct Tensor {
 /// Numbers of a tensor, read by dtype.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Numbers {
+    /// Integers of every type but uint64.
     Ints(Vec<i64>),
+    /// uint64 elements.
     UInts(Vec<u64>),
+    /// Floats (half and bfloat16 widened).
     Floats(Vec<f64>),
+    /// Bools.
     Bools(Vec<bool>),
 }
 

@@ -15,6 +15,7 @@
 //! stacks, not recursion, so views as deep as the decoder's depth limit
 //! (docs/limits.md) cost heap, not call stack; [`parse_json`] reads case
 //! files that deep (serde_json alone stops at 128 levels).
+#![warn(missing_docs)]
 
 use serde_json::{Map, Number, Value as Json};
 
@@ -445,7 +446,8 @@ impl FromView {
                 Json::String(_) | Json::Null if tensors => {
                     return Err(self.err(format!("view {next} does not fit NestedTensors")));
                 }
-                leaf => Some(json_leaf(leaf)),
+                // A scalar (arrays and objects are opened above).
+                leaf => Some(Value::from_json(leaf)),
             };
             loop {
                 if let Some(v) = done.take() {
@@ -496,19 +498,6 @@ fn special_object(m: &Map<String, Json>) -> Option<Value> {
         }
     }
     None
-}
-
-/// A JSON scalar as a value (integers stay integers).
-fn json_leaf(j: &Json) -> Value {
-    match j {
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match int_of(n) {
-            Some(v) if !n.is_f64() => v,
-            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => Value::Str(s.clone()),
-        _ => Value::Nil,
-    }
 }
 
 fn short_ty(ty: &Ty) -> String {
@@ -596,6 +585,42 @@ pub fn from_view_in(
 /// depth limit plus room for the case file around a message's view.
 pub const MAX_JSON_DEPTH: usize = crate::decode::VLLM_ENGINE_MAX_DEPTH + 64;
 
+/// What kind of failure a [`JsonError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JsonErrorKind {
+    /// Not JSON (or trailing characters after the document).
+    Syntax,
+    /// Nested deeper than [`MAX_JSON_DEPTH`].
+    TooDeep,
+}
+
+/// Why [`parse_json`] refused a document: the kind and a description
+/// naming the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JsonError {
+    /// The kind of failure.
+    pub kind: JsonErrorKind,
+    /// What was wrong, and where (`... at line 3`).
+    pub detail: String,
+}
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+/// For callers that report errors as text.
+impl From<JsonError> for String {
+    fn from(e: JsonError) -> String {
+        e.detail
+    }
+}
+
 /// Parses a JSON document (a case file) nesting up to [`MAX_JSON_DEPTH`]
 /// levels. serde_json alone stops at 128 levels, fewer than a message the
 /// engine accepts can nest, and recurses once per level; here arrays and
@@ -603,7 +628,8 @@ pub const MAX_JSON_DEPTH: usize = crate::decode::VLLM_ENGINE_MAX_DEPTH + 64;
 /// each scalar is read by serde_json itself, so scalars, strings and
 /// numbers mean exactly what they mean to `serde_json::from_str`. A deeper
 /// document is an error, never a stack overflow.
-pub fn parse_json(text: &str) -> Result<Json, String> {
+pub fn parse_json(text: &str) -> Result<Json, JsonError> {
+    let syn = |detail: String| JsonError { kind: JsonErrorKind::Syntax, detail };
     enum Open {
         Array(Vec<Json>),
         Object(Map<String, Json>, Option<String>),
@@ -625,24 +651,27 @@ pub fn parse_json(text: &str) -> Result<Json, String> {
         // An object key (and its colon) comes before each member value.
         if let Some(Open::Object(_, key @ None)) = open.last_mut() {
             if b.get(i) != Some(&b'"') {
-                return Err(format!("expected a string key at {}", at(i)));
+                return Err(syn(format!("expected a string key at {}", at(i))));
             }
-            let end = string_end(b, i).ok_or_else(|| format!("unterminated string at {}", at(i)))?;
-            let k: String = serde_json::from_str(&text[i..end]).map_err(|e| format!("{e} at {}", at(i)))?;
+            let end = string_end(b, i).ok_or_else(|| syn(format!("unterminated string at {}", at(i))))?;
+            let k: String = serde_json::from_str(&text[i..end]).map_err(|e| syn(format!("{e} at {}", at(i))))?;
             *key = Some(k);
             i = end;
             skip_ws(&mut i);
             if b.get(i) != Some(&b':') {
-                return Err(format!("expected `:` at {}", at(i)));
+                return Err(syn(format!("expected `:` at {}", at(i))));
             }
             i += 1;
             skip_ws(&mut i);
         }
         let mut done = match b.get(i) {
-            None => return Err("EOF while parsing a value".into()),
+            None => return Err(syn("EOF while parsing a value".into())),
             Some(b'[') | Some(b'{') => {
                 if open.len() >= MAX_JSON_DEPTH {
-                    return Err(format!("JSON nests deeper than {MAX_JSON_DEPTH} levels at {}", at(i)));
+                    return Err(JsonError {
+                        kind: JsonErrorKind::TooDeep,
+                        detail: format!("JSON nests deeper than {MAX_JSON_DEPTH} levels at {}", at(i)),
+                    });
                 }
                 let is_array = b[i] == b'[';
                 i += 1;
@@ -657,8 +686,8 @@ pub fn parse_json(text: &str) -> Result<Json, String> {
                 }
             }
             Some(b'"') => {
-                let end = string_end(b, i).ok_or_else(|| format!("unterminated string at {}", at(i)))?;
-                let v: Json = serde_json::from_str(&text[i..end]).map_err(|e| format!("{e} at {}", at(i)))?;
+                let end = string_end(b, i).ok_or_else(|| syn(format!("unterminated string at {}", at(i))))?;
+                let v: Json = serde_json::from_str(&text[i..end]).map_err(|e| syn(format!("{e} at {}", at(i))))?;
                 i = end;
                 Some(v)
             }
@@ -667,9 +696,10 @@ pub fn parse_json(text: &str) -> Result<Json, String> {
                 while i < b.len() && !matches!(b[i], b',' | b']' | b'}' | b':' | b' ' | b'\t' | b'\n' | b'\r') {
                     i += 1;
                 }
-                let v: Json = serde_json::from_str(&text[start..i]).map_err(|e| format!("{e} at {}", at(start)))?;
+                let v: Json =
+                    serde_json::from_str(&text[start..i]).map_err(|e| syn(format!("{e} at {}", at(start))))?;
                 if v.is_array() || v.is_object() || v.is_string() {
-                    return Err(format!("expected a value at {}", at(start)));
+                    return Err(syn(format!("expected a value at {}", at(start))));
                 }
                 Some(v)
             }
@@ -682,7 +712,7 @@ pub fn parse_json(text: &str) -> Result<Json, String> {
                 None => {
                     skip_ws(&mut i);
                     if i != b.len() {
-                        return Err(format!("trailing characters at {}", at(i)));
+                        return Err(syn(format!("trailing characters at {}", at(i))));
                     }
                     return Ok(v);
                 }
@@ -706,7 +736,7 @@ pub fn parse_json(text: &str) -> Result<Json, String> {
                         None => unreachable!("an open container was just used"),
                     });
                 }
-                _ => return Err(format!("expected `,` or `{}` at {}", close as char, at(i))),
+                _ => return Err(syn(format!("expected `,` or `{}` at {}", close as char, at(i)))),
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The fuzz seed corpus (`fuzz/corpus/<target>/`), read by `cargo test` on
 //! stable Rust so that seeds never rot: every file goes through the entry
-//! point of its fuzz target with the same checks (fuzz/src/oracle.rs:
+//! point of its fuzz target with the same checks (`engine_testkit::oracle`,
+//! which the fuzz targets run:
 //! outcome agreement with `classify`, the decode/encode fixed point, tensor
 //! and depth invariants, the frame-layer rules), without libFuzzer.
 //!
@@ -10,13 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "../../fuzz/src/split.rs"]
-#[allow(dead_code)]
-mod split;
-
-#[path = "../../fuzz/src/oracle.rs"]
-#[allow(dead_code)]
-mod oracle;
+use engine_testkit::oracle;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus")

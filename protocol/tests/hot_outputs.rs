@@ -9,43 +9,32 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use arbitrary::Unstructured;
 use common::*;
 use engine_protocol::hot::{decode_output_value, decode_outputs, IntRun, Output, Outputs, TensorRef};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::view::struct_view;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
+use engine_testkit::build::refs;
+use engine_testkit::corpus::{golden_dir, message_cases};
+use engine_testkit::on_large_stack;
 use proptest::prelude::*;
 
+/// Every golden `EngineCoreOutputs` case (any vLLM version): its report id
+/// and frames.
 fn golden_output_cases() -> Vec<(String, Vec<Vec<u8>>)> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden"), &mut files);
-    files.sort();
-    let mut cases = Vec::new();
-    for f in files {
-        let Ok(json) = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&f).unwrap()) else {
-            continue;
-        };
-        if json["message"] != "EngineCoreOutputs" {
-            continue;
-        }
-        let Some(frames) = json["frames"].as_array() else { continue };
-        let frames = frames.iter().map(|x| unhex(x.as_str().expect("hex frame"))).collect();
-        cases.push((format!("{}@{}", json["case"].as_str().unwrap_or("?"), json["version"]), frames));
-    }
-    cases
+    on_large_stack(|| {
+        let cases = message_cases(&golden_dir()).expect("golden/ loads");
+        cases
+            .iter()
+            .filter_map(|c| match c.message() {
+                Some((MessageKind::EngineCoreOutputs, frames, _)) if c.dialect == "vllm" => {
+                    Some((c.report_id(), frames.to_vec()))
+                }
+                _ => None,
+            })
+            .collect()
+    })
 }
 
 fn int_value(run: IntRun<'_>) -> Value {
@@ -218,7 +207,7 @@ fn fast_decoder_gives_the_verdict_drift_and_fields_of_decode_message_on_every_go
     let (mut accepted, mut rejected, mut drifted) = (0, 0, 0);
     let mut failures = Vec::new();
     for (id, frames) in &cases {
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let refs = refs(frames);
         for rel in [v032(), v033()] {
             match differential(rel, &refs, &Limits::default()) {
                 Ok(true) => {
@@ -248,7 +237,7 @@ fn fast_decoder_gives_the_verdict_drift_and_fields_of_decode_message_on_every_go
 #[test]
 fn plain_batch_fields_are_borrowed_from_the_payload() {
     let frames = golden_frames("0.33.0", "output/batch_64");
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let refs = refs(&frames);
     let h = decode_outputs(v033(), &refs, &Limits::default()).expect("accepted");
     assert_eq!(h.outputs.len(), 64);
     let payload = refs[0].as_ptr_range();
@@ -264,7 +253,7 @@ fn plain_batch_fields_are_borrowed_from_the_payload() {
 #[test]
 fn aux_frame_logprobs_are_the_aux_frames_themselves() {
     let frames = golden_frames("0.33.0", "output/batch_logprobs_aux_large");
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let refs = refs(&frames);
     let h = decode_outputs(v033(), &refs, &Limits::default()).expect("accepted");
     let l = h.outputs[0].new_logprobs.as_ref().expect("logprobs");
     let i = l.logprobs.frame.expect("an aux frame");
@@ -289,7 +278,7 @@ proptest! {
     ) {
         let rel = if newer { v033() } else { v032() };
         if let Some(frames) = arbitrary_batch(&seed, rel) {
-            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            let refs = refs(&frames);
             prop_assert_eq!(differential(rel, &refs, &Limits::default()), Ok(true));
             // Read with the other release's table too (drift or defaults).
             let other = if newer { v032() } else { v033() };
@@ -315,7 +304,7 @@ proptest! {
                 let keep = cut as usize % (p.len() + 1);
                 p.truncate(keep);
             }
-            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            let refs = refs(&frames);
             let r = differential(rel, &refs, &Limits::default());
             prop_assert!(r.is_ok(), "{:?}", r);
         }
@@ -331,7 +320,7 @@ proptest! {
 fn regression_033_batch_read_with_the_032_table() {
     let seed = include_bytes!("regressions/hot_outputs_033_batch_read_as_032.seed");
     let frames = arbitrary_batch(seed, v033()).expect("the seed makes a batch");
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let refs = refs(&frames);
     assert_eq!(differential(v033(), &refs, &Limits::default()), Ok(true));
     let read_by_032 = differential(v032(), &refs, &Limits::default());
     assert!(read_by_032.is_ok(), "{read_by_032:?}");
@@ -346,7 +335,7 @@ fn regression_033_batch_read_with_the_032_table() {
 fn regression_an_output_holding_nan_is_compared_by_its_view() {
     let seed = include_bytes!("regressions/hot_outputs_arbitrary_output_value.seed");
     let frames = arbitrary_batch(seed, v033()).expect("the seed makes a batch");
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let refs = refs(&frames);
     assert_eq!(differential(v033(), &refs, &Limits::default()), Ok(true));
     let read_by_032 = differential(v032(), &refs, &Limits::default());
     assert!(read_by_032.is_ok(), "{read_by_032:?}");

@@ -167,3 +167,26 @@ fn wrong_request_type_byte_is_a_frames_error() {
     let e = decode(v033(), MessageKind::EngineCoreRequest, &[vec![0x00]]).unwrap_err();
     assert_eq!(e.class, RejectClass::Frames);
 }
+
+#[test]
+fn json_converts_to_values_keeping_integers_and_object_order() {
+    let j: serde_json::Value =
+        serde_json::from_str(r#"{"b": 1, "a": [18446744073709551615, -3, 1.5, null, true, "s"]}"#).unwrap();
+    assert_eq!(
+        Value::from_json(&j),
+        Value::Map(vec![
+            (Value::Str("b".into()), Value::Int(1)),
+            (
+                Value::Str("a".into()),
+                Value::Array(vec![
+                    Value::UInt(u64::MAX),
+                    Value::Int(-3),
+                    Value::Float(1.5),
+                    Value::Nil,
+                    Value::Bool(true),
+                    Value::Str("s".into()),
+                ]),
+            ),
+        ])
+    );
+}

@@ -4,30 +4,18 @@
 
 mod common;
 
-use common::*;
 use engine_protocol::{decode_message, Limits, MessageKind};
 
 fn golden_messages() -> Vec<(String, MessageKind, Vec<Vec<u8>>)> {
-    let mut out = Vec::new();
-    let root = format!("{}/../golden/vllm/0.33.0", env!("CARGO_MANIFEST_DIR"));
-    let mut dirs = vec![std::path::PathBuf::from(root)];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-                continue;
-            }
-            let j = engine_protocol::view::parse_json(&std::fs::read_to_string(&p).unwrap()).unwrap();
-            if j["kind"] != "message" {
-                continue;
-            }
-            let kind = MessageKind::parse(j["message"].as_str().unwrap()).unwrap();
-            let frames = j["frames"].as_array().unwrap().iter().map(|f| unhex(f.as_str().unwrap())).collect();
-            out.push((p.display().to_string(), kind, frames));
-        }
-    }
-    out
+    // Reading the deep cases' values recurses past a debug test thread's stack.
+    engine_testkit::on_large_stack(|| {
+        let dir = engine_testkit::corpus::golden_dir().join("vllm/0.33.0");
+        engine_testkit::corpus::message_cases(&dir)
+            .unwrap()
+            .iter()
+            .filter_map(|c| c.message().map(|(kind, frames, _)| (c.file.display().to_string(), kind, frames.to_vec())))
+            .collect()
+    })
 }
 
 #[test]

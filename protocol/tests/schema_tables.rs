@@ -116,3 +116,44 @@ fn schema_table_0_32_matches_vllm_classes() {
 fn schema_table_0_33_matches_vllm_classes() {
     check_release("0.33.0");
 }
+
+/// Every field a rule table names (and every field a relation reads) is a
+/// field of each struct the tables tag with those rules, in every release.
+#[test]
+fn every_rule_names_fields_of_the_structs_it_is_tagged_on() {
+    use engine_protocol::schema::Rules;
+    use engine_protocol::validate::{Check, LORA_REQUEST_RULES, SAMPLING_PARAMS_RULES};
+    let mut tagged = 0;
+    for rel in engine_protocol::schema::RELEASES {
+        for s in rel.structs() {
+            let rules = match s.validate {
+                Some(Rules::SamplingParams) => SAMPLING_PARAMS_RULES,
+                Some(Rules::LoraRequest) => LORA_REQUEST_RULES,
+                _ => continue,
+            };
+            tagged += 1;
+            for r in rules {
+                let other = match r.check {
+                    Check::NotAbove(o) | Check::NeedsTrue(o) | Check::OneWhenBelow { other: o, .. } => Some(o),
+                    _ => None,
+                };
+                for name in std::iter::once(r.field).chain(other) {
+                    assert!(s.index_of(name).is_some(), "{} {}: rule on {name}, no such field", rel.version, s.name);
+                }
+            }
+        }
+    }
+    // SamplingParams and LoRARequest in each of the two vLLM releases.
+    assert_eq!(tagged, 4);
+}
+
+/// A table entry's `Debug` text does not show the codec's lazily filled
+/// defaults cache, so it is the same before and after a decode.
+#[test]
+fn regression_debug_text_of_a_table_does_not_depend_on_the_defaults_cache() {
+    let rel = release("vllm", "0.33.0").unwrap();
+    let before = format!("{:?}", rel.sampling_params);
+    let _ = rel.sampling_params.default_values();
+    assert_eq!(format!("{:?}", rel.sampling_params), before);
+    assert!(before.contains("DefaultValues") && !before.contains("OnceLock"), "{before}");
+}

@@ -11,27 +11,27 @@ use engine_protocol::schema::{tokenspeed, Ty};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig, TOP_K_ALL};
 use engine_protocol::view::{diff, from_view_in, to_view};
 use engine_protocol::{
-    decode_message, decode_message_with, encode_message, release, Limits, MessageKind, RejectClass, ReleaseSchema,
-    Value,
+    decode_message_with, encode_message, release, Limits, MessageKind, RejectClass, ReleaseSchema, Value,
 };
+use engine_testkit::build::{add_frames, refs as frame_refs, tokenspeed as tokenspeed_table};
+use engine_testkit::corpus::{golden_dir, golden_json, json_files, read_json};
+use engine_testkit::hex::decode_frames;
 use serde_json::Value as Json;
 
 fn ts() -> &'static ReleaseSchema {
-    release("tokenspeed", "0.1.1").expect("a table for TokenSpeed 0.1.1")
+    tokenspeed_table()
 }
 
 fn golden(id: &str) -> Json {
-    let path = format!("{}/../golden/tokenspeed/0.1.1/{id}.json", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))).expect("JSON")
+    golden_json("tokenspeed", "0.1.1", id)
 }
 
 fn frames_of(case: &Json) -> Vec<Vec<u8>> {
-    case["frames"].as_array().expect("frames").iter().map(|f| unhex(f.as_str().expect("hex"))).collect()
+    decode_frames(&case["frames"]).expect("hex frames")
 }
 
 fn decode(kind: MessageKind, frames: &[Vec<u8>]) -> Result<engine_protocol::Decoded, engine_protocol::Error> {
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    decode_message(ts(), kind, &refs, &Limits::default())
+    engine_testkit::build::decode(ts(), kind, frames)
 }
 
 /// The ADD payload of §15.1 of the TokenSpeed wire note: SMG's 11-element
@@ -39,7 +39,7 @@ fn decode(kind: MessageKind, frames: &[Vec<u8>]) -> Result<engine_protocol::Deco
 const SMG_R01: &str = "9bb9546f6b656e697a656447656e6572617465526571496e707574a27231c0c093010203dc001d04c0c0cb3ff0000000000000cb3ff0000000000000ce40000000cb0000000000000000cb0000000000000000cb0000000000000000cb3ff000000000000000c0c0c0c0c2c3c3c2c0c0c0c0c0c0019000c3c2ff00c0c3";
 
 fn add(payload: &[u8]) -> Vec<Vec<u8>> {
-    vec![vec![0x00], payload.to_vec()]
+    add_frames(payload)
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn the_engine_configuration_decides_the_rules_that_depend_on_it() {
     let out_of_vocab = frames_of(&golden("request/add_logit_bias_out_of_vocab"));
     let logprobs = frames_of(&golden("request/add_return_logprob"));
     let with = |frames: &[Vec<u8>], engine: &EngineConfig| {
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let refs = frame_refs(frames);
         decode_message_with(ts(), MessageKind::EngineCoreRequest, &refs, &Limits::default(), engine)
     };
     // The goldens' engine: vocabulary 512, output logprobs enabled.
@@ -209,18 +209,16 @@ fn the_engine_configuration_decides_the_rules_that_depend_on_it() {
 /// `logprob_start_len`, and the same decision to abort.
 #[test]
 fn the_receive_path_finalizes_requests_as_tokenspeed_does() {
-    let dir = format!("{}/../golden/tokenspeed/0.1.1/request", env!("CARGO_MANIFEST_DIR"));
+    let dir = golden_dir().join("tokenspeed/0.1.1/request");
     let sp_ty: &'static Ty = Box::leak(Box::new(Ty::Struct(&tokenspeed::SAMPLING_PARAMS)));
     let mut checked = 0;
     let mut dropped = 0;
     let mut problems = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(&dir).expect("request dir").map(|e| e.expect("entry").path()).collect();
-    paths.sort();
-    for path in paths {
-        let case: Json = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+    for path in json_files(&dir).expect("request dir") {
+        let case = read_json(&path).expect("a case file");
         let id = case["case"].as_str().expect("id").to_string();
         let frames = frames_of(&case);
-        let refs: Vec<&[u8]> = frames[1..].iter().map(Vec::as_slice).collect();
+        let refs = frame_refs(&frames[1..]);
         let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default())
             .unwrap_or_else(|e| panic!("{id}: the payload decodes: {e}"));
         let Value::Struct(req) = &d.value else { panic!("{id}: a struct") };
@@ -254,7 +252,7 @@ fn greedy_requests_are_pinned_to_seed_zero_and_unseeded_ones_take_the_rids_crc()
     // add_unnormalized_greedy: temperature 0 with top_k -1, not normalised.
     let case = golden("request/add_unnormalized_greedy");
     let frames = frames_of(&case);
-    let refs: Vec<&[u8]> = frames[1..].iter().map(Vec::as_slice).collect();
+    let refs = frame_refs(&frames[1..]);
     let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default()).unwrap();
     let Value::Struct(req) = &d.value else { panic!("a struct") };
     let fin = receive(req, &EngineConfig::CONFORMANCE).expect("kept");
@@ -263,7 +261,7 @@ fn greedy_requests_are_pinned_to_seed_zero_and_unseeded_ones_take_the_rids_crc()
     assert_eq!(fin.sampling_params.int_field("seed"), Some(0));
     // add_seed_nil_rid_r1: crc32(b"r1").
     let frames = frames_of(&golden("request/add_seed_nil_rid_r1"));
-    let refs: Vec<&[u8]> = frames[1..].iter().map(Vec::as_slice).collect();
+    let refs = frame_refs(&frames[1..]);
     let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default()).unwrap();
     let Value::Struct(req) = &d.value else { panic!("a struct") };
     let fin = receive(req, &EngineConfig::CONFORMANCE).expect("kept");

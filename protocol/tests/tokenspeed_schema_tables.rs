@@ -14,9 +14,8 @@ const WIRE_SHAPE_STAND_INS: &[(&str, &str, &str)] = &[
 ];
 
 fn dump() -> Json {
-    let path = format!("{}/../golden/generate/schema/tokenspeed-0.1.1.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).expect("schema dump is JSON")
+    let path = engine_testkit::corpus::golden_dir().join("generate/schema/tokenspeed-0.1.1.json");
+    engine_testkit::corpus::read_json(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn default_matches(ours: &Default, theirs: &Json) -> bool {

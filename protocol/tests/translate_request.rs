@@ -278,3 +278,120 @@ proptest! {
         }
     }
 }
+
+// ===== one home per rule: the decoder and the translator judge alike
+
+/// A value that breaks a single-field rule, from the rule's own bounds.
+fn breaking(check: &engine_protocol::validate::Check) -> Option<Json> {
+    use engine_protocol::validate::Check;
+    Some(match *check {
+        Check::IntAtLeast(min) => json!(min - 1),
+        Check::Range { lo, lo_open, .. } => json!(if lo_open { lo } else { lo - 1.0 }),
+        Check::NoEmptyString => json!([""]),
+        _ => return None,
+    })
+}
+
+#[test]
+fn every_sampling_rule_a_gateway_can_break_is_refused_by_translation_and_decoder_alike() {
+    let rel = release("vllm", "0.33.0").unwrap();
+    let mut judged = 0;
+    for rule in engine_protocol::validate::SAMPLING_PARAMS_RULES {
+        // The sampling options a gateway request carries.
+        const GATEWAY: [&str; 13] = [
+            "n",
+            "presence_penalty",
+            "frequency_penalty",
+            "repetition_penalty",
+            "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "max_tokens",
+            "min_tokens",
+            "logprobs",
+            "prompt_logprobs",
+            "stop",
+        ];
+        let Some(bad) = breaking(&rule.check) else { continue };
+        if !GATEWAY.contains(&rule.field) {
+            continue;
+        }
+        let body = json!({"prompt_token_ids": [1, 2], rule.field: bad.clone()});
+        let request = GenerateRequest::from_json(&body).expect("a well-formed request");
+        judged += 1;
+        // The gateway refuses it, naming the rule's field.
+        let Err(e) = translate(&request, &engine(64), tok(), &TranslateOptions::default()) else {
+            panic!("{} = {bad} was translated", rule.field)
+        };
+        assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::InvalidValue, rule.field), "{e}");
+        // The decoder's rules (the same table) reject it on the wire.
+        let mut sp = engine_protocol::typed::sampling_params(rel);
+        sp.set(rule.field, Value::from_json(&bad));
+        let v = engine_protocol::validate::sampling_params(&sp).expect_err(rule.field);
+        assert_eq!(v.field, rule.field);
+        let req = engine_protocol::typed::engine_core_request(rel, "r", vec![1, 2], sp, 0.0);
+        let err = encode_message(rel, MessageKind::EngineCoreRequest, &req).expect_err("encode validates");
+        assert_eq!(err.class, engine_protocol::RejectClass::Validation);
+    }
+    assert_eq!(judged, 13, "one single-field rule per gateway option");
+}
+
+#[test]
+fn relation_rules_are_refused_by_translation_and_decoder_alike() {
+    let rel = release("vllm", "0.33.0").unwrap();
+    let cases = [(json!({"n": 2, "temperature": 0.0}), "n"), (json!({"min_tokens": 5, "max_tokens": 2}), "min_tokens")];
+    for (fields, field) in cases {
+        let mut body = fields.clone();
+        body["prompt_token_ids"] = json!([1, 2]);
+        let e =
+            translate(&GenerateRequest::from_json(&body).unwrap(), &engine(64), tok(), &TranslateOptions::default())
+                .expect_err("refused");
+        assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::InvalidValue, field), "{e}");
+        let mut sp = engine_protocol::typed::sampling_params(rel);
+        for (k, v) in fields.as_object().unwrap() {
+            sp.set(k, Value::from_json(v));
+        }
+        assert_eq!(engine_protocol::validate::sampling_params(&sp).unwrap_err().field, field);
+    }
+}
+
+#[test]
+fn translation_builds_the_typed_request_its_value_form_mirrors() {
+    let rel = release("vllm", "0.33.0").unwrap();
+    let r = GenerateRequest {
+        n: Some(2),
+        seed: Some(7),
+        temperature: Some(0.5),
+        stop: vec!["\n\n".into(), "x".into()],
+        logprobs: Some(2),
+        logit_bias: Some(vec![(3, 1.5)]),
+        structured_outputs: Some(ConstraintFields { choice: Some(vec!["a".into(), "b".into()]), ..Default::default() }),
+        ..req(3)
+    };
+    let t = go(&r);
+    assert_eq!(t.requests.len(), 2);
+    for (i, er) in t.requests.iter().enumerate() {
+        let sp = er.typed.sampling_params.as_ref().expect("sampling params");
+        assert_eq!(sp.seed, Some(7 + i as i64));
+        assert_eq!(sp.max_tokens, Some(t.max_tokens));
+        // The value form is the typed request, field for field.
+        let back = engine_protocol::typed::EngineCoreRequest::from_value(rel, &er.request).expect("typed reads it");
+        assert_eq!(back, er.typed);
+        // And both encode to the same bytes.
+        assert_eq!(er.typed.encode(rel).unwrap(), er.encode(rel).unwrap());
+    }
+}
+
+#[test]
+fn a_structured_json_constraint_that_is_neither_text_nor_object_is_malformed() {
+    let c = ConstraintFields { json: Some(json!(5)), ..Default::default() };
+    let e = translate(
+        &GenerateRequest { structured_outputs: Some(c), ..req(3) },
+        &engine(64),
+        tok(),
+        &TranslateOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::Malformed, "structured_outputs.json"));
+}

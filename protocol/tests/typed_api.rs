@@ -13,6 +13,9 @@ use engine_protocol::typed::{
 };
 use engine_protocol::value::Value;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};
+use engine_testkit::build::refs;
+use engine_testkit::corpus::{golden_dir, message_cases, Body, EncodeMode, Expect};
+use engine_testkit::on_large_stack;
 
 /// A golden message case: id, kind, frames, whether vLLM's bytes are the
 /// exact encoding of the value.
@@ -26,40 +29,19 @@ struct Case {
 /// Every accepted message case of `version` (below golden/vllm/<version>/),
 /// live recordings and mutants included.
 fn accepted_cases(version: &str) -> Vec<Case> {
-    let root = std::path::PathBuf::from(format!("{}/../golden/vllm/{version}", env!("CARGO_MANIFEST_DIR")));
-    let mut files = Vec::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).expect("golden dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    let mut out = Vec::new();
-    for p in files {
-        let j = engine_protocol::view::parse_json(&std::fs::read_to_string(&p).expect("read")).expect("json");
-        if j["kind"] != "message" || j["expect"] != "accept" {
-            continue;
-        }
-        let Some(kind) = j["message"].as_str().and_then(MessageKind::parse) else { continue };
-        let frames = j["frames"].as_array().expect("frames").iter().map(|f| unhex(f.as_str().expect("hex"))).collect();
-        out.push(Case {
-            id: p.strip_prefix(&root).unwrap().display().to_string(),
-            kind,
-            frames,
-            exact: j["encode"] == "exact",
-        })
-    }
-    out
-}
-
-fn refs(frames: &[Vec<u8>]) -> Vec<&[u8]> {
-    frames.iter().map(Vec::as_slice).collect()
+    let dir = golden_dir().join("vllm").join(version);
+    on_large_stack(move || {
+        let cases = message_cases(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        cases
+            .into_iter()
+            .filter_map(|c| match c.body {
+                Body::Message { message, frames, expect: Expect::Accept, encode, .. } => {
+                    Some(Case { id: c.id, kind: message, frames, exact: encode == EncodeMode::Exact })
+                }
+                _ => None,
+            })
+            .collect()
+    })
 }
 
 fn typed_frames<M: Message + TypedEncode>(rel: &'static ReleaseSchema, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
@@ -119,8 +101,7 @@ fn both_ways<M: Message + TypedEncode + PartialEq + std::fmt::Debug>(
 
 /// The accepted goldens whose float fields hold integers (mutants, encode
 /// `equivalent`): re-encoded from the typed structs, they carry float64s.
-const WIDENED: &[&str] =
-    &["mutant/out_timestamp_int.json", "mutant/req_arrival_time_int.json", "mutant/sp_int_temperature.json"];
+const WIDENED: &[&str] = &["mutant/out_timestamp_int", "mutant/req_arrival_time_int", "mutant/sp_int_temperature"];
 
 fn check_release(version: &str) -> (usize, usize) {
     let rel = engine_protocol::release("vllm", version).expect("table");
@@ -340,4 +321,59 @@ fn a_float_field_holding_an_integer_reencodes_as_a_float64() {
     let d = decode(v033(), MessageKind::EngineCoreRequest, &again).unwrap();
     let Value::Struct(r) = &d.value else { panic!("struct") };
     assert_eq!(r.struct_field("sampling_params").unwrap().get("temperature"), Some(&Value::Float(sp.temperature)));
+}
+
+#[test]
+fn a_request_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_frames() {
+    use engine_testkit::build::Request;
+    for rel in [v032(), v033()] {
+        let built = Request::new(rel)
+            .id("req-b")
+            .prompt(vec![7, 8, 9])
+            .arrival(12.5)
+            .sampling("max_tokens", Value::Int(4))
+            .sampling("temperature", Value::Float(0.0))
+            .frames()
+            .unwrap();
+        let typed = EngineCoreRequest {
+            request_id: "req-b".into(),
+            prompt_token_ids: Some(vec![7, 8, 9]),
+            sampling_params: Some(SamplingParams {
+                max_tokens: Some(4),
+                temperature: 0.0,
+                ..SamplingParams::default()
+            }),
+            arrival_time: 12.5,
+            ..EngineCoreRequest::default()
+        };
+        assert_eq!(typed.encode(rel).unwrap(), built, "{}", rel.version);
+    }
+}
+
+#[test]
+fn an_output_batch_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_frames() {
+    use engine_testkit::build::{Output, OutputBatch};
+    for rel in [v032(), v033()] {
+        let built = OutputBatch::new(rel)
+            .output(Output::new(rel, "a", vec![1, 2]))
+            .output(Output::new(rel, "b", vec![3]).finish(FinishReason::Stop))
+            .field("engine_index", Value::Int(1))
+            .frames()
+            .unwrap();
+        let typed = EngineCoreOutputs {
+            engine_index: 1,
+            timestamp: 1.0,
+            outputs: vec![
+                EngineCoreOutput { request_id: "a".into(), new_token_ids: vec![1, 2], ..Default::default() },
+                EngineCoreOutput {
+                    request_id: "b".into(),
+                    new_token_ids: vec![3],
+                    finish_reason: Some(FinishReason::Stop),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(typed.encode(rel).unwrap(), built, "{}", rel.version);
+    }
 }

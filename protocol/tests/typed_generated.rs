@@ -11,18 +11,35 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use engine_protocol::msgpack::write;
-use engine_protocol::schema::{python_type, Default as D, Layout, StructSchema, Ty, RELEASES};
+use engine_protocol::schema::{
+    python_type, tokenspeed, Default as D, Layout, ReleaseSchema, StructSchema, Ty, RELEASES,
+};
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/typed/generated.rs");
+const TOKENSPEED_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/typed/tokenspeed_generated.rs");
+
+/// The releases of one dialect the typed API is generated for.
+type Rels = &'static [&'static ReleaseSchema];
+
+static TOKENSPEED_RELEASES: Rels = &[&tokenspeed::V0_1_1];
 
 #[test]
 fn typed_api_is_generated_from_the_schema_tables() {
-    let want = generate();
+    check_or_bless(PATH, &generate());
+}
+
+#[test]
+fn tokenspeed_typed_api_is_generated_from_the_tokenspeed_tables() {
+    check_or_bless(TOKENSPEED_PATH, &generate_tokenspeed());
+}
+
+fn check_or_bless(path: &str, want: &str) {
     if std::env::var_os("ENGINE_PROTOCOL_BLESS").is_some() {
-        std::fs::write(PATH, &want).expect("write generated.rs");
+        std::fs::write(path, want).expect("write the generated file");
         return;
     }
-    let have = std::fs::read_to_string(PATH).unwrap_or_default();
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    let name = path.rsplit('/').next().unwrap_or(path);
     if have != want {
         let line = have
             .lines()
@@ -30,7 +47,7 @@ fn typed_api_is_generated_from_the_schema_tables() {
             .position(|(a, b)| a != b)
             .map_or_else(|| have.lines().count().min(want.lines().count()) + 1, |i| i + 1);
         panic!(
-            "src/typed/generated.rs is stale (first difference at line {line}: committed {:?}, generated {:?}); \
+            "src/typed/{name} is stale (first difference at line {line}: committed {:?}, generated {:?}); \
              regenerate with ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated",
             have.lines().nth(line - 1).unwrap_or(""),
             want.lines().nth(line - 1).unwrap_or("")
@@ -49,6 +66,12 @@ struct UField {
 
 struct UStruct {
     name: &'static str,
+    /// The Rust name (the table name unless that is no identifier).
+    rust: String,
+    /// The msgspec tag written as element 0 (tagged `array_like` structs).
+    tag: Option<&'static str>,
+    /// The releases this struct is generated over.
+    rels: Rels,
     layout: Layout,
     fields: Vec<UField>,
     /// Field count per release (0 where absent).
@@ -57,32 +80,32 @@ struct UStruct {
     mask: u32,
 }
 
-fn all_mask() -> u32 {
-    (1u32 << RELEASES.len()) - 1
+fn all_mask(rels: Rels) -> u32 {
+    (1u32 << rels.len()) - 1
 }
 
-fn versions(mask: u32) -> String {
-    RELEASES
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, r)| r.version)
-        .collect::<Vec<_>>()
-        .join(", ")
+fn versions(rels: Rels, mask: u32) -> String {
+    rels.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, r)| r.version).collect::<Vec<_>>().join(", ")
 }
 
-fn collect() -> Vec<UStruct> {
+fn collect(rels: Rels) -> Vec<UStruct> {
     let mut out: Vec<UStruct> = Vec::new();
-    for (ri, rel) in RELEASES.iter().enumerate() {
+    for (ri, rel) in rels.iter().enumerate() {
         for s in rel.structs() {
+            if s.name == tokenspeed::NOT_IN_DIALECT.name {
+                continue;
+            }
             let at = match out.iter().position(|u| u.name == s.name) {
                 Some(at) => at,
                 None => {
                     out.push(UStruct {
                         name: s.name,
+                        rust: rust_name(s.name),
+                        tag: s.tag(),
+                        rels,
                         layout: s.layout,
                         fields: Vec::new(),
-                        counts: vec![0; RELEASES.len()],
+                        counts: vec![0; rels.len()],
                         mask: 0,
                     });
                     out.len() - 1
@@ -93,6 +116,7 @@ fn collect() -> Vec<UStruct> {
                 continue;
             }
             assert_eq!(u.layout, s.layout, "{} changes layout between releases", s.name);
+            assert_eq!(u.tag, s.tag(), "{} changes its tag between releases", s.name);
             u.mask |= 1 << ri;
             u.counts[ri] = s.fields.len();
             merge(u, s, ri);
@@ -129,6 +153,16 @@ fn camel(s: &str) -> String {
         .collect()
 }
 
+/// The Rust name of a table struct: its name, or for a fixed tuple a name
+/// that says what it holds.
+fn rust_name(name: &str) -> String {
+    match name {
+        "tuple[int, int]" => "IntPair".into(),
+        n if n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => n.into(),
+        other => panic!("no Rust name for the struct {other:?}: add one to rust_name"),
+    }
+}
+
 fn rust_ty(ty: &Ty) -> String {
     match ty {
         Ty::Any | Ty::NestedTensors => "Value".into(),
@@ -138,7 +172,7 @@ fn rust_ty(ty: &Ty) -> String {
         Ty::Str | Ty::StrLiteral(_) => "String".into(),
         Ty::Bytes => panic!("no typed form for bytes fields yet"),
         Ty::IntEnum(e) => match e.name {
-            "FinishReason" | "RequestOutputKind" | "EngineCoreEventType" => e.name.into(),
+            "FinishReason" | "RequestOutputKind" | "EngineCoreEventType" | "Modality" => e.name.into(),
             other => panic!("no typed enum for {other}: add one to typed/mod.rs"),
         },
         Ty::Optional(t) => format!("Option<{}>", rust_ty(t)),
@@ -151,7 +185,7 @@ fn rust_ty(ty: &Ty) -> String {
             "int | str | list[int]" => "ParallelValue".into(),
             other => panic!("no typed form for the union {other}: add one to typed/mod.rs"),
         },
-        Ty::Struct(s) => s.name.into(),
+        Ty::Struct(s) => rust_name(s.name),
         Ty::Tensor(_) => "Tensor".into(),
         Ty::UtilityResult => "UtilityResult".into(),
     }
@@ -163,6 +197,13 @@ fn rust_ty(ty: &Ty) -> String {
 /// §7.11), so neither `i64` nor `u64` holds them all.
 fn is_call_id(f: &UField) -> bool {
     f.name == "call_id" && matches!(f.ty, Ty::Int)
+}
+
+/// TokenSpeed's `rid: str | list[str] | None` (one request id, or one per
+/// request of a batch): the union of `stop`, under a name that says what it
+/// holds (`typed::tokenspeed::Rid`).
+fn is_rid_union(f: &UField) -> bool {
+    f.name == "rid" && python_type(f.ty) == "str | list[str] | None"
 }
 
 fn is_optional(ty: &Ty) -> bool {
@@ -192,11 +233,19 @@ impl UStruct {
         if is_call_id(f) {
             return "i128".into();
         }
+        if is_rid_union(f) {
+            return "Option<Rid>".into();
+        }
         if self.wrapped(f) {
             format!("Option<{}>", rust_ty(f.ty))
         } else {
             rust_ty(f.ty)
         }
+    }
+
+    /// 1 for a tagged struct (its tag is wire element 0), else 0.
+    fn tag_len(&self) -> usize {
+        usize::from(self.tag.is_some())
     }
 
     fn is_map(&self) -> bool {
@@ -210,7 +259,10 @@ impl UStruct {
 
 fn ident(name: &str) -> String {
     let n = name.trim_start_matches('_');
-    if n == "type" {
+    if n.starts_with(|c: char| c.is_ascii_digit()) {
+        // A tuple element: `v0`, `v1`.
+        format!("v{n}")
+    } else if n == "type" {
         "r#type".into()
     } else {
         n.into()
@@ -227,7 +279,7 @@ fn zero(ty: &Ty) -> String {
         Ty::IntEnum(e) => format!("{}::{}", e.name, camel(e.values[0].1)),
         Ty::Optional(_) => "None".into(),
         Ty::List(_) | Ty::Set(_) | Ty::Dict(..) => "Vec::new()".into(),
-        Ty::Struct(s) => format!("{}::default()", s.name),
+        Ty::Struct(s) => format!("{}::default()", rust_name(s.name)),
         Ty::Tensor(_) => "empty_tensor()".into(),
         Ty::UtilityResult => "UtilityResult::default()".into(),
         other => panic!("no zero value for {}", python_type(other)),
@@ -330,8 +382,8 @@ fn doc_type(u: &UStruct, f: &UField) -> String {
         d.push_str(" Any of -2^63 ..= 2^64-1: vLLM draws call ids as unsigned 64-bit values and reserves -1 and -2 (docs/wire-protocol.md §7.11).");
     }
     if u.partial(f) {
-        let first = RELEASES.iter().enumerate().find(|(i, _)| f.mask & (1 << i) != 0).map(|(_, r)| r.version);
-        let _ = write!(d, " Since {} (releases: {}).", first.unwrap_or("?"), versions(f.mask));
+        let first = u.rels.iter().enumerate().find(|(i, _)| f.mask & (1 << i) != 0).map(|(_, r)| r.version);
+        let _ = write!(d, " Since {} (releases: {}).", first.unwrap_or("?"), versions(u.rels, f.mask));
     }
     if matches!(strip(f.ty), Ty::Set(_)) {
         d.push_str(" A set on the Python side: an array on the wire, kept in wire order.");
@@ -364,7 +416,7 @@ fn layout_doc(l: Layout) -> &'static str {
 }
 
 pub fn generate() -> String {
-    let structs = collect();
+    let structs = collect(RELEASES);
     let mut o = String::new();
     o.push_str(
         "// @generated by protocol/tests/typed_generated.rs from the schema tables\n\
@@ -373,7 +425,7 @@ pub fn generate() -> String {
          //! Typed wire structs, one per struct of the schema tables, with the\n\
          //! union of their fields over the releases ",
     );
-    o.push_str(&versions(all_mask()));
+    o.push_str(&versions(RELEASES, all_mask(RELEASES)));
     o.push_str(
         ".\n\
          //!\n\
@@ -389,23 +441,64 @@ pub fn generate() -> String {
          use crate::schema::{Default as D, Ty};\n\
          use crate::value::{StructValue, Tensor, Value};\n",
     );
+    gen_structs(&mut o, &structs);
+    o
+}
+
+/// `src/typed/tokenspeed_generated.rs`: the TokenSpeed structs, from
+/// `src/schema/tokenspeed.rs`, over TokenSpeed's releases.
+pub fn generate_tokenspeed() -> String {
+    let structs = collect(TOKENSPEED_RELEASES);
+    let mut o = String::new();
+    o.push_str(
+        "// @generated by protocol/tests/typed_generated.rs from the schema tables\n\
+         // (src/schema/tokenspeed.rs); do not edit. Regenerate with\n\
+         // ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated\n\
+         //! Typed TokenSpeed wire structs, one per struct of the TokenSpeed\n\
+         //! tables, with the union of their fields over the releases ",
+    );
+    o.push_str(&versions(TOKENSPEED_RELEASES, all_mask(TOKENSPEED_RELEASES)));
+    o.push_str(
+        ".\n\
+         //!\n\
+         //! Each converts from a decoded [`Value`], to a [`Value`], and encodes\n\
+         //! straight to MessagePack bytes (docs/tokenspeed-wire.md §3, §8): a\n\
+         //! tagged struct writes its tag (the class name) as element 0.\n\
+         \n\
+         #![allow(clippy::all, unused_imports)]\n\
+         \n\
+         use super::*;\n\
+         use crate::error::Error;\n\
+         use crate::msgpack::write;\n\
+         use crate::schema::{Default as D, Ty};\n\
+         use crate::typed::wire::*;\n\
+         use crate::typed::StopStrings;\n\
+         use crate::value::{StructValue, Tensor, Value};\n",
+    );
+    gen_structs(&mut o, &structs);
+    o
+}
+
+fn gen_structs(o: &mut String, structs: &[UStruct]) {
     let mut seen = BTreeSet::new();
-    for u in &structs {
+    for u in structs {
         assert!(seen.insert(u.name), "two structs named {}", u.name);
         let mut idents = BTreeSet::new();
         for f in &u.fields {
             assert!(idents.insert(ident(f.name)), "{}: two fields map to {}", u.name, ident(f.name));
         }
-        gen_struct(&mut o, u);
+        gen_struct(o, u);
     }
-    o
 }
 
 fn gen_struct(o: &mut String, u: &UStruct) {
-    let n = u.name;
-    let _ = writeln!(o, "\n/// `{n}`: {}.", layout_doc(u.layout));
-    if u.mask != all_mask() {
-        let _ = writeln!(o, "///\n/// Releases: {}.", versions(u.mask));
+    let n = u.rust.as_str();
+    let _ = writeln!(o, "\n/// `{}`: {}.", u.name, layout_doc(u.layout));
+    if let Some(tag) = u.tag {
+        let _ = writeln!(o, "///\n/// Tagged: element 0 of the array is the tag `{tag:?}`, the fields follow.");
+    }
+    if u.mask != all_mask(u.rels) {
+        let _ = writeln!(o, "///\n/// Releases: {}.", versions(u.rels, u.mask));
     }
     let _ = writeln!(o, "#[derive(Debug, Clone, PartialEq)]\npub struct {n} {{");
     for f in &u.fields {
@@ -459,9 +552,13 @@ fn gen_from_value(o: &mut String, u: &UStruct) {
     let _ = writeln!(o, "        if sv.schema.fields.len() != rel.pick({}) {{", counts_lit(u));
     let _ = writeln!(o, "            return Err(count_mismatch(sv.schema, rel.pick({})));\n        }}", counts_lit(u));
     o.push_str("        let mut it = sv.schema.fields.iter().zip(sv.fields());\n");
-    let _ = writeln!(o, "        Ok({n} {{");
+    let _ = writeln!(o, "        Ok({} {{", u.rust);
     for (i, f) in u.fields.iter().enumerate() {
-        let raw = if u.is_map() { format!("raw_key(raw, {:?})", f.name) } else { format!("raw_at(raw, {i})") };
+        let raw = if u.is_map() {
+            format!("raw_key(raw, {:?})", f.name)
+        } else {
+            format!("raw_at(raw, {})", i + u.tag_len())
+        };
         let mut get = format!(
             "WireType::from_value(next_field(&mut it, {:?})?, {raw}, rel).at({:?})?",
             f.name,
@@ -480,7 +577,11 @@ fn gen_from_value(o: &mut String, u: &UStruct) {
         if u.is_map() {
             o.push_str("            unknown: raw_extra_keys(raw, sv.schema),\n");
         } else {
-            o.push_str("            unknown: raw_extra_elements(raw, sv.schema.fields.len()),\n");
+            if u.tag.is_some() {
+                o.push_str("            unknown: raw_extra_elements(raw, sv.schema.fields.len() + 1),\n");
+            } else {
+                o.push_str("            unknown: raw_extra_elements(raw, sv.schema.fields.len()),\n");
+            }
         }
     }
     o.push_str("        })\n    }\n");
@@ -544,6 +645,12 @@ fn gen_encode(o: &mut String, u: &UStruct) {
         }
     }
     match u.layout {
+        Layout::Positional if u.tag.is_some() => {
+            o.push_str("        write::array_len(&mut e.out, (1 + n + self.unknown.len()) as u32);\n");
+            let mut tag = Vec::new();
+            write::str(&mut tag, u.tag.unwrap_or_default());
+            let _ = writeln!(o, "        e.raw({});", bytes_lit(&tag));
+        }
         Layout::Positional => o.push_str("        write::array_len(&mut e.out, (n + self.unknown.len()) as u32);\n"),
         Layout::NamedTuple | Layout::Tuple => o.push_str("        write::array_len(&mut e.out, n as u32);\n"),
         Layout::FullMap => o.push_str("        e.struct_map(n, n + self.unknown.len());\n"),
@@ -628,7 +735,7 @@ fn gen_open_map(o: &mut String, u: &UStruct) {
         let _ = writeln!(o, "                {:?} => {var} = Some({get}),", f.name);
     }
     o.push_str("                _ => unknown.push((k.clone(), x.clone())),\n            }\n        }\n");
-    let _ = writeln!(o, "        Ok({n} {{");
+    let _ = writeln!(o, "        Ok({} {{", u.rust);
     for f in &u.fields {
         let var = ident(f.name).trim_start_matches("r#").to_string();
         if f.default == D::Required {

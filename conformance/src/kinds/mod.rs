@@ -1,10 +1,12 @@
 //! Checkers for the gateway kinds (`stop_detection`, `logprob_shaping`,
-//! `translation`): each runs `engine_protocol::translate` on the case's
-//! `input` and compares with `expected` (computed by vLLM's own frontend).
+//! `translation`, `tokenspeed_translation`): each runs
+//! `engine_protocol::translate` on the case's `input` and compares with
+//! `expected` (computed by vLLM's, or TokenSpeed's, own frontend).
 //! Shapes are documented in golden/README.md ("Frontend kinds").
 
 pub mod logprobs;
 pub mod stop;
+pub mod tokenspeed_translation;
 pub mod translation;
 
 use std::collections::HashMap;
@@ -19,7 +21,7 @@ use crate::check::Verdict;
 use crate::corpus::Case;
 
 /// The gateway kinds this build checks.
-pub const KNOWN: &[&str] = &["stop_detection", "logprob_shaping", "translation"];
+pub const KNOWN: &[&str] = &["stop_detection", "logprob_shaping", "translation", "tokenspeed_translation"];
 
 /// Checks a case of a gateway kind.
 pub fn check(case: &Case, input: &Json, expected: &Json) -> Verdict {
@@ -27,6 +29,7 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Verdict {
         "stop_detection" => stop::check(case, input, expected),
         "logprob_shaping" => logprobs::check(case, input, expected),
         "translation" => translation::check(case, input, expected),
+        "tokenspeed_translation" => tokenspeed_translation::check(case, input, expected),
         other => return Verdict::Skip(format!("kind `{other}` is not implemented by this build")),
     };
     match r {

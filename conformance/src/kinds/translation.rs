@@ -23,39 +23,19 @@ use engine_protocol::translate::{
     translate, EngineInfo, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions, Translated,
 };
 use engine_protocol::value::{StructValue, Value};
-use engine_protocol::view::{diff, to_view};
+use engine_protocol::view::{any_view, diff, to_view};
 use engine_protocol::MessageKind;
 use serde_json::{json, Value as Json};
 
 use super::{num, same_f64, tokenizer_for};
 use crate::corpus::Case;
 
-pub fn to_json(v: &Value) -> Json {
-    match v {
-        Value::Nil => Json::Null,
-        Value::Bool(b) => json!(b),
-        Value::Int(i) => json!(i),
-        Value::UInt(u) => json!(u),
-        Value::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).unwrap_or_else(|| json!(f.to_string())),
-        Value::Str(s) => json!(s),
-        Value::Array(xs) => Json::Array(xs.iter().map(to_json).collect()),
-        Value::IntArray(xs) => json!(xs),
-        Value::Map(kv) => Json::Object(
-            kv.iter()
-                .map(|(k, v)| {
-                    let key = match k {
-                        Value::Str(s) => s.clone(),
-                        other => to_json(other).to_string(),
-                    };
-                    (key, to_json(v))
-                })
-                .collect(),
-        ),
-        Value::Struct(s) => Json::Object(
-            s.schema.fields.iter().zip(s.fields()).map(|(f, v)| (f.name.to_string(), to_json(v))).collect(),
-        ),
-        other => json!(format!("{other:?}")),
-    }
+/// A wire value as JSON: the canonical view of an untyped value
+/// ([`any_view`], docs/case-format.md §6), the rendering vLLM's side of the
+/// goldens uses (non-finite floats as `"NaN"`/`"Infinity"`, bytes as
+/// `{"$bytes": hex}`, non-string map keys as decimal strings).
+fn to_json(v: &Value) -> Json {
+    any_view(v)
 }
 
 fn sorted_ids(v: Option<&Value>) -> Json {
@@ -80,7 +60,7 @@ pub fn engine_fields(sp: &StructValue) -> Json {
         _ => Json::Null,
     };
     let logit_bias = match sp.get("logit_bias") {
-        Some(Value::Map(kv)) => Json::Object(kv.iter().map(|(k, v)| (to_json(k).to_string(), to_json(v))).collect()),
+        Some(v @ Value::Map(_)) => to_json(v),
         _ => Json::Null,
     };
     json!({
@@ -159,6 +139,11 @@ pub type ErrorKey = (TranslateErrorClass, Vec<String>);
 /// Classifies one of vLLM's frontend error messages (the `translation`
 /// goldens record them verbatim) into the vocabulary our errors use.
 /// `None` for a message no rule knows.
+///
+/// This reads text because the text is all vLLM's side leaves: its
+/// frontend raises `ValueError`s whose only structure is the message. Our
+/// side of the comparison is typed ([`error_key`] reads
+/// [`TranslateError::class`] and its parameters, never its message).
 pub fn classify_vllm_error(message: &str) -> Option<ErrorKey> {
     use TranslateErrorClass::*;
     let one = |class, p: &str| Some((class, vec![p.to_string()]));
@@ -221,7 +206,8 @@ pub fn error_key(e: &TranslateError) -> ErrorKey {
     (e.class, e.params().into_iter().map(str::to_string).collect())
 }
 
-fn same_key(a: &ErrorKey, b: &ErrorKey) -> bool {
+/// The same class naming the same parameters, in any order.
+pub fn same_key(a: &ErrorKey, b: &ErrorKey) -> bool {
     let sorted = |v: &[String]| {
         let mut v = v.to_vec();
         v.sort();
@@ -230,7 +216,8 @@ fn same_key(a: &ErrorKey, b: &ErrorKey) -> bool {
     a.0 == b.0 && sorted(&a.1) == sorted(&b.1)
 }
 
-fn show_key(k: &ErrorKey) -> String {
+/// `class(param, ...)`, as failure details print an error key.
+pub fn show_key(k: &ErrorKey) -> String {
     format!("{}({})", k.0, k.1.join(", "))
 }
 

@@ -1,6 +1,13 @@
-//! A borrowing decoder of `EngineCoreOutputs` for a gateway's output loop:
-//! straight from the frames to typed fields, no [`Value`] tree for what a
-//! gateway reads on every step.
+//! Fast decoders for the two messages on a gateway's hot path, straight
+//! from the frames to typed fields, no [`Value`] tree for what every
+//! message carries:
+//!
+//! - [`decode_outputs`]: a borrowing decoder of `EngineCoreOutputs` for a
+//!   gateway's output loop (below);
+//! - [`decode_request`]: a direct decoder of `EngineCoreRequest` into the
+//!   typed struct (for an engine, a mock engine or a recorder reading ADDs;
+//!   `typed::decode_typed::<EngineCoreRequest>` runs it), with the verdicts
+//!   of `decode_message` plus the typed conversion (module `request`).
 //!
 //! [`decode_outputs`] gives the verdict [`decode_message`] gives on the same
 //! frames and limits (accept or reject, the same reject class and error, the
@@ -42,6 +49,10 @@
 //! of 18 fields in 0.32 and 19 in 0.33 (`error` appended), its first two
 //! (`request_id`, `new_token_ids`) required; `LogprobsLists` is a named tuple
 //! of three numpy tensors `[dtype, shape, data]` and an optional list.
+
+pub(crate) mod request;
+
+pub use request::{decode_request, decode_request_direct};
 
 use std::ops::Range;
 

@@ -14,6 +14,11 @@
 //! tables (`tokenspeed`) come from TokenSpeed's classes the same way
 //! (docs/tokenspeed-wire.md).
 //!
+//! The tables are pure data: they call no code of the codec. Which decoder
+//! rules apply to a struct is a data tag ([`Rules`], interpreted by
+//! `crate::validate::check`); the defaults as values and wire bytes are
+//! computed by the codec on first use and cached in each struct's entry.
+//!
 //! Two properties of msgspec structs are not layouts of their own:
 //! - a *tagged* `array_like` struct (TokenSpeed's) writes its class name as
 //!   element 0, before the fields: [`StructSchema::tag`];
@@ -21,6 +26,7 @@
 //!   shortest array a receiver takes ends at the last required field:
 //!   [`StructSchema::min_len`] (for every vLLM table the required fields
 //!   come first and this is [`StructSchema::required`]).
+#![warn(missing_docs)]
 
 mod common;
 pub mod tokenspeed;
@@ -29,11 +35,14 @@ pub mod vllm;
 /// An integer enum: its Python class name and the values it defines.
 #[derive(Debug)]
 pub struct EnumSchema {
+    /// The Python class name.
     pub name: &'static str,
+    /// `(value, member name)`, in definition order.
     pub values: &'static [(i64, &'static str)],
 }
 
 impl EnumSchema {
+    /// Whether `v` is one of the enum's values.
     pub fn contains(&self, v: i64) -> bool {
         self.values.iter().any(|(x, _)| *x == v)
     }
@@ -44,7 +53,9 @@ impl EnumSchema {
 /// torch-typed fields accept only torch names (`int32`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TensorKind {
+    /// A `numpy.ndarray` field.
     Numpy,
+    /// A `torch.Tensor` field.
     Torch,
 }
 
@@ -53,23 +64,31 @@ pub enum TensorKind {
 pub enum Ty {
     /// Any MessagePack value (`Any` in Python; dicts of unknown shape).
     Any,
+    /// A Python `bool`.
     Bool,
     /// A Python `int`: -2^63 ..= 2^64-1 on the wire.
     Int,
     /// A Python `float`: float64 on the wire; float32 and ints accepted.
     Float,
+    /// A Python `str` (UTF-8 on the wire).
     Str,
+    /// Python `bytes` (bin on the wire).
     Bytes,
+    /// An `IntEnum` (an int on the wire, one of the enum's values).
     IntEnum(&'static EnumSchema),
     /// A `Literal[...]` of strings or a string-valued Enum.
     StrLiteral(&'static [&'static str]),
+    /// `T | None`.
     Optional(&'static Ty),
+    /// A Python `list` (an array on the wire).
     List(&'static Ty),
     /// A Python `set`: an array on the wire, unordered.
     Set(&'static Ty),
+    /// A Python `dict` (a map on the wire), key and value types.
     Dict(&'static Ty, &'static Ty),
     /// A union of distinct MessagePack kinds (`int | str`, `str | list[str]`).
     Union(&'static [Ty]),
+    /// A nested struct.
     Struct(&'static StructSchema),
     /// `[dtype, shape, data]` with data inline (ext 3) or an aux-frame index.
     Tensor(TensorKind),
@@ -107,14 +126,23 @@ pub enum Layout {
 /// A field default.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Default {
+    /// No default: the field must be present.
     Required,
+    /// `None`.
     Nil,
+    /// A bool.
     Bool(bool),
+    /// An int.
     Int(i64),
+    /// A float.
     Float(f64),
+    /// A string.
     Str(&'static str),
+    /// `[]` (a `default_factory=list`).
     EmptyList,
+    /// `set()`.
     EmptySet,
+    /// `{}`.
     EmptyDict,
     /// A fresh instance of the field's struct type with all its defaults
     /// (a `default_factory` of a dataclass).
@@ -122,30 +150,65 @@ pub enum Default {
 }
 
 #[derive(Debug)]
+/// One field of a struct: its Python attribute name, type and default.
 pub struct Field {
+    /// The Python attribute name (the key of a map layout).
     pub name: &'static str,
+    /// Its type.
     pub ty: &'static Ty,
+    /// Its default.
     pub default: Default,
 }
 
-/// A rule vLLM's decoder runs after building the struct (`__post_init__`).
-pub type Validator = fn(&crate::value::StructValue) -> Result<(), crate::error::Violation>;
+/// Which of the rules vLLM's (or TokenSpeed's) decoder runs after building
+/// a struct (`__post_init__`) applies to it: a data tag, interpreted by
+/// `crate::validate::check` (the rules themselves, as data where they are
+/// ranges, live in `crate::validate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rules {
+    /// vLLM's `SamplingParams.__post_init__` / `_verify_args`.
+    SamplingParams,
+    /// vLLM's `StructuredOutputsParams.__post_init__`: exactly one constraint.
+    StructuredOutputsParams,
+    /// vLLM's `LoRARequest.__post_init__`.
+    LoraRequest,
+    /// vLLM's `RepetitionDetectionParams.__post_init__`.
+    RepetitionDetectionParams,
+    /// TokenSpeed's handshake rule on INIT (at least one input and one
+    /// output address).
+    TokenSpeedHandshakeInit,
+}
 
+/// One wire struct of a table.
 #[derive(Debug)]
 pub struct StructSchema {
     /// The Python class name, used as the root of error and drift paths.
     pub name: &'static str,
+    /// How the struct is laid out on the wire.
     pub layout: Layout,
+    /// Every field, in declaration order.
     pub fields: &'static [Field],
-    pub validate: Option<Validator>,
-    /// Every field's default as a value, built once on first use.
+    /// The decoder's rules for this struct, if any.
+    pub validate: Option<Rules>,
+    /// A cache the codec fills on first use with every field's default as a
+    /// value and as wire bytes (`crate::value::Defaults`); no table sets it.
+    #[doc(hidden)]
     pub defaults: DefaultValues,
 }
 
-/// Lazily built default values of a struct's fields (see
-/// [`StructSchema::default_values`]).
-#[derive(Debug)]
-pub struct DefaultValues(std::sync::OnceLock<Defaults>);
+/// The codec's cache of a struct's defaults (see `crate::value::Defaults`):
+/// the tables hold an empty cell, [`DefaultValues::NEW`].
+#[doc(hidden)]
+pub struct DefaultValues(pub(crate) std::sync::OnceLock<crate::value::Defaults>);
+
+/// The same whether or not the cache is filled yet: a table entry's `Debug`
+/// text must not depend on what was decoded before.
+impl std::fmt::Debug for DefaultValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DefaultValues")
+    }
+}
 
 impl DefaultValues {
     /// An empty cell, for the `defaults` field of a table entry. Each use
@@ -154,66 +217,7 @@ impl DefaultValues {
     pub const NEW: DefaultValues = DefaultValues(std::sync::OnceLock::new());
 }
 
-/// A struct's defaults, computed once: as values, and as their wire bytes
-/// (for positional encoding, where a run of default fields is one copy).
-#[derive(Debug)]
-pub struct Defaults {
-    pub values: Box<[crate::value::Value]>,
-    /// The encoding of every field's default, concatenated; field `i` is
-    /// `wire[offsets[i]..offsets[i + 1]]`.
-    pub wire: Box<[u8]>,
-    pub offsets: Box<[u32]>,
-    /// `not_encodable[i]`: how many of fields `0..i` have no default
-    /// encoding (required fields that cannot be nil), to check a run in O(1).
-    pub not_encodable: Box<[u32]>,
-}
-
-impl Defaults {
-    /// The wire bytes of the defaults of fields `a..b`, if all have one.
-    #[inline]
-    pub fn wire_run(&self, a: usize, b: usize) -> Option<&[u8]> {
-        if self.not_encodable[b] != self.not_encodable[a] {
-            return None;
-        }
-        Some(&self.wire[self.offsets[a] as usize..self.offsets[b] as usize])
-    }
-}
-
 impl StructSchema {
-    /// The default value of every field, in order (nil for required ones).
-    #[inline]
-    pub fn default_values(&self) -> &[crate::value::Value] {
-        &self.defaults().values
-    }
-
-    /// Defaults as values and wire bytes, built on first use.
-    pub fn defaults(&self) -> &Defaults {
-        self.defaults.0.get_or_init(|| {
-            let values: Box<[crate::value::Value]> = self.fields.iter().map(crate::value::default_for).collect();
-            let mut wire = Vec::new();
-            let mut offsets = vec![0u32];
-            let mut not_encodable = vec![0u32];
-            for (f, v) in self.fields.iter().zip(values.iter()) {
-                let bytes = crate::encode::encode_plain(f.ty, v);
-                let missing = not_encodable[not_encodable.len() - 1];
-                match bytes {
-                    Some(b) => {
-                        wire.extend_from_slice(&b);
-                        not_encodable.push(missing);
-                    }
-                    None => not_encodable.push(missing + 1),
-                }
-                offsets.push(wire.len() as u32);
-            }
-            Defaults {
-                values,
-                wire: wire.into_boxed_slice(),
-                offsets: offsets.into_boxed_slice(),
-                not_encodable: not_encodable.into_boxed_slice(),
-            }
-        })
-    }
-
     /// Number of leading fields without a default.
     pub fn required(&self) -> usize {
         self.fields.iter().take_while(|f| f.default == Default::Required).count()
@@ -232,6 +236,7 @@ impl StructSchema {
         tokenspeed::TAGS.iter().find(|(s, _)| std::ptr::eq(*s, self)).map(|(_, t)| *t)
     }
 
+    /// The position of field `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.fields.iter().position(|f| f.name == name)
     }
@@ -246,20 +251,32 @@ impl StructSchema {
 /// The message kinds of one dialect and release.
 #[derive(Debug)]
 pub struct ReleaseSchema {
+    /// `vllm` or `tokenspeed`.
     pub dialect: &'static str,
+    /// The engine release (`0.33.0`).
     pub version: &'static str,
     /// Message roots, as `Ty::Struct` so the codec can start from them.
     pub engine_core_request: &'static Ty,
+    /// The output batch (`EngineCoreOutputs`).
     pub engine_core_outputs: &'static Ty,
+    /// A utility call's answer.
     pub utility_output: &'static Ty,
+    /// A utility call.
     pub utility_request: &'static Ty,
+    /// `START_DP_WAVE`'s payload.
     pub start_dp_wave: &'static Ty,
+    /// The ready response of the handshake.
     pub ready_response: &'static Ty,
+    /// The handshake's INIT message.
     pub handshake_init: &'static Ty,
+    /// The handshake's HELLO / READY dicts.
     pub handshake_status: &'static Ty,
-    /// Nested structs a gateway builds or inspects on their own.
+    /// Nested structs a gateway builds or inspects on their own:
+    /// `SamplingParams`.
     pub sampling_params: &'static StructSchema,
+    /// `StructuredOutputsParams`.
     pub structured_outputs_params: &'static StructSchema,
+    /// One request's output step (`EngineCoreOutput`).
     pub engine_core_output: &'static StructSchema,
 }
 

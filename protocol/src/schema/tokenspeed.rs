@@ -32,8 +32,7 @@
 //! table is consulted.
 
 use super::Default as D;
-use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, StructSchema, TensorKind, Ty};
-use crate::validate;
+use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -294,7 +293,7 @@ pub static WIRE_HANDSHAKE_INIT_MESSAGE: StructSchema = StructSchema {
         f("addresses", &Ty::Struct(&WIRE_HANDSHAKE_ADDRESSES), D::Required),
         f("parallel_config", &DICT_ANY_ANY, D::EmptyDict),
     ],
-    validate: Some(validate::tokenspeed::handshake_init),
+    validate: Some(Rules::TokenSpeedHandshakeInit),
     defaults: DefaultValues::NEW,
 };
 

@@ -11,8 +11,7 @@
 //!   `coordinator_input_address` and `coordinator_output_address`.
 
 use super::Default as D;
-use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, StructSchema, TensorKind, Ty};
-use crate::validate;
+use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -213,7 +212,7 @@ pub static STRUCTURED_OUTPUTS_PARAMS: StructSchema = StructSchema {
         f("_backend", &OPT_STR, D::Nil),
         f("_backend_was_auto", &BOOL, D::Bool(false)),
     ],
-    validate: Some(validate::structured_outputs_params),
+    validate: Some(Rules::StructuredOutputsParams),
     defaults: DefaultValues::NEW,
 };
 static OPT_STRUCTURED_OUTPUTS: Ty = Ty::Optional(&Ty::Struct(&STRUCTURED_OUTPUTS_PARAMS));
@@ -227,7 +226,7 @@ pub static REPETITION_DETECTION_PARAMS: StructSchema = StructSchema {
         f("min_pattern_size", &INT, D::Int(0)),
         f("min_count", &INT, D::Int(0)),
     ],
-    validate: Some(validate::repetition_detection_params),
+    validate: Some(Rules::RepetitionDetectionParams),
     defaults: DefaultValues::NEW,
 };
 static OPT_REPETITION_DETECTION: Ty = Ty::Optional(&Ty::Struct(&REPETITION_DETECTION_PARAMS));
@@ -282,7 +281,7 @@ pub static SAMPLING_PARAMS: StructSchema = StructSchema {
         f("routed_experts_prompt_start", &INT, D::Int(0)),
         f("trace_decode_token_ids", &OPT_LIST_INT, D::Nil),
     ],
-    validate: Some(validate::sampling_params),
+    validate: Some(Rules::SamplingParams),
     defaults: DefaultValues::NEW,
 };
 static OPT_SAMPLING_PARAMS: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_PARAMS));
@@ -300,7 +299,7 @@ pub static LORA_REQUEST: StructSchema = StructSchema {
         f("load_inplace", &BOOL, D::Bool(false)),
         f("is_3d_lora_weight", &BOOL, D::Bool(false)),
     ],
-    validate: Some(validate::lora_request),
+    validate: Some(Rules::LoraRequest),
     defaults: DefaultValues::NEW,
 };
 static OPT_LORA_REQUEST: Ty = Ty::Optional(&Ty::Struct(&LORA_REQUEST));
@@ -308,6 +307,7 @@ static OPT_LORA_REQUEST: Ty = Ty::Optional(&Ty::Struct(&LORA_REQUEST));
 macro_rules! engine_core_request {
     ($name:ident, $pooling:ident) => {
         /// `EngineCoreRequest`: array_like, 22 elements, the first 9 required.
+        #[doc = "`EngineCoreRequest` of one release."]
         pub static $name: StructSchema = StructSchema {
             name: "EngineCoreRequest",
             layout: Layout::Positional,
@@ -471,6 +471,7 @@ static OPT_SPEC_DECODE_METRICS: Ty = Ty::Optional(&Ty::Struct(&REQUEST_SPEC_DECO
 
 // ===== scheduler stats (dataclasses, all maps) =====
 
+/// `SchedulerIterationDetails`: a dataclass (map).
 pub static SCHEDULER_ITERATION_DETAILS: StructSchema = StructSchema {
     name: "SchedulerIterationDetails",
     layout: Layout::FullMap,
@@ -491,6 +492,7 @@ pub static SCHEDULER_ITERATION_DETAILS: StructSchema = StructSchema {
 
 static CACHE_HIT_SOURCE: Ty = Ty::StrLiteral(&["device", "host", "p2p", "disk", "external_unspecified"]);
 
+/// `PrefixCacheStats`: a dataclass (map).
 pub static PREFIX_CACHE_STATS: StructSchema = StructSchema {
     name: "PrefixCacheStats",
     layout: Layout::FullMap,
@@ -508,6 +510,7 @@ pub static PREFIX_CACHE_STATS: StructSchema = StructSchema {
     defaults: DefaultValues::NEW,
 };
 
+/// `KVCacheEvictionEvent`: a dataclass (map).
 pub static KV_CACHE_EVICTION_EVENT: StructSchema = StructSchema {
     name: "KVCacheEvictionEvent",
     layout: Layout::FullMap,
@@ -520,6 +523,7 @@ pub static KV_CACHE_EVICTION_EVENT: StructSchema = StructSchema {
     defaults: DefaultValues::NEW,
 };
 
+/// `SpecDecodingStats`: a dataclass (map).
 pub static SPEC_DECODING_STATS: StructSchema = StructSchema {
     name: "SpecDecodingStats",
     layout: Layout::FullMap,
@@ -535,6 +539,7 @@ pub static SPEC_DECODING_STATS: StructSchema = StructSchema {
     defaults: DefaultValues::NEW,
 };
 
+/// `CUDAGraphStat`: a dataclass (map).
 pub static CUDA_GRAPH_STAT: StructSchema = StructSchema {
     name: "CUDAGraphStat",
     layout: Layout::FullMap,
@@ -550,6 +555,7 @@ pub static CUDA_GRAPH_STAT: StructSchema = StructSchema {
 
 static OPT_DICT_STR_INT: Ty = Ty::Optional(&DICT_STR_INT);
 
+/// `DebugPerfStats`: a dataclass (map).
 pub static DEBUG_PERF_STATS: StructSchema = StructSchema {
     name: "DebugPerfStats",
     layout: Layout::FullMap,
@@ -566,6 +572,7 @@ pub static DEBUG_PERF_STATS: StructSchema = StructSchema {
     defaults: DefaultValues::NEW,
 };
 
+/// `PerfStats`: a dataclass (map).
 pub static PERF_STATS: StructSchema = StructSchema {
     name: "PerfStats",
     layout: Layout::FullMap,
@@ -688,6 +695,7 @@ static OPT_UTILITY_OUTPUT: Ty = Ty::Optional(&Ty::Struct(&UTILITY_OUTPUT));
 
 macro_rules! engine_core_outputs {
     ($name:ident, $output:ident) => {
+        #[doc = "`EngineCoreOutputs` of one release."]
         pub static $name: StructSchema = StructSchema {
             name: "EngineCoreOutputs",
             layout: Layout::Positional,
@@ -825,6 +833,7 @@ static ROOT_OUTPUTS_0_33: Ty = Ty::Struct(&ENGINE_CORE_OUTPUTS_0_33);
 static ROOT_READY_0_32: Ty = Ty::Struct(&READY_RESPONSE_0_32);
 static ROOT_READY_0_33: Ty = Ty::Struct(&READY_RESPONSE_0_33);
 
+/// vLLM 0.32.0.
 pub static V0_32_0: ReleaseSchema = ReleaseSchema {
     dialect: "vllm",
     version: "0.32.0",
@@ -841,6 +850,7 @@ pub static V0_32_0: ReleaseSchema = ReleaseSchema {
     handshake_status: &ROOT_HANDSHAKE_STATUS,
 };
 
+/// vLLM 0.33.0.
 pub static V0_33_0: ReleaseSchema = ReleaseSchema {
     dialect: "vllm",
     version: "0.33.0",

@@ -7,6 +7,7 @@
 //! * an ABORT is finished locally (the engine sends nothing back for it);
 //! * an engine output with finish reason ERROR, or `ENGINE_CORE_DEAD`,
 //!   finishes every affected request with an error.
+#![warn(missing_docs)]
 
 use std::collections::HashMap;
 
@@ -16,6 +17,7 @@ use crate::typed::FinishReason;
 
 /// What the gateway tells its client about one request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ClientEvent {
     /// A delta (possibly final).
     Output(StepOutput),
@@ -32,18 +34,23 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// No request in flight.
     pub fn new() -> Self {
         Tracker::default()
     }
 
+    /// Starts tracking `request_id` (an engine request id) with its prompt
+    /// and stop parameters.
     pub fn add(&mut self, tok: &GatewayTokenizer, request_id: &str, prompt: &[u32], params: StopParams) {
         self.streams.insert(request_id.to_string(), RequestStream::new(tok, prompt, params));
     }
 
+    /// How many requests are in flight.
     pub fn in_flight(&self) -> usize {
         self.streams.len()
     }
 
+    /// Whether `request_id` is in flight.
     pub fn contains(&self, request_id: &str) -> bool {
         self.streams.contains_key(request_id)
     }

@@ -21,15 +21,20 @@
 //! * a request with `detokenize = false`: no decoding at all, every
 //!   `decoded_token` is `None` (vLLM's `OutputProcessor` then hands
 //!   `LogprobsProcessor` no tokenizer).
+#![warn(missing_docs)]
 
 use super::tokenizer::GatewayTokenizer;
 
 /// One `(token, logprob, rank, decoded)` entry of a position.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogprobEntry {
+    /// The token.
     pub token_id: u32,
+    /// Its logprob.
     pub logprob: f64,
+    /// Its rank in the vocabulary (1 = most likely).
     pub rank: i64,
+    /// Its text, when the request detokenizes.
     pub decoded_token: Option<String>,
 }
 
@@ -37,8 +42,11 @@ pub struct LogprobEntry {
 /// sampled token's rank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineRow {
+    /// Token ids, the sampled one first.
     pub token_ids: Vec<u32>,
+    /// Their logprobs, in the same order.
     pub logprobs: Vec<f64>,
+    /// The sampled token's rank.
     pub rank: i64,
 }
 
@@ -93,8 +101,11 @@ pub fn expected_len(row: &EngineRow, num_logprobs: i64, flat: bool) -> usize {
 /// Python containers).
 #[derive(Debug, Clone)]
 pub struct LogprobShaper {
+    /// The request's `logprobs` (top-k per output token; -1 = vocabulary).
     pub num_logprobs: Option<i64>,
+    /// The request's `prompt_logprobs`.
     pub num_prompt_logprobs: Option<i64>,
+    /// The request's `flat_logprobs`.
     pub flat: bool,
     /// The request's `detokenize` (`SamplingParams.detokenize`, default
     /// true). When false no token is decoded, whatever tokenizer the add
@@ -104,10 +115,12 @@ pub struct LogprobShaper {
     pub sample: Option<Vec<Vec<LogprobEntry>>>,
     /// `None` first, then one entry list per scored prompt position.
     pub prompt: Option<Vec<Option<Vec<LogprobEntry>>>>,
+    /// The sum of the sampled tokens' logprobs (with logprobs asked for).
     pub cumulative_logprob: Option<f64>,
 }
 
 impl LogprobShaper {
+    /// The state of a request with these options, before any output.
     pub fn new(num_logprobs: Option<i64>, num_prompt_logprobs: Option<i64>, flat: bool) -> Self {
         LogprobShaper {
             num_logprobs,

@@ -12,7 +12,10 @@
 //!   detokenization (vLLM semantics, SMG semantics as an option);
 //! - [`finish`]: finish-reason synthesis (local stop, abort, engine error,
 //!   dead engine);
-//! - [`tokenizer`]: `tokenizer.json` + model-directory EOS facts.
+//! - [`tokenizer`]: `tokenizer.json` + model-directory EOS facts;
+//! - [`tokenspeed`]: gateway request + engine facts -> the TokenSpeed
+//!   `TokenizedGenerateReqInput` its own frontend would send (goldens of
+//!   kind `tokenspeed_translation` under `golden/tokenspeed/<version>/`).
 //!
 //! See docs/translation.md for the rules and the divergence table against
 //! SMG.
@@ -27,6 +30,7 @@ pub mod logprobs;
 pub mod request;
 pub mod stop;
 pub mod tokenizer;
+pub mod tokenspeed;
 
 pub use finish::{ClientEvent, Tracker};
 pub use logprobs::{shape_row, EngineRow, LogprobEntry, LogprobShaper};

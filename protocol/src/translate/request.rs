@@ -9,13 +9,18 @@
 //! by the `translation` goldens. Where a gateway must differ (the engine
 //! never sees text it cannot check), [`TranslateOptions`] says how; see
 //! docs/translation.md.
+#![warn(missing_docs)]
 
 use std::collections::{BTreeSet, HashMap};
 
 use super::stop::{StopParams, StopSemantics};
 use super::tokenizer::GatewayTokenizer;
 use crate::schema::ReleaseSchema;
-use crate::typed::{engine_core_request, sampling_params, Constraint, StructuredOutputs};
+use crate::typed::{
+    Constraint, EngineCoreRequest, JsonSchema, RequestOutputKind, SamplingParams, StopStrings, StructuredOutputs,
+    StructuredOutputsParams,
+};
+use crate::validate::{self, ConstraintCount};
 use crate::value::{StructValue, Value};
 
 /// The structured-output constraint fields of a request, as received (any
@@ -24,10 +29,15 @@ use crate::value::{StructValue, Value};
 pub struct ConstraintFields {
     /// A JSON schema: a JSON object, or text.
     pub json: Option<serde_json::Value>,
+    /// A regular expression.
     pub regex: Option<String>,
+    /// One of these strings.
     pub choice: Option<Vec<String>>,
+    /// A grammar (EBNF / Lark).
     pub grammar: Option<String>,
+    /// Any JSON object (`false` is treated per [`JsonObjectFalse`]).
     pub json_object: Option<bool>,
+    /// A structural tag (JSON text).
     pub structural_tag: Option<String>,
 }
 
@@ -59,32 +69,56 @@ impl ConstraintFields {
 
 /// A gateway-level generate request.
 #[derive(Debug, Clone, PartialEq, Default)]
+/// Field names and meanings are vLLM's `SamplingParams`' (an absent option
+/// is vLLM's default).
 pub struct GenerateRequest {
+    /// The client's request id (children of `n > 1` derive theirs from it).
     pub request_id: String,
+    /// The prompt, as token ids.
     pub prompt_token_ids: Vec<u32>,
+    /// Output tokens at most; absent = the room left in the context.
     pub max_tokens: Option<i64>,
+    /// Sampling temperature (0 = greedy).
     pub temperature: Option<f64>,
+    /// Nucleus sampling mass.
     pub top_p: Option<f64>,
+    /// Top-k sampling (0 or -1 = off).
     pub top_k: Option<i64>,
+    /// Minimum probability relative to the top token.
     pub min_p: Option<f64>,
+    /// Presence penalty.
     pub presence_penalty: Option<f64>,
+    /// Frequency penalty.
     pub frequency_penalty: Option<f64>,
+    /// Repetition penalty.
     pub repetition_penalty: Option<f64>,
+    /// Sampling seed (-1 = none).
     pub seed: Option<i64>,
+    /// Completions to generate (fanned out as `n` engine requests).
     pub n: Option<i64>,
+    /// Stop strings.
     pub stop: Vec<String>,
+    /// Stop token ids.
     pub stop_token_ids: Vec<i64>,
+    /// Keep generating past EOS.
     pub ignore_eos: bool,
+    /// Output tokens at least (stops and EOS ignored before).
     pub min_tokens: Option<i64>,
+    /// Top logprobs per output token (-1 = whole vocabulary).
     pub logprobs: Option<i64>,
+    /// Top logprobs per prompt token (-1 = whole vocabulary).
     pub prompt_logprobs: Option<i64>,
+    /// Keep the matched stop string in the output.
     pub include_stop_str_in_output: bool,
     /// `None` = true (vLLM's default).
     pub skip_special_tokens: Option<bool>,
+    /// `None` = true (vLLM's default).
     pub spaces_between_special_tokens: Option<bool>,
     /// `(token id, bias)` in request order.
     pub logit_bias: Option<Vec<(i64, f64)>>,
+    /// Restrict sampling to these token ids.
     pub allowed_token_ids: Option<Vec<i64>>,
+    /// Structured-output constraint fields, as received.
     pub structured_outputs: Option<ConstraintFields>,
 }
 
@@ -99,6 +133,7 @@ pub struct EngineInfo {
 
 /// How `json_object: false` is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JsonObjectFalse {
     /// No constraint (OpenAI `response_format` semantics; SMG). Default.
     NoConstraint,
@@ -124,10 +159,13 @@ pub struct TranslateOptions {
     /// rejects it (vLLM's OpenAI server does), `false` sends it and reports
     /// a warning (vLLM's input processor passes it through).
     pub reject_max_tokens_over_room: bool,
+    /// How `json_object: false` is treated.
     pub json_object_false: JsonObjectFalse,
     /// The request id of child `i` of an `n > 1` request.
     pub child_id: fn(&str, usize) -> String,
+    /// Which frontend's stop-string semantics the detector follows.
     pub stop_semantics: StopSemantics,
+    /// `arrival_time` written on every engine request.
     pub arrival_time: f64,
 }
 
@@ -213,9 +251,13 @@ impl std::fmt::Display for TranslateErrorClass {
 /// field(s) (`field`, comma-separated when several; structured-output
 /// fields as `structured_outputs.<name>`) and a message.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TranslateError {
+    /// The kind of refusal.
     pub class: TranslateErrorClass,
+    /// The request field(s) at fault, comma-separated.
     pub field: String,
+    /// What was wrong.
     pub message: String,
 }
 
@@ -251,28 +293,45 @@ fn so_fields(names: &[&str]) -> String {
     names.iter().map(|n| format!("structured_outputs.{n}")).collect::<Vec<_>>().join(",")
 }
 
-/// One engine request of a translation.
+/// One engine request of a translation: the typed request and its value
+/// form for the release (what `encode_message` and the canonical view take).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct EngineRequest {
+    /// The engine request id (a child id for `n > 1`).
     pub request_id: String,
-    /// `EngineCoreRequest` of the release (a `Value::Struct`).
+    /// The request as the typed API's structs.
+    pub typed: EngineCoreRequest,
+    /// The same request as a value of the release (a `Value::Struct`),
+    /// derived from `typed` when translated. One fact only the value holds:
+    /// a fan-out seed past `i64::MAX` (`seed + i`; Python ints do not wrap)
+    /// is a `Value::UInt` here while `typed` holds no seed.
     pub request: Value,
     /// Index among the `n` children.
     pub index: usize,
 }
 
 impl EngineRequest {
+    /// The request's `SamplingParams` (value form).
     pub fn sampling_params(&self) -> &StructValue {
         match &self.request {
             Value::Struct(s) => s.struct_field("sampling_params").expect("sampling_params is set"),
             _ => unreachable!("EngineRequest holds a struct"),
         }
     }
+
+    /// The frames to send (`[request-type byte, payload, aux...]`) for
+    /// `release`, with the decoder's rules checked.
+    pub fn encode(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, crate::Error> {
+        crate::encode_message(release, crate::MessageKind::EngineCoreRequest, &self.request)
+    }
 }
 
 /// A translated request.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Translated {
+    /// One engine request per child (`n` of them).
     pub requests: Vec<EngineRequest>,
     /// What the gateway's stop detector needs for every child.
     pub stop: StopParams,
@@ -282,12 +341,14 @@ pub struct Translated {
     pub detector_only_stops: Vec<String>,
     /// Reported, not fatal (e.g. max_tokens over the room).
     pub warnings: Vec<String>,
-    /// The prompt length and the room left in the context.
+    /// The prompt length.
     pub prompt_len: usize,
+    /// The `max_tokens` sent (the room left in the context when the
+    /// request had none).
     pub max_tokens: i64,
 }
 
-const SAMPLING_EPS: f64 = 1e-5;
+/// vLLM's frontend raises a positive temperature below this to it.
 const MAX_TEMP: f64 = 1e-2;
 const MAX_JSON_NESTING: usize = 64;
 const STRUCTURAL_TAG_WRAPPER_NESTING: usize = 16;
@@ -312,45 +373,32 @@ fn nesting_too_deep(spec: &serde_json::Value, limit: usize) -> bool {
     json_depth(&v) > limit
 }
 
-fn json_to_value(v: &serde_json::Value) -> Value {
-    match v {
-        serde_json::Value::Null => Value::Nil,
-        serde_json::Value::Bool(b) => Value::Bool(*b),
-        serde_json::Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::Int(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::UInt(u)
-            } else {
-                Value::Float(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
-        serde_json::Value::String(s) => Value::Str(s.clone()),
-        serde_json::Value::Array(xs) => Value::Array(xs.iter().map(json_to_value).collect()),
-        serde_json::Value::Object(m) => {
-            Value::Map(m.iter().map(|(k, v)| (Value::Str(k.clone()), json_to_value(v))).collect())
+/// Step: `StructuredOutputsParams`' construction-time rule, exactly one
+/// constraint field set (`json_object: false` counts as set), as
+/// [`validate::exactly_one_constraint`] states it for the decoder.
+pub fn check_constraint_shape(c: &ConstraintFields) -> Result<(), TranslateError> {
+    match validate::exactly_one_constraint(&c.set_fields()) {
+        Ok(_) => Ok(()),
+        Err(ConstraintCount::Many(set)) => err_class(
+            TranslateErrorClass::Conflict,
+            &so_fields(&set),
+            format!("exactly one structured-output constraint is allowed, got {}", set.join(", ")),
+        ),
+        Err(_) => {
+            err("structured_outputs", "a structured-output constraint is required when structured_outputs is given")
         }
     }
 }
 
-fn validate_constraint(
+/// Step: the structured-output backend's checks on the one constraint
+/// (after [`check_constraint_shape`]) and the constraint the engine
+/// receives (`None` for `json_object: false` under
+/// [`JsonObjectFalse::NoConstraint`]).
+pub fn check_constraints(
     c: &ConstraintFields,
     opts: &TranslateOptions,
 ) -> Result<Option<StructuredOutputs>, TranslateError> {
-    let set = c.set_fields();
-    if set.len() > 1 {
-        return err_class(
-            TranslateErrorClass::Conflict,
-            &so_fields(&set),
-            format!("exactly one structured-output constraint is allowed, got {}", set.join(", ")),
-        );
-    }
-    if set.is_empty() {
-        return err(
-            "structured_outputs",
-            "a structured-output constraint is required when structured_outputs is given",
-        );
-    }
+    check_constraint_shape(c)?;
     if let Some(choice) = &c.choice {
         if choice.is_empty() {
             return err("structured_outputs.choice", "choice cannot be an empty list");
@@ -361,12 +409,19 @@ fn validate_constraint(
             return err("structured_outputs.grammar", "grammar cannot be an empty string");
         }
     }
-    if let Some(serde_json::Value::String(s)) = &c.json {
-        if s.trim().is_empty() {
-            return err("structured_outputs.json", "json cannot be an empty string");
-        }
-    }
     if let Some(j) = &c.json {
+        match j {
+            serde_json::Value::String(s) if s.trim().is_empty() => {
+                return err("structured_outputs.json", "json cannot be an empty string");
+            }
+            serde_json::Value::String(_) | serde_json::Value::Object(_) => {}
+            other => {
+                return Err(TranslateError::malformed(
+                    "structured_outputs.json",
+                    format!("expected a JSON schema as text or an object, got {other}"),
+                ))
+            }
+        }
         if nesting_too_deep(j, MAX_JSON_NESTING) {
             return err("structured_outputs.json", "the JSON schema is nested too deeply");
         }
@@ -396,7 +451,7 @@ fn validate_constraint(
         }
     }
     let constraint = if let Some(j) = &c.json {
-        Constraint::Json(json_to_value(j))
+        Constraint::Json(Value::from_json(j))
     } else if let Some(r) = &c.regex {
         Constraint::Regex(r.clone())
     } else if let Some(ch) = &c.choice {
@@ -408,7 +463,7 @@ fn validate_constraint(
     } else if let Some(t) = &c.structural_tag {
         Constraint::StructuralTag(t.clone())
     } else {
-        unreachable!("one field is set")
+        unreachable!("check_constraint_shape: one field is set")
     };
     // vLLM's xgrammar validation rewrites a choice list into an EBNF
     // grammar, which is what the engine then receives.
@@ -447,96 +502,82 @@ fn in_vocab(ids: &[i64], vocab: i64) -> Vec<i64> {
     ids.iter().copied().filter(|&t| t < 0 || t >= vocab).collect()
 }
 
-/// Translates a request. Errors name the offending field; nothing is sent
-/// for a request that fails.
-pub fn translate(
-    req: &GenerateRequest,
-    engine: &EngineInfo,
-    tok: &GatewayTokenizer,
-    opts: &TranslateOptions,
-) -> Result<Translated, TranslateError> {
-    let vocab = tok.vocab_size() as i64;
-    // --- SamplingParams construction (__post_init__ / _verify_args)
-    let n = req.n.unwrap_or(1);
-    if n < 1 {
-        return err("n", format!("n must be at least 1, got {n}"));
+/// `v`, or `d` when equal to it (`-0.0` for a default `0.0` stays the
+/// default, as an omit-defaults map compares).
+fn or_default(v: f64, d: f64) -> f64 {
+    if v == d {
+        d
+    } else {
+        v
     }
-    let presence = req.presence_penalty.unwrap_or(0.0);
-    let frequency = req.frequency_penalty.unwrap_or(0.0);
-    let repetition = req.repetition_penalty.unwrap_or(1.0);
+}
+
+/// Step: the request's sampling options as vLLM's `SamplingParams`
+/// constructor receives them (a positive temperature below 1e-2 raised to
+/// it; `max_tokens` as given, nil when absent), before any rule runs.
+pub fn sampling_draft(req: &GenerateRequest) -> SamplingParams {
     let mut temperature = req.temperature.unwrap_or(1.0);
-    let mut top_p = req.top_p.unwrap_or(1.0);
-    let mut top_k = req.top_k.unwrap_or(0);
-    let mut min_p = req.min_p.unwrap_or(0.0);
-    let min_tokens = req.min_tokens.unwrap_or(0);
     if 0.0 < temperature && temperature < MAX_TEMP {
         temperature = MAX_TEMP;
     }
-    let seed = req.seed.filter(|&s| s != -1);
-    // constraint construction comes first in vLLM (StructuredOutputsParams)
-    let structured = match &req.structured_outputs {
-        Some(c) => validate_constraint_shape(c)?,
-        None => None,
+    SamplingParams {
+        n: req.n.unwrap_or(1),
+        presence_penalty: or_default(req.presence_penalty.unwrap_or(0.0), 0.0),
+        frequency_penalty: or_default(req.frequency_penalty.unwrap_or(0.0), 0.0),
+        repetition_penalty: or_default(req.repetition_penalty.unwrap_or(1.0), 1.0),
+        temperature: or_default(temperature, 1.0),
+        top_p: or_default(req.top_p.unwrap_or(1.0), 1.0),
+        top_k: req.top_k.unwrap_or(0),
+        min_p: or_default(req.min_p.unwrap_or(0.0), 0.0),
+        max_tokens: req.max_tokens,
+        min_tokens: req.min_tokens.unwrap_or(0),
+        logprobs: req.logprobs,
+        prompt_logprobs: req.prompt_logprobs,
+        stop: Some(StopStrings::Many(req.stop.clone())),
+        ..SamplingParams::default()
+    }
+}
+
+/// The typed request as a value of `rel`.
+fn request_value(rel: &'static ReleaseSchema, r: &EngineCoreRequest) -> Result<Value, TranslateError> {
+    r.to_value(rel).map_err(|e| TranslateError {
+        class: TranslateErrorClass::InvalidValue,
+        field: e.path.rsplit('.').next().unwrap_or_default().to_string(),
+        message: e.detail,
+    })
+}
+
+/// Step: the rules of [`validate::SAMPLING_PARAMS_RULES`] (vLLM's
+/// `__post_init__` / `_verify_args`, the table the decoder judges by) on
+/// the draft; `only` limits them to one field's own rules (no relations).
+pub fn check_sampling_rules(
+    draft: &SamplingParams,
+    rel: &'static ReleaseSchema,
+    only: Option<&str>,
+) -> Result<(), TranslateError> {
+    let probe = EngineCoreRequest { sampling_params: Some(draft.clone()), ..EngineCoreRequest::default() };
+    let v = request_value(rel, &probe)?;
+    let Some(sp) = (match &v {
+        Value::Struct(s) => s.struct_field("sampling_params"),
+        _ => None,
+    }) else {
+        return Ok(());
     };
-    if !(-2.0..=2.0).contains(&presence) {
-        return err("presence_penalty", format!("presence_penalty must be in [-2, 2], got {presence}"));
-    }
-    if !(-2.0..=2.0).contains(&frequency) {
-        return err("frequency_penalty", format!("frequency_penalty must be in [-2, 2], got {frequency}"));
-    }
-    if !repetition.is_finite() || repetition <= 0.0 {
-        return err("repetition_penalty", format!("repetition_penalty must be finite and > 0, got {repetition}"));
-    }
-    if !temperature.is_finite() || !(0.0..=2.0).contains(&temperature) {
-        return err("temperature", format!("temperature must be in [0, 2], got {temperature}"));
-    }
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return err("top_p", format!("top_p must be in (0, 1], got {top_p}"));
-    }
-    if top_k < -1 {
-        return err("top_k", format!("top_k must be 0 (disable), -1 or at least 1, got {top_k}"));
-    }
-    if !(0.0..=1.0).contains(&min_p) {
-        return err("min_p", format!("min_p must be in [0, 1], got {min_p}"));
-    }
-    if let Some(m) = req.max_tokens {
-        if m < 1 {
-            return err("max_tokens", format!("max_tokens must be at least 1, got {m}"));
-        }
-    }
-    if min_tokens < 0 {
-        return err("min_tokens", format!("min_tokens must be >= 0, got {min_tokens}"));
-    }
-    if let Some(m) = req.max_tokens {
-        if min_tokens > m {
-            return err("min_tokens", format!("min_tokens must be <= max_tokens={m}, got {min_tokens}"));
-        }
-    }
-    for (name, v) in [("logprobs", req.logprobs), ("prompt_logprobs", req.prompt_logprobs)] {
-        if let Some(x) = v {
-            if x < -1 {
-                return err(name, format!("{name} must be non-negative or -1, got {x}"));
-            }
-        }
-    }
-    if req.stop.iter().any(String::is_empty) {
-        return err("stop", "stop cannot contain an empty string");
-    }
-    if temperature < SAMPLING_EPS {
-        top_p = 1.0;
-        top_k = 0;
-        min_p = 0.0;
-        if n > 1 {
-            return err("n", format!("n must be 1 when using greedy sampling, got {n}"));
-        }
-    }
-    let mut stop_token_ids: Vec<i64> = Vec::new();
-    for &t in &req.stop_token_ids {
-        if !stop_token_ids.contains(&t) {
-            stop_token_ids.push(t);
-        }
-    }
-    // --- verify(): logprobs, logit_bias, stop ids, allowed ids, constraint
+    let all = validate::SAMPLING_PARAMS_RULES;
+    let rules: Vec<validate::Rule> =
+        all.iter().copied().filter(|r| only.is_none_or(|f| r.field == f && !r.check.is_relation())).collect();
+    validate::first_violation(sp, &rules).or_else(|v| err(&v.field, format!("{} {}", v.field, v.message)))
+}
+
+/// Step: `SamplingParams.verify` and the input processor's vocabulary
+/// checks: logprob counts against `max_logprobs`, `logit_bias` keys, stop
+/// token ids and allowed token ids inside the vocabulary.
+pub fn check_vocabulary(
+    req: &GenerateRequest,
+    stop_token_ids: &[i64],
+    vocab: i64,
+    opts: &TranslateOptions,
+) -> Result<(), TranslateError> {
     let max_logprobs = if opts.max_logprobs == -1 { vocab } else { opts.max_logprobs };
     for (name, v) in [("logprobs", req.logprobs), ("prompt_logprobs", req.prompt_logprobs)] {
         if let Some(x) = v.filter(|&x| x != 0) {
@@ -559,7 +600,7 @@ pub fn translate(
             );
         }
     }
-    let bad = in_vocab(&stop_token_ids, vocab);
+    let bad = in_vocab(stop_token_ids, vocab);
     if !bad.is_empty() {
         return err(
             "stop_token_ids",
@@ -575,50 +616,93 @@ pub fn translate(
             return err("allowed_token_ids", format!("allowed_token_ids {bad:?} are out of vocabulary (size {vocab})"));
         }
     }
-    let structured = match (&req.structured_outputs, structured) {
-        (Some(c), Some(())) => validate_constraint(c, opts)?,
-        _ => None,
-    };
-    // --- prompt
+    Ok(())
+}
+
+/// Step: the prompt is non-empty, inside the vocabulary and leaves room for
+/// one output token; returns its length.
+pub fn check_prompt(req: &GenerateRequest, max_model_len: i64, vocab: i64) -> Result<usize, TranslateError> {
     let prompt_len = req.prompt_token_ids.len();
-    let mml = engine.max_model_len;
     if prompt_len == 0 {
         return err("prompt_token_ids", "the prompt cannot be empty");
     }
-    if prompt_len as i64 >= mml {
+    if prompt_len as i64 >= max_model_len {
         return err_class(
             TranslateErrorClass::TooLong,
             "prompt_token_ids",
             format!(
-                "the prompt (length {prompt_len}) leaves no room in max_model_len {mml} for at least one output token"
+                "the prompt (length {prompt_len}) leaves no room in max_model_len {max_model_len} for at least one output token"
             ),
         );
     }
     if let Some(bad) = req.prompt_token_ids.iter().find(|&&t| i64::from(t) >= vocab) {
         return err("prompt_token_ids", format!("token id {bad} is out of vocabulary"));
     }
-    let room = mml - prompt_len as i64;
-    let mut warnings = Vec::new();
-    let max_tokens = match req.max_tokens {
+    Ok(prompt_len)
+}
+
+/// Step: the `max_tokens` to send: the request's, or the room left in the
+/// context (`max_model_len - prompt_len`) when it has none. An explicit
+/// value over the room is refused or reported as a warning
+/// ([`TranslateOptions::reject_max_tokens_over_room`]).
+pub fn resolve_max_tokens(
+    req: &GenerateRequest,
+    max_model_len: i64,
+    prompt_len: usize,
+    opts: &TranslateOptions,
+    warnings: &mut Vec<String>,
+) -> Result<i64, TranslateError> {
+    let room = max_model_len - prompt_len as i64;
+    let min_tokens = req.min_tokens.unwrap_or(0);
+    match req.max_tokens {
         Some(m) => {
             if m > room {
-                let msg =
-                    format!("max_tokens {m} exceeds the room left in the context ({room} = {mml} - {prompt_len})");
+                let msg = format!(
+                    "max_tokens {m} exceeds the room left in the context ({room} = {max_model_len} - {prompt_len})"
+                );
                 if opts.reject_max_tokens_over_room {
                     return err_class(TranslateErrorClass::TooLong, "max_tokens", msg);
                 }
                 warnings.push(msg);
             }
-            m
+            Ok(m)
         }
         None => {
             if min_tokens > room {
                 return err("min_tokens", format!("min_tokens must be <= max_tokens={room}, got {min_tokens}"));
             }
-            room
+            Ok(room)
         }
-    };
-    // --- EOS (update_from_generation_config)
+    }
+}
+
+/// The stop facts of a translation ([`eos_and_stops`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Stops {
+    /// `stop_token_ids` as sent.
+    pub stop_token_ids: Vec<i64>,
+    /// `_all_stop_token_ids`, ascending.
+    pub all_stop_token_ids: BTreeSet<i64>,
+    /// `_eos_token_id` as sent (nil with `ignore_eos`).
+    pub eos_token_id: Option<i64>,
+    /// Stop strings sent as token ids too (id -> string).
+    pub stop_string_token_ids: HashMap<u32, String>,
+    /// Stop strings left to the gateway's detector only.
+    pub detector_only: Vec<String>,
+}
+
+/// Step: EOS and stops (`update_from_generation_config`): the tokenizer's
+/// EOS and the generation config's extra EOS ids join the stop token ids,
+/// and stop strings that are exactly one visible token are sent as ids too
+/// when [`TranslateOptions::single_token_stops_to_ids`] allows.
+pub fn eos_and_stops(req: &GenerateRequest, tok: &GatewayTokenizer, opts: &TranslateOptions) -> Stops {
+    let mut stop_token_ids: Vec<i64> = Vec::new();
+    for &t in &req.stop_token_ids {
+        if !stop_token_ids.contains(&t) {
+            stop_token_ids.push(t);
+        }
+    }
     let eos = tok.eos_token_id.map(i64::from);
     let mut all_stop: BTreeSet<i64> = stop_token_ids.iter().copied().collect();
     if let Some(e) = eos {
@@ -638,8 +722,8 @@ pub fn translate(
             stop_token_ids = s.into_iter().collect();
         }
     }
-    // --- single-token stop strings
     let skip_special = req.skip_special_tokens.unwrap_or(true);
+    let min_tokens = req.min_tokens.unwrap_or(0);
     let mut stop_string_token_ids = HashMap::new();
     let mut detector_only = Vec::new();
     for s in &req.stop {
@@ -656,150 +740,211 @@ pub fn translate(
             detector_only.push(s.clone());
         }
     }
-    // --- build the wire struct
-    let rel = engine.release;
-    let mut sp = sampling_params(rel);
-    let set_f = |sp: &mut StructValue, k: &str, v: f64, d: f64| {
-        if v != d {
-            sp.set(k, Value::Float(v));
-        }
+    Stops {
+        stop_token_ids,
+        all_stop_token_ids: all_stop,
+        eos_token_id: if req.ignore_eos { None } else { eos },
+        stop_string_token_ids,
+        detector_only,
+    }
+}
+
+/// The typed `StructuredOutputsParams` of a constraint.
+fn structured_params(so: &StructuredOutputs) -> Result<StructuredOutputsParams, TranslateError> {
+    let mut p = StructuredOutputsParams {
+        disable_any_whitespace: so.disable_any_whitespace,
+        disable_additional_properties: so.disable_additional_properties,
+        whitespace_pattern: so.whitespace_pattern.clone(),
+        backend: so.backend.clone(),
+        backend_was_auto: so.backend_was_auto,
+        ..StructuredOutputsParams::default()
     };
-    set_f(&mut sp, "presence_penalty", presence, 0.0);
-    set_f(&mut sp, "frequency_penalty", frequency, 0.0);
-    set_f(&mut sp, "repetition_penalty", repetition, 1.0);
-    set_f(&mut sp, "temperature", temperature, 1.0);
-    set_f(&mut sp, "top_p", top_p, 1.0);
-    set_f(&mut sp, "min_p", min_p, 0.0);
-    if top_k != 0 {
-        sp.set("top_k", Value::Int(top_k));
-    }
-    sp.set("max_tokens", Value::Int(max_tokens));
-    if min_tokens != 0 {
-        sp.set("min_tokens", Value::Int(min_tokens));
-    }
-    // vLLM's input processor sends the stop strings on the wire too (the
-    // engine does not read them; the frontend's detector does).
-    sp.set("stop", Value::Array(req.stop.iter().cloned().map(Value::Str).collect()));
-    sp.set("stop_token_ids", Value::IntArray(stop_token_ids.clone()));
-    if req.ignore_eos {
-        sp.set("ignore_eos", Value::Bool(true));
-    }
-    if let Some(l) = req.logprobs {
-        sp.set("logprobs", Value::Int(l));
-    }
-    if let Some(l) = req.prompt_logprobs {
-        sp.set("prompt_logprobs", Value::Int(l));
-    }
-    sp.set("skip_reading_prefix_cache", Value::Bool(req.prompt_logprobs.is_some()));
-    if !skip_special {
-        sp.set("skip_special_tokens", Value::Bool(false));
-    }
-    if req.include_stop_str_in_output {
-        sp.set("include_stop_str_in_output", Value::Bool(true));
-    }
-    sp.set("output_kind", Value::Int(1));
-    // vLLM's input processor resolves the unset watermarking option to
-    // false before the request goes out (translation goldens).
-    sp.set("watermarking", Value::Bool(false));
-    // SamplingParams.__post_init__: `bad_words` None becomes [], and stop
-    // strings that are not part of the output hold back as many characters
-    // as the longest one minus one.
-    sp.set("bad_words", Value::Array(Vec::new()));
-    if !req.include_stop_str_in_output {
-        if let Some(longest) = req.stop.iter().map(|s| s.chars().count()).max() {
-            if longest > 1 {
-                sp.set("output_text_buffer_length", Value::Int(longest as i64 - 1));
-            }
-        }
-    }
-    if !req.ignore_eos {
-        if let Some(e) = eos {
-            sp.set("_eos_token_id", Value::Int(e));
-        }
-    }
-    sp.set("_all_stop_token_ids", Value::Array(all_stop.iter().map(|&x| Value::Int(x)).collect()));
-    if let Some(so) = &structured {
-        sp.set("structured_outputs", Value::Struct(so.to_struct(rel)));
-    }
-    if let Some(lb) = &req.logit_bias {
-        if !lb.is_empty() {
-            sp.set("logit_bias", Value::Map(lb.iter().map(|(k, v)| (Value::Int(*k), Value::Float(*v))).collect()));
-        }
-    }
-    if let Some(a) = &req.allowed_token_ids {
-        sp.set("allowed_token_ids", Value::IntArray(a.clone()));
-    }
-    if req.logprobs.is_some() || req.prompt_logprobs.is_some() {
-        // nothing else: flat_logprobs stays the frontend's own choice
-    }
-    let prompt: Vec<i64> = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
-    let n_us = usize::try_from(n).unwrap_or(usize::MAX);
-    let mut requests = Vec::with_capacity(n_us.min(1024));
-    if n == 1 {
-        if let Some(s) = seed {
-            sp.set("seed", Value::Int(s));
-        }
-        requests.push(EngineRequest {
-            request_id: req.request_id.clone(),
-            request: engine_core_request(rel, req.request_id.clone(), prompt, sp, opts.arrival_time),
-            index: 0,
-        });
-    } else {
-        for i in 0..n_us {
-            let mut child = sp.clone();
-            if let Some(s) = seed {
-                // Python ints do not wrap: seed + i up to u64 on the wire.
-                let v = i128::from(s) + i as i128;
-                let v = if let Ok(x) = i64::try_from(v) {
-                    Value::Int(x)
-                } else if let Ok(x) = u64::try_from(v) {
-                    Value::UInt(x)
-                } else {
-                    return err("seed", format!("seed {s} + {i} does not fit the wire's 64-bit integers"));
-                };
-                child.set("seed", v);
-            }
-            let rid = (opts.child_id)(&req.request_id, i);
-            requests.push(EngineRequest {
-                request_id: rid.clone(),
-                request: engine_core_request(rel, rid, prompt.clone(), child, opts.arrival_time),
-                index: i,
+    match &so.constraint {
+        Constraint::Json(Value::Str(s)) => p.json = Some(JsonSchema::Text(s.clone())),
+        Constraint::Json(Value::Map(m)) => {
+            let entries = m.iter().map(|(k, v)| match k {
+                Value::Str(k) => Ok((k.clone(), v.clone())),
+                _ => Err(TranslateError::malformed("structured_outputs.json", "object keys must be strings")),
             });
+            p.json = Some(JsonSchema::Object(entries.collect::<Result<_, _>>()?));
+        }
+        Constraint::Json(_) => {
+            return Err(TranslateError::malformed("structured_outputs.json", "expected text or an object"));
+        }
+        Constraint::Regex(r) => p.regex = Some(r.clone()),
+        Constraint::Choice(c) => p.choice = Some(c.clone()),
+        Constraint::Grammar(g) => p.grammar = Some(g.clone()),
+        Constraint::JsonObject(b) => p.json_object = Some(*b),
+        Constraint::StructuralTag(t) => p.structural_tag = Some(t.clone()),
+    }
+    Ok(p)
+}
+
+/// Step: the `SamplingParams` every child shares, from the checked draft,
+/// the resolved `max_tokens`, the stops and the constraint (vLLM's
+/// `__post_init__` derivations and its input processor's resolutions
+/// included; the seed is set per child by [`fan_out`]).
+pub fn build_sampling_params(
+    req: &GenerateRequest,
+    draft: &SamplingParams,
+    max_tokens: i64,
+    stops: &Stops,
+    structured: Option<&StructuredOutputs>,
+) -> Result<SamplingParams, TranslateError> {
+    let greedy = draft.temperature < validate::SAMPLING_EPS;
+    let structured_outputs = structured.map(structured_params).transpose()?;
+    // Stop strings that are not part of the output hold back as many
+    // characters as the longest one minus one (`__post_init__`).
+    let output_text_buffer_length = match req.stop.iter().map(|s| s.chars().count()).max() {
+        Some(longest) if longest > 1 && !req.include_stop_str_in_output => longest as i64 - 1,
+        _ => 0,
+    };
+    Ok(SamplingParams {
+        n: 1,
+        // Greedy sampling resets the sampling filters (`__post_init__`).
+        top_p: if greedy { 1.0 } else { draft.top_p },
+        top_k: if greedy { 0 } else { draft.top_k },
+        min_p: if greedy { 0.0 } else { draft.min_p },
+        seed: None,
+        max_tokens: Some(max_tokens),
+        // vLLM's input processor sends the stop strings on the wire too
+        // (the engine does not read them; the frontend's detector does).
+        stop: Some(StopStrings::Many(req.stop.clone())),
+        stop_token_ids: Some(stops.stop_token_ids.clone()),
+        ignore_eos: req.ignore_eos,
+        skip_reading_prefix_cache: Some(req.prompt_logprobs.is_some()),
+        skip_special_tokens: req.skip_special_tokens.unwrap_or(true),
+        include_stop_str_in_output: req.include_stop_str_in_output,
+        output_kind: RequestOutputKind::Delta,
+        // The input processor resolves the unset watermarking option to
+        // false before the request goes out (translation goldens).
+        watermarking: Some(false),
+        // `__post_init__`: `bad_words` None becomes [].
+        bad_words: Some(Vec::new()),
+        output_text_buffer_length,
+        eos_token_id: stops.eos_token_id,
+        all_stop_token_ids: stops.all_stop_token_ids.iter().copied().collect(),
+        structured_outputs,
+        logit_bias: req.logit_bias.clone().filter(|lb| !lb.is_empty()),
+        allowed_token_ids: req.allowed_token_ids.clone(),
+        ..draft.clone()
+    })
+}
+
+/// Step: one `EngineCoreRequest` per child: `n == 1` sends the request as
+/// is (its seed as given); `n > 1` sends `n` children with ids from
+/// [`TranslateOptions::child_id`] and seeds `seed + i` (vLLM's
+/// `ParentRequest`).
+pub fn fan_out(
+    req: &GenerateRequest,
+    sp: SamplingParams,
+    rel: &'static ReleaseSchema,
+    opts: &TranslateOptions,
+) -> Result<Vec<EngineRequest>, TranslateError> {
+    let n = req.n.unwrap_or(1);
+    let seed = req.seed.filter(|&s| s != -1);
+    let prompt: Vec<i64> = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
+    let child = |request_id: String, seed: Option<i64>, index: usize| -> Result<EngineRequest, TranslateError> {
+        let typed = EngineCoreRequest {
+            request_id: request_id.clone(),
+            prompt_token_ids: Some(prompt.clone()),
+            sampling_params: Some(SamplingParams { seed, ..sp.clone() }),
+            arrival_time: opts.arrival_time,
+            ..EngineCoreRequest::default()
+        };
+        let request = request_value(rel, &typed)?;
+        Ok(EngineRequest { request_id, typed, request, index })
+    };
+    if n == 1 {
+        return Ok(vec![child(req.request_id.clone(), seed, 0)?]);
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut requests = Vec::with_capacity(n.min(1024));
+    for i in 0..n {
+        let rid = (opts.child_id)(&req.request_id, i);
+        let Some(s) = seed else {
+            requests.push(child(rid, None, i)?);
+            continue;
+        };
+        // Python ints do not wrap: seed + i up to u64 on the wire.
+        let v = i128::from(s) + i as i128;
+        if let Ok(x) = i64::try_from(v) {
+            requests.push(child(rid, Some(x), i)?);
+        } else if let Ok(x) = u64::try_from(v) {
+            let mut r = child(rid, None, i)?;
+            if let Value::Struct(s) = &mut r.request {
+                if let Some(Value::Struct(sp)) = s.get_mut("sampling_params") {
+                    sp.set("seed", Value::UInt(x));
+                }
+            }
+            requests.push(r);
+        } else {
+            return err("seed", format!("seed {s} + {i} does not fit the wire's 64-bit integers"));
         }
     }
+    Ok(requests)
+}
+
+/// Translates a request. Errors name the offending field; nothing is sent
+/// for a request that fails.
+///
+/// The steps, in vLLM's order (each public, for gateways that need one
+/// alone): [`sampling_draft`]; `n` ([`check_sampling_rules`] on `n`);
+/// [`check_constraint_shape`]; the rest of the rule table
+/// ([`check_sampling_rules`]); [`eos_and_stops`]' deduplicated stop ids
+/// and [`check_vocabulary`]; [`check_constraints`]; [`check_prompt`];
+/// [`resolve_max_tokens`]; [`eos_and_stops`]; [`build_sampling_params`];
+/// [`fan_out`].
+pub fn translate(
+    req: &GenerateRequest,
+    engine: &EngineInfo,
+    tok: &GatewayTokenizer,
+    opts: &TranslateOptions,
+) -> Result<Translated, TranslateError> {
+    let rel = engine.release;
+    let vocab = tok.vocab_size() as i64;
+    let draft = sampling_draft(req);
+    // `n` is checked before the constraint is built, as vLLM's server does.
+    check_sampling_rules(&draft, rel, Some("n"))?;
+    if let Some(c) = &req.structured_outputs {
+        check_constraint_shape(c)?;
+    }
+    check_sampling_rules(&draft, rel, None)?;
+    let mut requested_stop_ids: Vec<i64> = Vec::new();
+    for &t in &req.stop_token_ids {
+        if !requested_stop_ids.contains(&t) {
+            requested_stop_ids.push(t);
+        }
+    }
+    check_vocabulary(req, &requested_stop_ids, vocab, opts)?;
+    let structured = match &req.structured_outputs {
+        Some(c) => check_constraints(c, opts)?,
+        None => None,
+    };
+    let prompt_len = check_prompt(req, engine.max_model_len, vocab)?;
+    let mut warnings = Vec::new();
+    let max_tokens = resolve_max_tokens(req, engine.max_model_len, prompt_len, opts, &mut warnings)?;
+    let stops = eos_and_stops(req, tok, opts);
+    let sp = build_sampling_params(req, &draft, max_tokens, &stops, structured.as_ref())?;
+    let requests = fan_out(req, sp, rel, opts)?;
     let stop = StopParams {
         stop: req.stop.clone(),
         include_stop_str_in_output: req.include_stop_str_in_output,
-        min_tokens: usize::try_from(min_tokens).unwrap_or(0),
-        skip_special_tokens: skip_special,
+        min_tokens: usize::try_from(req.min_tokens.unwrap_or(0)).unwrap_or(0),
+        skip_special_tokens: req.skip_special_tokens.unwrap_or(true),
         spaces_between_special_tokens: req.spaces_between_special_tokens.unwrap_or(true),
-        stop_string_token_ids: stop_string_token_ids.clone(),
+        stop_string_token_ids: stops.stop_string_token_ids.clone(),
         semantics: opts.stop_semantics,
     };
     Ok(Translated {
         requests,
         stop,
-        stop_string_token_ids,
-        detector_only_stops: detector_only,
+        stop_string_token_ids: stops.stop_string_token_ids,
+        detector_only_stops: stops.detector_only,
         warnings,
         prompt_len,
         max_tokens,
     })
-}
-
-/// The construction-time check of `StructuredOutputsParams`: exactly one
-/// field set (`json_object: false` counts as set).
-fn validate_constraint_shape(c: &ConstraintFields) -> Result<Option<()>, TranslateError> {
-    let set = c.set_fields();
-    match set.len() {
-        1 => Ok(Some(())),
-        0 => err("structured_outputs", "a structured-output constraint is required when structured_outputs is given"),
-        _ => err_class(
-            TranslateErrorClass::Conflict,
-            &so_fields(&set),
-            format!("exactly one structured-output constraint is allowed, got {}", set.join(", ")),
-        ),
-    }
 }
 
 // ===== JSON form of the gateway request (goldens, gateways' HTTP layer)

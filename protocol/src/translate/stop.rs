@@ -28,14 +28,16 @@
 //! (docs/translation.md "Stop detection"): ties on the end go to the
 //! longer stop, the hold-back is the longest stop's length in **bytes**
 //! (whether or not the stop is visible), and `min_tokens` is ignored.
+#![warn(missing_docs)]
 
 use std::collections::HashMap;
 
-use super::tokenizer::{DecodeStream, GatewayTokenizer, INVALID_PREFIX};
+use super::tokenizer::{DecodeStream, DecodeStreamError, GatewayTokenizer};
 use crate::typed::{FinishReason, StopReason};
 
 /// Which frontend's stop semantics to follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum StopSemantics {
     /// vLLM's frontend (the reference; goldens `stop/*`).
     #[default]
@@ -48,20 +50,27 @@ pub enum StopSemantics {
 /// The request fields the detector reads.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StopParams {
+    /// Stop strings.
     pub stop: Vec<String>,
+    /// Keep a matched stop string in the output.
     pub include_stop_str_in_output: bool,
+    /// Output tokens before which no stop applies.
     pub min_tokens: usize,
+    /// Special tokens decode to nothing.
     pub skip_special_tokens: bool,
+    /// Spaces between added tokens when they are not skipped.
     pub spaces_between_special_tokens: bool,
     /// Stop strings that the translation sent to the engine as single
     /// token ids ([`super::request::Translated::stop_string_token_ids`]):
     /// an engine stop on one of these ids is re-checked as text, so the
     /// result is exactly what the string check alone would give.
     pub stop_string_token_ids: HashMap<u32, String>,
+    /// Which frontend's semantics to follow.
     pub semantics: StopSemantics,
 }
 
 impl StopParams {
+    /// These stop strings, everything else at vLLM's defaults.
     pub fn new(stop: Vec<String>) -> Self {
         StopParams { stop, skip_special_tokens: true, spaces_between_special_tokens: true, ..Default::default() }
     }
@@ -98,6 +107,7 @@ pub struct StopDetector {
 }
 
 impl StopDetector {
+    /// A detector for one request: its prompt primes the detokenizer.
     pub fn new(tok: &GatewayTokenizer, prompt: &[u32], params: StopParams) -> Self {
         let stop_nonempty = params.stop.iter().any(|s| !s.is_empty());
         let max_stop_bytes = params.stop.iter().map(String::len).max().unwrap_or(0);
@@ -126,6 +136,7 @@ impl StopDetector {
         }
     }
 
+    /// The request's stop parameters.
     pub fn params(&self) -> &StopParams {
         &self.params
     }
@@ -135,6 +146,7 @@ impl StopDetector {
         &self.token_ids
     }
 
+    /// How many output tokens were kept.
     pub fn num_output_tokens(&self) -> usize {
         self.token_ids.len()
     }
@@ -158,7 +170,7 @@ impl StopDetector {
     fn decode_next(&mut self, tok: &GatewayTokenizer, id: u32) -> String {
         let text = match self.stream.step(tok, id) {
             Ok(t) => t,
-            Err(e) if e.starts_with(INVALID_PREFIX) => {
+            Err(DecodeStreamError::InvalidPrefix { .. }) => {
                 // vLLM restarts the stream without the prompt.
                 self.stream = DecodeStream::new(&[], self.params.skip_special_tokens);
                 self.stream.step(tok, id).ok().flatten()
@@ -318,10 +330,12 @@ impl StopDetector {
         &self.output_text[at..]
     }
 
+    /// The prompt the detokenizer was primed with.
     pub fn prompt(&self) -> &[u32] {
         &self.prompt
     }
 
+    /// The longest stop string, in bytes.
     pub fn max_stop_bytes(&self) -> usize {
         self.max_stop_bytes
     }
@@ -337,17 +351,24 @@ fn find(hay: &[char], pat: &[char], from: usize) -> Option<usize> {
 /// One engine output for a request, as the gateway received it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EngineStep {
+    /// The step's new token ids.
     pub new_token_ids: Vec<u32>,
+    /// Set when the engine finished the request.
     pub finish_reason: Option<FinishReason>,
+    /// The engine's stop reason (a stop token id, or a string).
     pub stop_reason: Option<StopReason>,
 }
 
 /// What the gateway emits to its client for one engine output (DELTA).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepOutput {
+    /// The new text (a delta).
     pub text: String,
+    /// The new token ids kept.
     pub token_ids: Vec<u32>,
+    /// Set on the request's last output.
     pub finish_reason: Option<FinishReason>,
+    /// The matched stop string or token, when it stopped on one.
     pub stop_reason: Option<StopReason>,
     /// The engine still runs this request (a local stop): send ABORT.
     pub abort_engine: bool,
@@ -357,15 +378,18 @@ pub struct StepOutput {
 /// synthesis (vLLM's `RequestState` / `process_outputs` for one request).
 #[derive(Debug, Clone)]
 pub struct RequestStream {
+    /// The detokenizer and stop detector.
     pub detector: StopDetector,
     finished: bool,
 }
 
 impl RequestStream {
+    /// The state of one request before any output.
     pub fn new(tok: &GatewayTokenizer, prompt: &[u32], params: StopParams) -> Self {
         RequestStream { detector: StopDetector::new(tok, prompt, params), finished: false }
     }
 
+    /// Whether the request has finished (no output follows).
     pub fn is_finished(&self) -> bool {
         self.finished
     }
@@ -418,9 +442,11 @@ impl RequestStream {
 /// held back at most between steps.
 #[derive(Debug, Clone)]
 pub struct StreamRun {
+    /// Every output, in order.
     pub outputs: Vec<StepOutput>,
     /// The deltas, concatenated.
     pub text: String,
+    /// The token ids, concatenated.
     pub token_ids: Vec<u32>,
     /// The longest held-back text between outputs, in the unit of the
     /// semantics' bound (code points for vLLM's, bytes for SMG's).

@@ -6,10 +6,37 @@
 //! Pure like the rest of the crate: the caller reads the model directory's
 //! files ([`ModelFiles`]); `conformance::kinds::load_tokenizer` does that for
 //! a directory.
+#![warn(missing_docs)]
 
 use std::collections::HashMap;
 
 use tokenizers::Tokenizer;
+
+/// Why a gateway tokenizer could not be built: the model-directory file at
+/// fault and what `tokenizers` said about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TokenizerError {
+    /// The file (`tokenizer.json`).
+    pub file: &'static str,
+    /// What was wrong with it.
+    pub detail: String,
+}
+
+impl std::fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.detail)
+    }
+}
+
+impl std::error::Error for TokenizerError {}
+
+/// For callers that report errors as text.
+impl From<TokenizerError> for String {
+    fn from(e: TokenizerError) -> String {
+        e.to_string()
+    }
+}
 
 /// A tokenizer and the EOS ids a frontend derives from a model directory.
 pub struct GatewayTokenizer {
@@ -60,8 +87,9 @@ pub struct ModelFiles<'a> {
 impl GatewayTokenizer {
     /// Builds the tokenizer and its EOS facts from a model directory's files.
     /// Missing (or unparsable) config files give fewer ids, as in vLLM.
-    pub fn from_files(files: &ModelFiles<'_>) -> Result<Self, String> {
-        let inner = Tokenizer::from_bytes(files.tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    pub fn from_files(files: &ModelFiles<'_>) -> Result<Self, TokenizerError> {
+        let inner = Tokenizer::from_bytes(files.tokenizer_json)
+            .map_err(|e| TokenizerError { file: "tokenizer.json", detail: e.to_string() })?;
         let mut t = Self::from_tokenizer(inner);
         let parse = |s: Option<&str>| s.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok());
         if let Some(cfg) = parse(files.tokenizer_config_json) {
@@ -92,10 +120,12 @@ impl GatewayTokenizer {
         GatewayTokenizer { inner, eos_token_id: None, generation_eos_token_ids: Vec::new(), added_tokens, special_ids }
     }
 
+    /// The vocabulary size, added tokens included.
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }
 
+    /// The `tokenizers` tokenizer.
     pub fn inner(&self) -> &Tokenizer {
         &self.inner
     }
@@ -110,6 +140,7 @@ impl GatewayTokenizer {
         self.inner.decode(ids, skip_special_tokens).unwrap_or_default()
     }
 
+    /// Whether `id` is an added token marked special.
     pub fn is_special(&self, id: u32) -> bool {
         self.special_ids.binary_search(&id).is_ok()
     }
@@ -127,16 +158,43 @@ pub struct DecodeStream {
     prefix_index: usize,
 }
 
-/// The `DecodeStream` error vLLM recovers from by restarting the stream.
-pub const INVALID_PREFIX: &str = "Invalid prefix encountered";
+/// Why [`DecodeStream::step`] failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeStreamError {
+    /// The decoded text no longer starts with the stream's prefix
+    /// (`tokenizers`' `DecodeStreamError::InvalidPrefix`): vLLM recovers by
+    /// restarting the stream without the prompt.
+    InvalidPrefix {
+        /// The token that was being decoded.
+        token_id: u32,
+    },
+    /// Any other decoding failure, as `tokenizers` reports it.
+    Decode(String),
+}
+
+impl std::fmt::Display for DecodeStreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeStreamError::InvalidPrefix { token_id } => {
+                write!(f, "invalid prefix encountered while decoding token {token_id}")
+            }
+            DecodeStreamError::Decode(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for DecodeStreamError {}
 
 impl DecodeStream {
+    /// A stream primed with `prompt`.
     pub fn new(prompt: &[u32], skip_special_tokens: bool) -> Self {
         DecodeStream { skip_special_tokens, ids: prompt.to_vec(), prefix: String::new(), prefix_index: 0 }
     }
 
-    /// One token. `Err` carries the stream's error text.
-    pub fn step(&mut self, tok: &GatewayTokenizer, id: u32) -> Result<Option<String>, String> {
+    /// One token: the new text, `None` while inside an unfinished UTF-8
+    /// sequence.
+    pub fn step(&mut self, tok: &GatewayTokenizer, id: u32) -> Result<Option<String>, DecodeStreamError> {
         tokenizers::tokenizer::step_decode_stream(
             tok.inner(),
             vec![id],
@@ -145,6 +203,11 @@ impl DecodeStream {
             &mut self.prefix,
             &mut self.prefix_index,
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| match e.downcast_ref::<tokenizers::tokenizer::DecodeStreamError>() {
+            Some(tokenizers::tokenizer::DecodeStreamError::InvalidPrefix { .. }) => {
+                DecodeStreamError::InvalidPrefix { token_id: id }
+            }
+            _ => DecodeStreamError::Decode(e.to_string()),
+        })
     }
 }

@@ -55,8 +55,21 @@
 //! the rules of [`crate::encode`] (docs/wire-protocol.md §5, tensors §5.11),
 //! byte-identical to vLLM's encoder; it checks types, enum values and
 //! release fields but not the rules vLLM's decoder runs (`__post_init__`,
-//! [`crate::validate`]): `encode_message(release, kind, &x.to_value(release)?)`
-//! does both.
+//! [`crate::validate`]). [`EngineCoreRequest::encode_checked`] runs those
+//! too (on the struct for plain sampling parameters, through the value
+//! tree otherwise), as `encode_message(release, kind,
+//! &x.to_value(release)?)` does for every message.
+//!
+//! The decoder ([`decode_typed`]) has the verdicts of [`decode_message`]:
+//! for `EngineCoreRequest` it is the direct decoder
+//! [`crate::hot::decode_request`] (bytes straight into the struct, no value
+//! tree for the common fields, the rare ones through the schema-driven
+//! decoder on their own bytes; anything it does not read itself, drift
+//! included, handed to the reference path), for the other messages
+//! [`decode_typed_via_value`] (`decode_message`, then the conversion). A
+//! message `decode_message` accepts is refused by the typed API only when
+//! it holds what the struct cannot (an integer above `i64::MAX` in an
+//! `int` field: `type`).
 //!
 //! `Float` fields are `f64`: a float field that arrived holding an integer
 //! (msgspec writes the Python int it was given) re-encodes as a float64.
@@ -66,6 +79,10 @@
 pub mod generated;
 #[doc(hidden)]
 pub mod wire;
+// TokenSpeed's wire messages as typed structs (docs/tokenspeed-wire.md);
+// documented by its own `//!` (an outer doc here would resolve its links
+// in this module).
+pub mod tokenspeed;
 
 pub use generated::*;
 
@@ -681,13 +698,30 @@ pub trait Message: WireType {
     const KIND: MessageKind;
     /// The root of error paths.
     const NAME: &'static str;
+
+    /// Decodes the frames of one message as this struct: what
+    /// [`decode_typed`] runs. [`decode_typed_via_value`] for every message
+    /// but `EngineCoreRequest`, which has the direct decoder
+    /// [`crate::hot::decode_request`] (same verdicts, struct and drift).
+    #[doc(hidden)]
+    fn decode_frames(
+        release: &'static ReleaseSchema,
+        frames: &[&[u8]],
+        limits: &Limits,
+    ) -> Result<(Self, Vec<String>), Error> {
+        decode_typed_via_value::<Self>(release, frames, limits)
+    }
 }
 
 macro_rules! message {
     ($t:ident, $kind:ident) => {
+        message!($t, $kind, {});
+    };
+    ($t:ident, $kind:ident, { $($decode:item)* }) => {
         impl Message for $t {
             const KIND: MessageKind = MessageKind::$kind;
             const NAME: &'static str = stringify!($t);
+            $($decode)*
         }
 
         impl $t {
@@ -784,7 +818,15 @@ impl WireSize for EngineHandshakeMetadata {}
 impl WireSize for UtilityRequest {}
 impl WireSize for StartDpWave {}
 
-message!(EngineCoreRequest, EngineCoreRequest);
+message!(EngineCoreRequest, EngineCoreRequest, {
+    fn decode_frames(
+        release: &'static ReleaseSchema,
+        frames: &[&[u8]],
+        limits: &Limits,
+    ) -> Result<(Self, Vec<String>), Error> {
+        crate::hot::decode_request(release, frames, limits)
+    }
+});
 message!(EngineCoreOutputs, EngineCoreOutputs);
 message!(UtilityOutput, UtilityOutput);
 message!(EngineCoreReadyResponse, EngineCoreReadyResponse);
@@ -792,6 +834,32 @@ message!(HandshakeStatus, HandshakeHello);
 message!(EngineHandshakeMetadata, HandshakeInit);
 message!(UtilityRequest, UtilityRequest);
 message!(StartDpWave, StartDpWave);
+
+impl EngineCoreRequest {
+    /// [`EngineCoreRequest::encode`] after vLLM's `__post_init__` rules
+    /// (the ones its decoder runs: `SamplingParams`,
+    /// `StructuredOutputsParams`, `LoRARequest`,
+    /// `RepetitionDetectionParams`; docs/wire-protocol.md §10): a request
+    /// the engine would refuse is an error of class `validation` naming the
+    /// field, never bytes. Sampling parameters whose every rule plainly
+    /// holds (the common request) are checked on the struct; anything else
+    /// (a nested struct with rules of its own, a value at or past a rule's
+    /// edge) through the value tree and
+    /// [`encode_message`](crate::encode_message)'s checks, whose error is
+    /// returned.
+    pub fn encode_checked(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
+        let plain = self.lora_request.is_none()
+            && self.sampling_params.as_ref().is_none_or(|sp| {
+                sp.structured_outputs.is_none()
+                    && sp.repetition_detection.is_none()
+                    && crate::hot::request::plainly_valid(sp)
+            });
+        if !plain {
+            crate::message::encode_message(release, MessageKind::EngineCoreRequest, &self.to_value(release)?)?;
+        }
+        self.encode(release)
+    }
+}
 
 /// A decoded `UtilityOutput` as `(call_id, failure_message, result value)`
 /// (`result` is `[type_info, value]` on the wire, docs/wire-protocol.md §7.11).
@@ -805,11 +873,33 @@ pub(crate) fn utility_parts(u: &StructValue) -> Option<(&Value, Option<&str>, Op
     Some((call_id, failure, result))
 }
 
-/// Decodes one message as `M`: [`decode_message`] (same verdicts, same
-/// drift), then the conversion. Unknown fields reported as drift are kept
-/// in the structs' `unknown` (read from a second, schema-less decode of the
-/// payload, done only when there is drift).
+/// Decodes one message as `M`, with the verdict and drift of
+/// [`decode_message`] and the struct of [`decode_typed_via_value`].
+/// Unknown fields reported as drift are kept in the structs' `unknown`.
+///
+/// `EngineCoreRequest` is read by the direct decoder
+/// [`crate::hot::decode_request`]: straight from the bytes to the struct,
+/// no value tree for the common fields, the verdict, struct and drift of
+/// [`decode_typed_via_value`] (held to it by the `hot_request` tests and
+/// fuzz target); every other message by [`decode_typed_via_value`].
 pub fn decode_typed<M: Message>(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+) -> Result<(M, Vec<String>), Error> {
+    M::decode_frames(release, frames, limits)
+}
+
+/// The reference typed decode: [`decode_message`] (same verdicts, same
+/// drift), then the conversion of its value to `M`. Unknown fields
+/// reported as drift are kept in the structs' `unknown` (read from a
+/// second, schema-less decode of the payload, done only when there is
+/// drift), unless one of them holds what a [`Value`] cannot (a `str` of
+/// invalid UTF-8, an ext type other than 3: the engine skips unknown
+/// fields unread): then none is kept, and the drift is still reported. A message `decode_message` accepts fails the conversion only
+/// when it holds what the struct cannot: an integer above `i64::MAX` in an
+/// `int` field (`type`).
+pub fn decode_typed_via_value<M: Message>(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],
     limits: &Limits,
@@ -821,7 +911,17 @@ pub fn decode_typed<M: Message>(
     } else {
         static ANY: Ty = Ty::Any;
         let data = if M::KIND.request_type().is_some() { &frames[1..] } else { frames };
-        Some(decode_payload(M::NAME, &ANY, data, limits)?.value)
+        // The schema-less decode counts one level more than the schema
+        // decoder at a tensor (its shape array, which the schema decoder
+        // reads as part of the tensor's level): on bytes `decode_message`
+        // accepted under `limits`, it gets that level, so that finding the
+        // unknown fields never refuses an accepted message.
+        let raw_limits = Limits { max_depth: limits.max_depth.saturating_add(1), ..*limits };
+        // An unknown field the value tree cannot hold (a string of invalid
+        // UTF-8, an ext type other than 3: bytes the schema decoder, like
+        // msgspec, skips unread) leaves the unknown fields out; the drift
+        // is still reported.
+        decode_payload(M::NAME, &ANY, data, &raw_limits).ok().map(|d| d.value)
     };
     let m = M::from_value(&d.value, raw.as_ref(), rel).at(M::NAME)?;
     Ok((m, d.drift))

@@ -361,7 +361,7 @@ impl WireType for i64 {
         matches!(d, FieldDefault::Int(i) if i == self)
     }
     fn encode_slice(xs: &[Self], _: Rel, e: &mut Enc) -> EncodeResult {
-        int_array(&mut e.out, xs);
+        write::int_array(&mut e.out, xs);
         Ok(())
     }
     fn list_to_value(xs: &[Self], _: &'static Ty, _: Rel) -> Result<Value, Error> {
@@ -481,52 +481,6 @@ impl WireType for Tensor {
         e.tensor(self);
         Ok(())
     }
-}
-
-/// An array of integers (token ids) in msgspec's smallest forms, the same
-/// bytes as [`write::int_array`] (docs/wire-protocol.md §5.6), faster: a
-/// value of 0 ..= 2^32-1 goes out as one unaligned 8-byte store of its
-/// encoding (marker byte, then the value big-endian), the cursor advancing
-/// by the encoding's length (1, 2, 3 or 5); other values go through
-/// [`write::int`]. About 1.4x [`write::int_array`] on
-/// `request/prompt_512_tokens`.
-pub fn int_array(out: &mut Vec<u8>, xs: &[i64]) {
-    write::array_len(out, xs.len() as u32);
-    // At most 9 bytes a value, plus the 8-byte store's overhang.
-    out.reserve(xs.len() * 9 + 8);
-    let start = out.len();
-    let mut p = start;
-    // Stays valid: nothing below writes past the reservation, so `out`
-    // never reallocates.
-    let base = out.as_mut_ptr();
-    for &v in xs {
-        if (v as u64) >> 32 != 0 {
-            // Negative or at least 2^32.
-            // SAFETY: bytes start..p were initialised below; p is within
-            // the capacity reserved above.
-            unsafe { out.set_len(p) };
-            write::int(out, v);
-            p = out.len();
-            continue;
-        }
-        let u = v as u32;
-        // The marker byte, then the value's low bytes big-endian.
-        let (word, n) = if u < 128 {
-            (u as u64, 1)
-        } else if u < 256 {
-            (0xcc | (u as u64) << 8, 2)
-        } else if u < 65536 {
-            (0xcd | ((u as u16).swap_bytes() as u64) << 8, 3)
-        } else {
-            (0xce | (u.swap_bytes() as u64) << 8, 5)
-        };
-        // SAFETY: p + 8 <= start + 9 * (values so far) + 8, within the
-        // capacity reserved above.
-        unsafe { std::ptr::write_unaligned(base.add(p) as *mut u64, word.to_le()) };
-        p += n;
-    }
-    // SAFETY: every byte of start..p was written above.
-    unsafe { out.set_len(p) };
 }
 
 /// A tensor with no elements and no dtype (the placeholder of a required
@@ -704,44 +658,3 @@ macro_rules! int_enum_wire {
     };
 }
 pub(crate) use int_enum_wire;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn int_array_writes_the_same_bytes_as_the_value_encoder() {
-        // Every boundary of msgspec's integer forms (docs/wire-protocol.md
-        // §5.6), in runs long enough to cross the 8-byte stores.
-        let edges = [
-            0,
-            1,
-            127,
-            128,
-            255,
-            256,
-            65535,
-            65536,
-            (1 << 32) - 1,
-            1 << 32,
-            -1,
-            -32,
-            -33,
-            -128,
-            -129,
-            -32768,
-            -32769,
-            i32::MIN as i64,
-            i32::MIN as i64 - 1,
-            i64::MIN,
-            i64::MAX,
-        ];
-        for n in 0..edges.len() * 3 {
-            let xs: Vec<i64> = edges.iter().cycle().skip(n % edges.len()).take(n).copied().collect();
-            let (mut ours, mut theirs) = (vec![0x42], vec![0x42]);
-            int_array(&mut ours, &xs);
-            write::int_array(&mut theirs, &xs);
-            assert_eq!(ours, theirs, "{xs:?}");
-        }
-    }
-}

@@ -1,24 +1,26 @@
-//! Shared helpers for the protocol tests.
+//! Shared helpers for the protocol tests: the names these tests have always
+//! used, over `engine-testkit` (tables, hex, decoding, golden frames), plus
+//! the captured bytes and the tiny model's tokenizer.
 #![allow(dead_code)]
 
-use engine_protocol::{decode_message, release, Decoded, Error, Limits, MessageKind, ReleaseSchema};
+use engine_protocol::{Decoded, Error, MessageKind, ReleaseSchema};
+
+/// Bytes of a hex literal; whitespace between digits is ignored.
+#[track_caller]
+pub fn unhex(s: &str) -> Vec<u8> {
+    engine_testkit::hex::unhex(s)
+}
 
 pub fn v033() -> &'static ReleaseSchema {
-    release("vllm", "0.33.0").expect("0.33.0 table")
+    engine_testkit::build::vllm("0.33.0")
 }
 
 pub fn v032() -> &'static ReleaseSchema {
-    release("vllm", "0.32.0").expect("0.32.0 table")
-}
-
-pub fn unhex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    hex::decode(s).expect("test hex")
+    engine_testkit::build::vllm("0.32.0")
 }
 
 pub fn decode(rel: &'static ReleaseSchema, kind: MessageKind, frames: &[Vec<u8>]) -> Result<Decoded, Error> {
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    decode_message(rel, kind, &refs, &Limits::default())
+    engine_testkit::build::decode(rel, kind, frames)
 }
 
 /// ADD of `EngineCoreRequest('req-default', [1,2,3,4], SamplingParams())`,
@@ -33,16 +35,13 @@ pub const LIVE_LENGTH_OUTPUT: &str =
 
 /// The frames of a committed golden case (`golden/vllm/<version>/<id>.json`).
 pub fn golden_frames(version: &str, id: &str) -> Vec<Vec<u8>> {
-    let path = format!("{}/../golden/vllm/{version}/{id}.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let json: serde_json::Value = serde_json::from_str(&text).expect("golden JSON");
-    json["frames"].as_array().expect("frames").iter().map(|f| unhex(f.as_str().expect("hex"))).collect()
+    engine_testkit::corpus::golden_frames("vllm", version, id)
 }
 
 /// The tiny model's tokenizer (golden/tiny), read from disk.
 #[cfg(feature = "translate")]
 pub fn tiny_tokenizer() -> Result<engine_protocol::translate::GatewayTokenizer, String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/tiny");
+    let dir = engine_testkit::corpus::golden_dir().join("tiny");
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
     let tokenizer_json = std::fs::read(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
     let (config, generation) = (read("tokenizer_config.json"), read("generation_config.json"));
@@ -51,4 +50,5 @@ pub fn tiny_tokenizer() -> Result<engine_protocol::translate::GatewayTokenizer, 
         tokenizer_config_json: config.as_deref(),
         generation_config_json: generation.as_deref(),
     })
+    .map_err(String::from)
 }

@@ -430,7 +430,7 @@ fn serve() -> Result<(), String> {
         };
         let request = std::str::from_utf8(&body)
             .map_err(|e| e.to_string())
-            .and_then(parse_json)
+            .and_then(|t| parse_json(t).map_err(String::from))
             .and_then(|j| if j.is_object() { Ok(j) } else { Err("not a JSON object".into()) });
         let answer = match request {
             Ok(r) => answer(&r),

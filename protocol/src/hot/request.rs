@@ -1,0 +1,816 @@
+//! A direct decoder of `EngineCoreRequest` (the ADD payload) into the typed
+//! struct [`EngineCoreRequest`]: no [`Value`](crate::value::Value) tree for
+//! what every request carries (the request id, the prompt token run, the
+//! sampling parameters, the scalar fields).
+//!
+//! [`decode_request`] gives the verdict of
+//! [`decode_typed_via_value`](crate::typed::decode_typed_via_value)
+//! (`decode_message`, then the conversion to the struct) on the same frames
+//! and limits, and on accept the same struct and drift:
+//!
+//! - the fields read here get the checks the schema-driven decoder applies
+//!   to them (types, UTF-8, enum values, the positional length rules of
+//!   msgspec's `array_like` structs, the nesting limit counted the same way,
+//!   frame counts and sizes, trailing bytes; docs/wire-protocol.md §6,
+//!   docs/limits.md);
+//! - the rare fields (`mm_features`, `pooling_params`, `lora_request`,
+//!   `prompt_embeds`, `prompt_is_token_ids`, `trace_headers`,
+//!   `reasoning_parser_kwargs`, `kv_hints`; in `SamplingParams`
+//!   `prompt_logprob_token_ids`, `structured_outputs`, `logit_bias`,
+//!   `extra_args`, `_bad_words_token_ids`, `repetition_detection`) go
+//!   through the schema-driven decoder on their own bytes, with the
+//!   validators of their structs, then through the typed conversion;
+//! - `SamplingParams.__post_init__` (docs/wire-protocol.md §10.2): the
+//!   rules of [`crate::validate::SAMPLING_PARAMS_RULES`] (the table
+//!   `validate::sampling_params` runs) are read from the typed fields; a
+//!   request that breaks one (a value out of range, stop strings with
+//!   `detokenize` false, greedy sampling with `n > 1`), or a rule this
+//!   reader does not know, is handed to the reference path, whose error is
+//!   returned;
+//! - whatever this reader does not take (a malformed or refused message, an
+//!   integer above `i64::MAX`, drift: extra trailing elements, unknown
+//!   sampling keys) is decoded by the reference path, whose verdict,
+//!   error (class, path, text), drift and unknown fields are returned.
+//!   The verdicts are thus the reference path's by construction for
+//!   everything handed over, and the differential tests
+//!   (`protocol/tests/hot_request.rs`) and the fuzz target `hot_request`
+//!   hold the accepted ones to it.
+//!
+//! Wire facts (docs/wire-protocol.md §3.1, §5.1, §7.1): frames are
+//! `[b"\x00" (ADD), payload, aux...]`; `EngineCoreRequest` is a positional
+//! array of 22 fields in 0.32 and 0.33, the first 9 required (a shorter
+//! array is refused, missing trailing fields take their defaults);
+//! `SamplingParams` is a map of the fields that differ from their defaults
+//! (`omit_defaults`), read in any order, a repeated key's last value
+//! winning; `stop` is `str | list[str]`; `_all_stop_token_ids` is a Python
+//! set (duplicates collapse, first occurrence kept).
+
+use std::sync::OnceLock;
+
+use crate::decode::{decode_sub, Limits};
+use crate::error::Error;
+use crate::frames::RequestType;
+use crate::schema::{vllm, ReleaseSchema, StructSchema, Ty};
+use crate::typed::wire::{Rel, WireType};
+use crate::typed::{decode_typed_via_value, EngineCoreRequest, RequestOutputKind, SamplingParams, StopStrings};
+use crate::validate::{self, Check};
+
+/// Decodes the frames (`[type byte, payload, aux...]`) of one ADD of
+/// `release` into the typed struct, with the verdict, struct and drift of
+/// [`decode_typed_via_value`] (module docs). `typed::decode_typed` for
+/// `EngineCoreRequest` calls this.
+pub fn decode_request(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+) -> Result<(EngineCoreRequest, Vec<String>), Error> {
+    if let Some(request) = fast(release, frames, limits) {
+        return Ok((request, Vec::new()));
+    }
+    decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
+}
+
+/// The direct path alone: the struct when it reads the message itself,
+/// `None` when it hands the message to the reference path (for the
+/// differential tests, the fuzz target and the bench, which check that the
+/// direct path is the one taken).
+#[doc(hidden)]
+pub fn decode_request_direct(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+) -> Option<EngineCoreRequest> {
+    fast(release, frames, limits)
+}
+
+/// The fast path: `None` hands the message to the reference path.
+fn fast(release: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits) -> Option<EngineCoreRequest> {
+    let schema = table(release)?;
+    let rel = Rel::of(release).ok()?;
+    let (first, data) = frames.split_first()?;
+    if !matches!(RequestType::from_frame(first), Ok(RequestType::Add)) {
+        return None;
+    }
+    let payload = *data.first()?;
+    if data.len() > limits.max_frames || data.iter().any(|f| f.len() > limits.max_frame_bytes) {
+        return None;
+    }
+    let mut p = Parser {
+        buf: payload,
+        pos: 0,
+        frames: data,
+        limits,
+        depth: 0,
+        tensor_budget: data.iter().map(|f| f.len()).sum(),
+        rel,
+    };
+    // Built in place: the struct is over a kilobyte, and moving it costs
+    // as much as reading a short request.
+    let mut request = EngineCoreRequest::default();
+    p.request(schema, &mut request).ok()?;
+    (p.pos == payload.len()).then_some(request)
+}
+
+/// The request table, when it is one of the two whose layout is read here
+/// (checked by identity; `both_vllm_request_tables_have_the_layout_read_here`
+/// checks the layout).
+fn table(release: &'static ReleaseSchema) -> Option<&'static StructSchema> {
+    let s = release.engine_core_request.as_struct()?;
+    let known = std::ptr::eq(s, &vllm::ENGINE_CORE_REQUEST_0_32) || std::ptr::eq(s, &vllm::ENGINE_CORE_REQUEST_0_33);
+    known.then_some(s)
+}
+
+/// The request fields, by position, as read here.
+#[cfg(test)]
+const REQUEST_FIELDS: [&str; 22] = [
+    "request_id",
+    "prompt_token_ids",
+    "mm_features",
+    "sampling_params",
+    "pooling_params",
+    "arrival_time",
+    "lora_request",
+    "cache_salt",
+    "data_parallel_rank",
+    "prompt_embeds",
+    "prompt_is_token_ids",
+    "client_index",
+    "current_wave",
+    "priority",
+    "trace_headers",
+    "resumable",
+    "external_req_id",
+    "reasoning_ended",
+    "reasoning_parser_kwargs",
+    "abort_immediately",
+    "session_id",
+    "kv_hints",
+];
+
+/// "Not read here": the message goes to the reference path.
+struct Bail;
+
+type P<T> = Result<T, Bail>;
+
+struct Parser<'a, 'f, 'l> {
+    buf: &'a [u8],
+    pos: usize,
+    /// The data frames (payload first), for aux-frame tensors.
+    frames: &'f [&'a [u8]],
+    limits: &'l Limits,
+    depth: usize,
+    tensor_budget: usize,
+    rel: Rel,
+}
+
+#[inline]
+fn string(b: &[u8]) -> P<String> {
+    if b.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8.
+        return Ok(unsafe { String::from_utf8_unchecked(b.to_vec()) });
+    }
+    std::str::from_utf8(b).map(str::to_owned).map_err(|_| Bail)
+}
+
+#[inline]
+fn be<const N: usize>(b: &[u8], at: usize) -> P<[u8; N]> {
+    let s = b.get(at..at + N).ok_or(Bail)?;
+    let mut a = [0u8; N];
+    a.copy_from_slice(s);
+    Ok(a)
+}
+
+impl Parser<'_, '_, '_> {
+    #[inline]
+    fn peek(&self) -> P<u8> {
+        self.buf.get(self.pos).copied().ok_or(Bail)
+    }
+
+    #[inline]
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Consumes a nil if one is next.
+    #[inline]
+    fn nil_next(&mut self) -> bool {
+        if self.buf.get(self.pos) == Some(&0xc0) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    #[inline]
+    fn enter(&mut self) -> P<()> {
+        self.depth += 1;
+        if self.depth > self.limits.max_depth {
+            return Err(Bail);
+        }
+        Ok(())
+    }
+
+    /// A declared element count the remaining input can hold
+    /// (`bytes_each` bytes each at least, as the reference decoder checks).
+    #[inline]
+    fn count(&self, n: usize, bytes_each: usize) -> P<usize> {
+        if n.saturating_mul(bytes_each) > self.remaining() {
+            return Err(Bail);
+        }
+        Ok(n)
+    }
+
+    /// An array header.
+    #[inline]
+    fn array_len(&mut self) -> P<usize> {
+        let b = self.peek()?;
+        let (n, k) = match b {
+            0x90..=0x9f => ((b & 0x0f) as usize, 1),
+            0xdc => (u16::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 3),
+            0xdd => (u32::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 5),
+            _ => return Err(Bail),
+        };
+        self.pos += k;
+        self.count(n, 1)
+    }
+
+    /// A map header.
+    #[inline]
+    fn map_len(&mut self) -> P<usize> {
+        let b = self.peek()?;
+        let (n, k) = match b {
+            0x80..=0x8f => ((b & 0x0f) as usize, 1),
+            0xde => (u16::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 3),
+            0xdf => (u32::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 5),
+            _ => return Err(Bail),
+        };
+        self.pos += k;
+        self.count(n, 2)
+    }
+
+    /// The bytes of a `str`, unchecked.
+    #[inline]
+    fn str_bytes(&mut self) -> P<&[u8]> {
+        let b = self.peek()?;
+        let (n, k) = match b {
+            0xa0..=0xbf => ((b & 0x1f) as usize, 1),
+            0xd9 => (be::<1>(self.buf, self.pos + 1)?[0] as usize, 2),
+            0xda => (u16::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 3),
+            0xdb => (u32::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 5),
+            _ => return Err(Bail),
+        };
+        let at = self.pos + k;
+        let s = self.buf.get(at..at.checked_add(n).ok_or(Bail)?).ok_or(Bail)?;
+        self.pos = at + n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn string(&mut self) -> P<String> {
+        let b = self.str_bytes()?;
+        string(b)
+    }
+
+    #[inline]
+    fn opt_string(&mut self) -> P<Option<String>> {
+        if self.nil_next() {
+            return Ok(None);
+        }
+        self.string().map(Some)
+    }
+
+    #[inline]
+    fn bool(&mut self) -> P<bool> {
+        let v = match self.peek()? {
+            0xc2 => false,
+            0xc3 => true,
+            _ => return Err(Bail),
+        };
+        self.pos += 1;
+        Ok(v)
+    }
+
+    #[inline]
+    fn opt_bool(&mut self) -> P<Option<bool>> {
+        if self.nil_next() {
+            return Ok(None);
+        }
+        self.bool().map(Some)
+    }
+
+    /// An integer that fits `i64` (one above it is handed over: the typed
+    /// struct cannot hold it, and the reference path says so).
+    #[inline]
+    fn int(&mut self) -> P<i64> {
+        let (v, k) = read_int(self.buf, self.pos)?;
+        self.pos += k;
+        Ok(v)
+    }
+
+    #[inline]
+    fn opt_int(&mut self) -> P<Option<i64>> {
+        if self.nil_next() {
+            return Ok(None);
+        }
+        self.int().map(Some)
+    }
+
+    /// A `float` field: float64, float32 (widened) or an integer (as the
+    /// typed conversion reads it).
+    #[inline]
+    fn float(&mut self) -> P<f64> {
+        match self.peek()? {
+            0xcb => {
+                let v = f64::from_be_bytes(be(self.buf, self.pos + 1)?);
+                self.pos += 9;
+                Ok(v)
+            }
+            0xca => {
+                let v = f32::from_be_bytes(be(self.buf, self.pos + 1)?);
+                self.pos += 5;
+                Ok(v as f64)
+            }
+            0xcf => {
+                let u = u64::from_be_bytes(be(self.buf, self.pos + 1)?);
+                self.pos += 9;
+                Ok(u as f64)
+            }
+            _ => self.int().map(|i| i as f64),
+        }
+    }
+
+    /// A `list[int]` one level down.
+    fn int_list(&mut self) -> P<Vec<i64>> {
+        let n = self.array_len()?;
+        self.enter()?;
+        let mut out: Vec<i64> = Vec::with_capacity(n);
+        self.pos = int_run(self.buf, self.pos, &mut out.spare_capacity_mut()[..n])?;
+        // SAFETY: `int_run` wrote all `n` elements (it returns `Ok` only
+        // then), and `n` is within the capacity.
+        unsafe { out.set_len(n) };
+        self.depth -= 1;
+        Ok(out)
+    }
+
+    #[inline]
+    fn opt_int_list(&mut self) -> P<Option<Vec<i64>>> {
+        if self.nil_next() {
+            return Ok(None);
+        }
+        self.int_list().map(Some)
+    }
+
+    /// A `list[str]` one level down.
+    fn str_list(&mut self) -> P<Vec<String>> {
+        let n = self.array_len()?;
+        self.enter()?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(self.string()?);
+        }
+        self.depth -= 1;
+        Ok(out)
+    }
+
+    /// The value of `ty` (not nil) through the schema-driven decoder on its
+    /// own bytes, then the typed conversion.
+    fn sub<T: WireType>(&mut self, ty: &'static Ty) -> P<T> {
+        let sub =
+            decode_sub(ty, self.frames, self.pos, self.depth, self.tensor_budget, self.limits).map_err(|_| Bail)?;
+        if sub.drift {
+            return Err(Bail);
+        }
+        self.tensor_budget = sub.tensor_budget;
+        self.pos = sub.end;
+        T::from_value(&sub.value, None, self.rel).map_err(|_| Bail)
+    }
+
+    /// An optional field read by [`Self::sub`].
+    #[inline]
+    fn opt_sub<T: WireType>(&mut self, ty: &'static Ty) -> P<Option<T>> {
+        if self.nil_next() {
+            return Ok(None);
+        }
+        self.sub::<Option<T>>(ty)
+    }
+
+    fn request(&mut self, s: &'static StructSchema, r: &mut EngineCoreRequest) -> P<()> {
+        let n = self.array_len()?;
+        self.enter()?;
+        let nf = s.fields.len();
+        if n < s.min_len() || n > nf {
+            // Too short is refused, longer is drift: both the reference
+            // path's.
+            return Err(Bail);
+        }
+        let ty = |i: usize| s.fields[i].ty;
+        for i in 0..n {
+            match i {
+                0 => r.request_id = self.string()?,
+                1 => r.prompt_token_ids = self.opt_int_list()?,
+                2 => r.mm_features = self.opt_sub(ty(i))?,
+                3 => {
+                    if !self.nil_next() {
+                        self.sampling_params(r.sampling_params.insert(SamplingParams::default()))?;
+                    }
+                }
+                4 => r.pooling_params = self.opt_sub(ty(i))?,
+                5 => r.arrival_time = self.float()?,
+                6 => r.lora_request = self.opt_sub(ty(i))?,
+                7 => r.cache_salt = self.opt_string()?,
+                8 => r.data_parallel_rank = self.opt_int()?,
+                9 => r.prompt_embeds = self.opt_sub(ty(i))?,
+                10 => r.prompt_is_token_ids = self.opt_sub(ty(i))?,
+                11 => r.client_index = self.int()?,
+                12 => r.current_wave = self.int()?,
+                13 => r.priority = self.int()?,
+                14 => r.trace_headers = self.opt_sub(ty(i))?,
+                15 => r.resumable = self.bool()?,
+                16 => r.external_req_id = self.opt_string()?,
+                17 => r.reasoning_ended = self.opt_bool()?,
+                18 => r.reasoning_parser_kwargs = self.opt_sub(ty(i))?,
+                19 => r.abort_immediately = self.bool()?,
+                20 => r.session_id = self.opt_string()?,
+                21 => r.kv_hints = self.opt_sub(ty(i))?,
+                _ => return Err(Bail),
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// `SamplingParams` (a map, not nil), its `__post_init__` rules checked
+    /// by [`plainly_valid`].
+    fn sampling_params(&mut self, sp: &mut SamplingParams) -> P<()> {
+        let n = self.map_len()?;
+        self.enter()?;
+        let s = &vllm::SAMPLING_PARAMS;
+        let ty = |i: usize| s.fields[i].ty;
+        for _ in 0..n {
+            let key = self.str_bytes()?;
+            match key {
+                b"n" => sp.n = self.int()?,
+                b"presence_penalty" => sp.presence_penalty = self.float()?,
+                b"frequency_penalty" => sp.frequency_penalty = self.float()?,
+                b"repetition_penalty" => sp.repetition_penalty = self.float()?,
+                b"temperature" => sp.temperature = self.float()?,
+                b"watermarking" => sp.watermarking = self.opt_bool()?,
+                b"top_p" => sp.top_p = self.float()?,
+                b"top_k" => sp.top_k = self.int()?,
+                b"min_p" => sp.min_p = self.float()?,
+                b"seed" => sp.seed = self.opt_int()?,
+                b"stop" => {
+                    sp.stop = if self.nil_next() {
+                        None
+                    } else if self.peek()? & 0xf0 == 0x90 || matches!(self.peek()?, 0xdc | 0xdd) {
+                        Some(StopStrings::Many(self.str_list()?))
+                    } else {
+                        Some(StopStrings::One(self.string()?))
+                    }
+                }
+                b"stop_token_ids" => sp.stop_token_ids = self.opt_int_list()?,
+                b"ignore_eos" => sp.ignore_eos = self.bool()?,
+                b"max_tokens" => sp.max_tokens = self.opt_int()?,
+                b"min_tokens" => sp.min_tokens = self.int()?,
+                b"logprobs" => sp.logprobs = self.opt_int()?,
+                b"prompt_logprobs" => sp.prompt_logprobs = self.opt_int()?,
+                b"prompt_logprob_token_ids" => sp.prompt_logprob_token_ids = self.opt_sub(ty(17))?,
+                b"prompt_logprob_start" => sp.prompt_logprob_start = self.opt_int()?,
+                b"logprob_token_ids" => sp.logprob_token_ids = self.opt_int_list()?,
+                b"flat_logprobs" => sp.flat_logprobs = self.bool()?,
+                b"detokenize" => sp.detokenize = self.bool()?,
+                b"skip_special_tokens" => sp.skip_special_tokens = self.bool()?,
+                b"spaces_between_special_tokens" => sp.spaces_between_special_tokens = self.bool()?,
+                b"include_stop_str_in_output" => sp.include_stop_str_in_output = self.bool()?,
+                b"output_kind" => sp.output_kind = RequestOutputKind::from_wire(self.int()?).ok_or(Bail)?,
+                b"stream_interval" => sp.stream_interval = self.opt_int()?,
+                b"skip_clone" => sp.skip_clone = self.bool()?,
+                b"output_text_buffer_length" => sp.output_text_buffer_length = self.int()?,
+                b"_eos_token_id" => sp.eos_token_id = self.opt_int()?,
+                b"_all_stop_token_ids" => {
+                    let mut ids = self.int_list()?;
+                    dedup(&mut ids);
+                    sp.all_stop_token_ids = ids;
+                }
+                b"_watermarking_skipped" => sp.watermarking_skipped = self.bool()?,
+                b"structured_outputs" => sp.structured_outputs = self.opt_sub(ty(32))?,
+                b"logit_bias" => sp.logit_bias = self.opt_sub(ty(33))?,
+                b"allowed_token_ids" => sp.allowed_token_ids = self.opt_int_list()?,
+                b"extra_args" => sp.extra_args = self.opt_sub(ty(35))?,
+                b"bad_words" => {
+                    sp.bad_words = if self.nil_next() { None } else { Some(self.str_list()?) };
+                }
+                b"_bad_words_token_ids" => sp.bad_words_token_ids = self.opt_sub(ty(37))?,
+                b"skip_reading_prefix_cache" => sp.skip_reading_prefix_cache = self.opt_bool()?,
+                b"thinking_token_budget" => sp.thinking_token_budget = self.opt_int()?,
+                b"repetition_detection" => sp.repetition_detection = self.opt_sub(ty(40))?,
+                b"routed_experts_prompt_start" => sp.routed_experts_prompt_start = self.int()?,
+                b"trace_decode_token_ids" => sp.trace_decode_token_ids = self.opt_int_list()?,
+                // An unknown key is drift.
+                _ => return Err(Bail),
+            }
+        }
+        self.depth -= 1;
+        if !plainly_valid(sp) {
+            return Err(Bail);
+        }
+        Ok(())
+    }
+}
+
+/// Reads `out.len()` integers starting at `at` into `out`; the position
+/// after them. Token ids take the 1-5 byte forms: those are read from a
+/// 5-byte window with one bounds check; the rest through [`read_int`].
+#[inline]
+fn int_run(b: &[u8], mut at: usize, out: &mut [std::mem::MaybeUninit<i64>]) -> P<usize> {
+    for slot in out.iter_mut() {
+        let (v, k) = match b.get(at..at + 5) {
+            Some(&[m, b1, b2, b3, b4]) => match m {
+                0x00..=0x7f => (m as i64, 1),
+                0xcd => (u16::from_be_bytes([b1, b2]) as i64, 3),
+                0xce => (u32::from_be_bytes([b1, b2, b3, b4]) as i64, 5),
+                0xcc => (b1 as i64, 2),
+                _ => read_int(b, at)?,
+            },
+            _ => read_int(b, at)?,
+        };
+        slot.write(v);
+        at += k;
+    }
+    Ok(at)
+}
+
+/// One MessagePack integer at `at` that fits `i64`, and its size.
+#[inline(always)]
+fn read_int(b: &[u8], at: usize) -> P<(i64, usize)> {
+    let m = *b.get(at).ok_or(Bail)?;
+    Ok(match m {
+        0x00..=0x7f => (m as i64, 1),
+        0xe0..=0xff => (m as i8 as i64, 1),
+        0xcc => (be::<1>(b, at + 1)?[0] as i64, 2),
+        0xcd => (u16::from_be_bytes(be(b, at + 1)?) as i64, 3),
+        0xce => (u32::from_be_bytes(be(b, at + 1)?) as i64, 5),
+        0xcf => (i64::try_from(u64::from_be_bytes(be(b, at + 1)?)).map_err(|_| Bail)?, 9),
+        0xd0 => (be::<1>(b, at + 1)?[0] as i8 as i64, 2),
+        0xd1 => (i16::from_be_bytes(be(b, at + 1)?) as i64, 3),
+        0xd2 => (i32::from_be_bytes(be(b, at + 1)?) as i64, 5),
+        0xd3 => (i64::from_be_bytes(be(b, at + 1)?), 9),
+        _ => return Err(Bail),
+    })
+}
+
+/// Python set semantics: duplicates collapse, the first occurrence kept.
+fn dedup(xs: &mut Vec<i64>) {
+    if xs.len() < 2 {
+        return;
+    }
+    if xs.len() <= 16 {
+        let mut kept = 0;
+        for i in 0..xs.len() {
+            let x = xs[i];
+            if !xs[..kept].contains(&x) {
+                xs[kept] = x;
+                kept += 1;
+            }
+        }
+        xs.truncate(kept);
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(xs.len());
+        xs.retain(|x| seen.insert(*x));
+    }
+}
+
+/// A sampling field as the rules read it (the value-tree form of
+/// [`crate::validate`]'s checks, without building the value).
+#[derive(Clone, Copy)]
+enum Field<'a> {
+    Nil,
+    Int(i64),
+    Num(f64),
+    Bool(bool),
+    Str(&'a str),
+    Strs(&'a [String]),
+}
+
+type Get = for<'a> fn(&'a SamplingParams) -> Field<'a>;
+
+fn opt_int(v: Option<i64>) -> Field<'static> {
+    v.map_or(Field::Nil, Field::Int)
+}
+
+fn stops(v: &Option<StopStrings>) -> Field<'_> {
+    match v {
+        None => Field::Nil,
+        Some(StopStrings::One(s)) => Field::Str(s),
+        Some(StopStrings::Many(xs)) => Field::Strs(xs),
+    }
+}
+
+/// The typed field a rule names; `None` for a field no rule read here
+/// names (the rules are then not checked here: every request goes to the
+/// reference path).
+fn getter(name: &str) -> Option<Get> {
+    Some(match name {
+        "n" => |sp| Field::Int(sp.n),
+        "presence_penalty" => |sp| Field::Num(sp.presence_penalty),
+        "frequency_penalty" => |sp| Field::Num(sp.frequency_penalty),
+        "repetition_penalty" => |sp| Field::Num(sp.repetition_penalty),
+        "temperature" => |sp| Field::Num(sp.temperature),
+        "top_p" => |sp| Field::Num(sp.top_p),
+        "top_k" => |sp| Field::Int(sp.top_k),
+        "min_p" => |sp| Field::Num(sp.min_p),
+        "seed" => |sp| opt_int(sp.seed),
+        "stop" => |sp| stops(&sp.stop),
+        "ignore_eos" => |sp| Field::Bool(sp.ignore_eos),
+        "max_tokens" => |sp| opt_int(sp.max_tokens),
+        "min_tokens" => |sp| Field::Int(sp.min_tokens),
+        "logprobs" => |sp| opt_int(sp.logprobs),
+        "prompt_logprobs" => |sp| opt_int(sp.prompt_logprobs),
+        "prompt_logprob_start" => |sp| opt_int(sp.prompt_logprob_start),
+        "flat_logprobs" => |sp| Field::Bool(sp.flat_logprobs),
+        "detokenize" => |sp| Field::Bool(sp.detokenize),
+        "skip_special_tokens" => |sp| Field::Bool(sp.skip_special_tokens),
+        "spaces_between_special_tokens" => |sp| Field::Bool(sp.spaces_between_special_tokens),
+        "include_stop_str_in_output" => |sp| Field::Bool(sp.include_stop_str_in_output),
+        "stream_interval" => |sp| opt_int(sp.stream_interval),
+        "skip_clone" => |sp| Field::Bool(sp.skip_clone),
+        "output_text_buffer_length" => |sp| Field::Int(sp.output_text_buffer_length),
+        "_eos_token_id" => |sp| opt_int(sp.eos_token_id),
+        "bad_words" => |sp| sp.bad_words.as_deref().map_or(Field::Nil, Field::Strs),
+        "thinking_token_budget" => |sp| opt_int(sp.thinking_token_budget),
+        "routed_experts_prompt_start" => |sp| Field::Int(sp.routed_experts_prompt_start),
+        _ => return None,
+    })
+}
+
+/// One rule of [`validate::SAMPLING_PARAMS_RULES`] bound to the typed
+/// fields it reads.
+struct TypedRule {
+    check: Check,
+    field: Get,
+    other: Option<Get>,
+}
+
+/// The sampling rules bound to the typed struct, once; `None` when a rule
+/// names a field or a check this reader does not know.
+fn sampling_rules() -> Option<&'static [TypedRule]> {
+    static RULES: OnceLock<Option<Vec<TypedRule>>> = OnceLock::new();
+    RULES
+        .get_or_init(|| {
+            validate::SAMPLING_PARAMS_RULES
+                .iter()
+                .map(|r| {
+                    let other = match r.check.other() {
+                        Some(o) => Some(getter(o)?),
+                        None => None,
+                    };
+                    Some(TypedRule { check: r.check, field: getter(r.field)?, other })
+                })
+                .collect()
+        })
+        .as_deref()
+}
+
+/// Whether `x` passes `check` (`other`: the field a relation reads), as
+/// [`validate::sampling_params`] judges the same values; `None` for a check
+/// this reader does not know.
+fn passes(check: Check, x: Field<'_>, other: Field<'_>) -> Option<bool> {
+    let int = |f: Field<'_>| if let Field::Int(i) = f { Some(i) } else { None };
+    let num = |f: Field<'_>| match f {
+        Field::Num(v) => Some(v),
+        Field::Int(i) => Some(i as f64),
+        _ => None,
+    };
+    Some(match check {
+        Check::IntAtLeast(min) => int(x).is_none_or(|i| i >= min),
+        Check::Range { lo, lo_open, hi, hi_open } => num(x).is_none_or(|f| {
+            let above = if lo_open { f > lo } else { f >= lo };
+            let below = if hi_open { f < hi } else { f <= hi };
+            above && below
+        }),
+        Check::NoEmptyString => match x {
+            Field::Str(s) => !s.is_empty(),
+            Field::Strs(xs) => !xs.iter().any(String::is_empty),
+            _ => true,
+        },
+        Check::NotAbove(_) => match (int(x), int(other)) {
+            (Some(a), Some(max)) => a <= max,
+            _ => true,
+        },
+        Check::NeedsTrue(_) => {
+            let present = match x {
+                Field::Str(_) => true,
+                Field::Strs(xs) => !xs.is_empty(),
+                _ => false,
+            };
+            !(present && matches!(other, Field::Bool(false)))
+        }
+        Check::OneWhenBelow { below, .. } => match (int(x), num(other)) {
+            (Some(n), Some(t)) => !(n > 1 && t < below),
+            _ => true,
+        },
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+/// Whether every rule of `SamplingParams.__post_init__`
+/// ([`validate::SAMPLING_PARAMS_RULES`], the table
+/// [`validate::sampling_params`] runs) holds for the struct: the same rules,
+/// read from the typed fields, so that a change of the table is a change
+/// here. A field absent from the wire holds its default in the struct, and
+/// the defaults pass every rule, as on the Python side. Conservative:
+/// `false` (a violation, or a rule this reader does not know) sends the
+/// message to the reference path, which runs the table itself and reports
+/// its error.
+pub(crate) fn plainly_valid(sp: &SamplingParams) -> bool {
+    let Some(rules) = sampling_rules() else { return false };
+    rules.iter().all(|r| {
+        let other = r.other.map_or(Field::Nil, |g| g(sp));
+        passes(r.check, (r.field)(sp), other) == Some(true)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Default as D;
+
+    #[test]
+    fn both_vllm_request_tables_have_the_layout_read_here() {
+        for v in ["0.32.0", "0.33.0"] {
+            let rel = crate::release("vllm", v).expect("table");
+            let s = table(rel).expect("a known request table");
+            let names: Vec<&str> = s.fields.iter().map(|f| f.name).collect();
+            assert_eq!(names, REQUEST_FIELDS, "{v}");
+            assert_eq!(s.min_len(), 9, "{v}");
+            assert!(std::ptr::eq(rel.sampling_params, &vllm::SAMPLING_PARAMS), "{v}");
+        }
+        // The sampling fields read through the schema-driven decoder, by
+        // position.
+        let sp = &vllm::SAMPLING_PARAMS;
+        let by_pos: Vec<(usize, &str)> = [17, 32, 33, 35, 37, 40].iter().map(|&i| (i, sp.fields[i].name)).collect();
+        assert_eq!(
+            by_pos,
+            [
+                (17, "prompt_logprob_token_ids"),
+                (32, "structured_outputs"),
+                (33, "logit_bias"),
+                (35, "extra_args"),
+                (37, "_bad_words_token_ids"),
+                (40, "repetition_detection")
+            ]
+        );
+        // Every sampling field has a default (none is required), so an
+        // absent key is never an error.
+        assert!(sp.fields.iter().all(|f| f.default != D::Required));
+        assert_eq!(sp.fields.len(), 43);
+    }
+
+    #[test]
+    fn integers_decode_in_every_form_that_fits_i64_and_refuse_the_rest() {
+        let cases: [(&[u8], Option<i64>); 12] = [
+            (&[0x05], Some(5)),
+            (&[0xfd], Some(-3)),
+            (&[0xcc, 200], Some(200)),
+            (&[0xcd, 0x03, 0xe8], Some(1000)),
+            (&[0xce, 0, 1, 0x11, 0x70], Some(70000)),
+            (&[0xcf, 0, 0, 1, 0, 0, 0, 0, 0], Some(1 << 40)),
+            (&[0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0], None),
+            (&[0xd0, 0x9c], Some(-100)),
+            (&[0xd1, 0xfc, 0x18], Some(-1000)),
+            (&[0xd2, 0xff, 0xfe, 0xee, 0x90], Some(-70000)),
+            (&[0xcd, 0x03], None),
+            (&[0xc0], None),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(read_int(bytes, 0).ok().map(|(v, _)| v), want, "{bytes:x?}");
+        }
+    }
+
+    #[test]
+    fn every_sampling_rule_is_read_from_the_typed_struct() {
+        // A rule naming a field or a check this reader does not know would
+        // send every request to the reference path.
+        assert_eq!(sampling_rules().map(<[_]>::len), Some(validate::SAMPLING_PARAMS_RULES.len()));
+        assert!(plainly_valid(&SamplingParams::default()));
+        let greedy_n2 = SamplingParams { n: 2, temperature: 0.0, ..Default::default() };
+        assert!(!plainly_valid(&greedy_n2));
+        let stop_no_detok =
+            SamplingParams { stop: Some(StopStrings::Many(vec!["x".into()])), detokenize: false, ..Default::default() };
+        assert!(!plainly_valid(&stop_no_detok));
+        let nan = SamplingParams { top_p: f64::NAN, ..Default::default() };
+        assert!(!plainly_valid(&nan));
+    }
+
+    #[test]
+    fn set_dedup_keeps_first_occurrences_in_order() {
+        let mut short = vec![3, 1, 3, 2, 1];
+        dedup(&mut short);
+        assert_eq!(short, [3, 1, 2]);
+        let mut long: Vec<i64> = (0..40).map(|i| i % 7).collect();
+        dedup(&mut long);
+        assert_eq!(long, [0, 1, 2, 3, 4, 5, 6]);
+    }
+}
