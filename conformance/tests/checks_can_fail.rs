@@ -144,6 +144,22 @@ fn an_unknown_kind_is_a_skip_and_a_failure_when_skips_are_denied() {
 }
 
 #[test]
+fn a_tokenspeed_translation_case_of_the_08_03_wire_is_a_skip_naming_the_version_translated_for() {
+    let mut first = engine_testkit::corpus::json_files(&golden_dir().join("tokenspeed/0.1.1/translation")).unwrap();
+    first.sort();
+    let mut case = read_json(&first[0]).unwrap();
+    case["version"] = json!("git-57b49061");
+    let dir = temp_corpus("ts-translation-08-03", &[("case.json", case)]);
+    let results = conformance::verify_dir(&dir).unwrap();
+    assert!(
+        matches!(&results[0].verdict, Verdict::Skip(w) if w.contains("targets tokenspeed 0.1.1, not git-57b49061")),
+        "{:?}",
+        results[0].verdict
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_listed_skip_is_allowed_and_a_stale_entry_fails() {
     let (_, mut typo) = read("0.33.0/request/add_default.json");
     typo["version"] = json!("0.33");

@@ -1,10 +1,11 @@
-//! Inputs that broke a documented decoder bound, found while building the
-//! fuzz targets (fuzz/README.md "Findings"). Each is a named test over a
-//! file in fuzz/regressions/<target>/, run through its target with every
-//! check. An open finding's test carries `#[ignore = "finding Fn ..."]`
-//! until the decoder is fixed (`cargo test --manifest-path fuzz/Cargo.toml
-//! -- --ignored` runs it); F1 to F3 are fixed (9f04fe3), so their tests
-//! guard the fixes.
+//! Inputs that broke a documented decoder bound or an oracle check, found
+//! while building the fuzz targets and by their campaigns (fuzz/README.md
+//! "Findings"). Each is a named test over a file in
+//! fuzz/regressions/<target>/, run through its target with every check. An
+//! open finding's test carries `#[ignore = "finding Fn ..."]` until the
+//! decoder is fixed (`cargo test --manifest-path fuzz/Cargo.toml --
+//! --ignored` runs it); F1 to F3 are fixed (9f04fe3), so their tests guard
+//! the fixes; F6 was the oracle's mistake, and its test guards the oracle.
 
 use std::path::Path;
 use std::time::Instant;
@@ -124,6 +125,14 @@ fn regression_files_match_their_builders() {
         }
         assert_eq!(std::fs::read(&path).ok(), Some(bytes), "{} is stale", path.display());
     }
+}
+
+/// F6: a greedy ADD without seed or string rid, which 0.1.1 runs (its seed
+/// pin) and 08-03 drops; the `tokenspeed_request` target's cross-version
+/// check must accept the difference (the fuzzer's own input, kept as found).
+#[test]
+fn f6_greedy_seed_pin_across_versions_passes_every_tokenspeed_check() {
+    engine_fuzz::fuzz("tokenspeed_request", &input("tokenspeed_request", "f6-greedy-seed-pin-across-versions"));
 }
 
 #[test]

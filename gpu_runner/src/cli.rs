@@ -14,6 +14,7 @@ use crate::mock_engine::{MockEngine, Script};
 use crate::record::{self, RecordMeta, Recorder};
 use crate::report::{self, Expectations, ScenarioResult, Verdict};
 use crate::scenario::{self, Context};
+use crate::tokenspeed::run::within;
 use crate::transport::{Gateway, GatewayConfig};
 
 #[derive(Parser, Debug)]
@@ -311,14 +312,6 @@ struct Setup<'a> {
     tap: Option<tokio::sync::mpsc::UnboundedSender<crate::transport::Tapped>>,
     /// When the run's `--deadline` ends, if it has one.
     deadline_at: Option<Instant>,
-}
-
-/// `limit`, cut to what is left before `deadline_at`.
-fn within(limit: Duration, deadline_at: Option<Instant>) -> Duration {
-    match deadline_at {
-        Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
-        None => limit,
-    }
 }
 
 impl Setup<'_> {
@@ -879,11 +872,8 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
             ))
         }
     };
-    for (set, flag) in [
-        (args.record.is_some(), "--record"),
-        (args.shard.is_some(), "--shard"),
-        (args.deadline.is_some(), "--deadline"),
-    ] {
+    let deadline_at = args.deadline.map(|d| Instant::now() + Duration::from_secs(d));
+    for (set, flag) in [(args.record.is_some(), "--record"), (args.shard.is_some(), "--shard")] {
         if set {
             return Err(format!(
                 "{flag} is not supported with --dialect tokenspeed yet (docs/runner.md \"TokenSpeed\")"
@@ -926,6 +916,7 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         extra_args: args.ts_args.clone(),
         expectations,
         work_dir: work.0.clone(),
+        deadline_at,
     };
     let (results, main_error) = run_all(&opts, &tokenizer).await?;
     let name = format!("tokenspeed-{engine}");

@@ -191,6 +191,7 @@ async fn every_tokenspeed_scenario_passes_against_the_mock() {
         extra_args: Vec::new(),
         expectations: Expectations::default(),
         work_dir: work.path().into(),
+        deadline_at: None,
     };
     let (results, main_error) = run_all(&opts, &tokenizer()).await.unwrap();
     assert!(!main_error);
@@ -228,6 +229,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
         extra_args: Vec::new(),
         expectations: Expectations::default(),
         work_dir: work.path().join("w"),
+        deadline_at: None,
     };
     let (results, _) = run_all(&opts, &tokenizer()).await.unwrap();
     let Verdict::Fail(why) = &results[0].verdict else { panic!("{:?}", results[0].verdict) };
@@ -290,4 +292,34 @@ fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_a
     assert!(err(r#"{"requests": [{"id": "a", "request": {}, "after": "a"}]}"#).contains("cycle"));
     assert!(err(r#"{"requests": [{"id": "a", "request": {}, "stream": "yes"}]}"#).contains("requests[0].stream"));
     assert!(err(r#"{"requests": []}"#).contains("no requests"));
+}
+
+#[test]
+fn a_tokenspeed_deadline_of_zero_skips_every_scenario() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-runner"))
+        .current_dir(repo())
+        .args(["run", "--engine", "mock", "--dialect", "tokenspeed", "--deadline", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("0 passed, 0 failed") && stdout.contains("--deadline reached"), "{stdout}");
+}
+
+/// The deadline also cuts the wait for an engine: attaching with nothing
+/// to attach ends when the deadline does, not at the startup timeout, and
+/// the scenarios that needed the engine fail.
+#[test]
+fn tokenspeed_attach_with_nothing_attaching_ends_within_the_deadline() {
+    let t0 = std::time::Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-runner"))
+        .current_dir(repo())
+        .args(["run", "--engine", "attach", "--dialect", "tokenspeed", "--handshake", "tcp://127.0.0.1:0"])
+        .args(["--startup-timeout", "120", "--deadline", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20), "took {:?} with --deadline 3", t0.elapsed());
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("did not come up"), "{stdout}");
 }

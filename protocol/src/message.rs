@@ -28,6 +28,7 @@ use crate::decode::{decode_payload, decode_payload_in, Decoded, Limits};
 use crate::encode::encode_payload;
 use crate::error::{Error, RejectClass};
 use crate::frames::RequestType;
+use crate::schema::tokenspeed::receive_rules;
 use crate::schema::{ReleaseSchema, Ty};
 use crate::validate::tokenspeed::{receive, EngineConfig};
 use crate::value::Value;
@@ -237,7 +238,14 @@ fn decode_tokenspeed(
             }
             if sent == MessageKind::EngineCoreRequest {
                 if let Value::Struct(req) = &d.value {
-                    let fin = receive(req, engine)
+                    let rules = receive_rules(release).ok_or_else(|| {
+                        Error::new(
+                            RejectClass::Frames,
+                            root,
+                            format!("{} {} has no receive rules", release.dialect, release.version),
+                        )
+                    })?;
+                    let fin = receive(req, rules, engine)
                         .map_err(|v| Error::new(RejectClass::Validation, format!("{root}.{}", v.field), v.message))?;
                     if let Some(why) = fin.validation_error {
                         return Err(Error::new(

@@ -433,9 +433,13 @@ pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
     first_violation(v, SAMPLING_PARAMS_RULES)
 }
 
-/// TokenSpeed 0.1.1's receive path for the ADD payload and its handshake
-/// rule: what the engine does to a request after msgspec decoded it, and
-/// which requests it then refuses (docs/tokenspeed-wire.md §5).
+/// TokenSpeed's receive path for the ADD payload and its handshake rule:
+/// what the engine does to a request after msgspec decoded it, and which
+/// requests it then refuses (docs/tokenspeed-wire.md §5). Where versions
+/// differ, a [`ReceiveRules`](crate::schema::tokenspeed::ReceiveRules) says
+/// how (`schema::tokenspeed::receive_rules`); the steps below are 0.1.1's,
+/// and 08-03 (`git-57b49061`) has no greedy seed pin and gates only
+/// `return_logprob` in step 5.
 ///
 /// The engine (its msgpack receive socket) runs, in order:
 /// 1. `SamplingParams.__post_init__` ([`post_init`](tokenspeed::post_init)), which re-derives fields
@@ -462,6 +466,7 @@ pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
 /// message.
 pub mod tokenspeed {
     use crate::error::Violation;
+    use crate::schema::tokenspeed::{LogprobGates, ReceiveRules};
     use crate::value::{StructValue, Value};
 
     /// `top_k` meaning "all tokens" after normalisation (`1 << 30`).
@@ -529,10 +534,10 @@ pub mod tokenspeed {
         matches!(v.get(name), Some(Value::Bool(true)))
     }
 
-    /// `SamplingParams.__post_init__` (TokenSpeed 0.1.1): nothing when
-    /// `is_normalized`; otherwise the re-derivations listed in the module
-    /// docs.
-    pub fn post_init(sp: &mut StructValue) {
+    /// `SamplingParams.__post_init__`: nothing when `is_normalized`;
+    /// otherwise the re-derivations listed in the module docs (the greedy
+    /// seed pin only where `rules` has it).
+    pub fn post_init(sp: &mut StructValue, rules: &ReceiveRules) {
         if flag(sp, "is_normalized") {
             return;
         }
@@ -552,7 +557,7 @@ pub mod tokenspeed {
         }
         match int(sp.get("top_k")) {
             // Greedy ties break the same way whatever the rid.
-            Some(1) => {
+            Some(1) if rules.pin_greedy_seed => {
                 sp.set("seed", Value::Int(0));
             }
             Some(-1) => {
@@ -700,14 +705,18 @@ pub mod tokenspeed {
     }
 
     /// The socket's logprob gate; returns `logprob_start_len` as resolved
-    /// (-1 becomes the last prompt token when logprobs are asked for).
-    pub fn logprob_gate(req: &StructValue, engine: &EngineConfig) -> Result<i128, Violation> {
+    /// (with [`LogprobGates::Full`], -1 becomes the last prompt token when
+    /// logprobs are asked for).
+    pub fn logprob_gate(req: &StructValue, rules: &ReceiveRules, engine: &EngineConfig) -> Result<i128, Violation> {
         let start = int(req.get("logprob_start_len")).unwrap_or(-1);
         if !flag(req, "return_logprob") {
             return Ok(start);
         }
         if !engine.enable_output_logprobs {
             return Err(Violation::new("return_logprob", "the engine runs without --enable-output-logprobs"));
+        }
+        if rules.logprob_gates == LogprobGates::EnableFlagOnly {
+            return Ok(start);
         }
         if int(req.get("top_logprobs_num")).unwrap_or(0) > 0 {
             return Err(Violation::new("top_logprobs_num", "top-k logprobs are not carried on the msgpack wire"));
@@ -750,16 +759,16 @@ pub mod tokenspeed {
         pub validation_error: Option<String>,
     }
 
-    /// Runs the receive path on a decoded `TokenizedGenerateReqInput`.
-    /// `Err` when the engine drops the message outright (a nil seed with a
-    /// rid that is not a string); otherwise the finalised request, refused
-    /// when `validation_error` is set.
-    pub fn receive(req: &StructValue, engine: &EngineConfig) -> Result<Finalized, Violation> {
+    /// Runs the receive path of the version `rules` describes on a decoded
+    /// `TokenizedGenerateReqInput`. `Err` when the engine drops the message
+    /// outright (a nil seed with a rid that is not a string); otherwise the
+    /// finalised request, refused when `validation_error` is set.
+    pub fn receive(req: &StructValue, rules: &ReceiveRules, engine: &EngineConfig) -> Result<Finalized, Violation> {
         let Some(sp) = req.struct_field("sampling_params") else {
             return Err(Violation::new("sampling_params", "missing"));
         };
         let mut sp = sp.clone();
-        post_init(&mut sp);
+        post_init(&mut sp, rules);
         resolve_seed(&mut sp, req.get("rid").unwrap_or(&Value::Nil))
             .map_err(|v| Violation::new(format!("sampling_params.seed,{}", v.field), v.message))?;
         normalize(&mut sp);
@@ -772,7 +781,7 @@ pub mod tokenspeed {
             }
         }
         if error.is_none() {
-            match logprob_gate(req, engine) {
+            match logprob_gate(req, rules, engine) {
                 Ok(s) => start = s,
                 Err(v) => error = Some(format!("{}: {}", v.field, v.message)),
             }

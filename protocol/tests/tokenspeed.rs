@@ -11,7 +11,8 @@ use engine_protocol::schema::{tokenspeed, Ty};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig, TOP_K_ALL};
 use engine_protocol::view::{diff, from_view_in, to_view};
 use engine_protocol::{
-    decode_message_with, encode_message, release, Limits, MessageKind, RejectClass, ReleaseSchema, Value,
+    decode_message, decode_message_with, encode_message, release, Limits, MessageKind, RejectClass, ReleaseSchema,
+    Value,
 };
 use engine_testkit::build::{add_frames, refs as frame_refs, tokenspeed as tokenspeed_table};
 use engine_testkit::corpus::{golden_dir, golden_json, json_files, read_json};
@@ -206,10 +207,19 @@ fn the_engine_configuration_decides_the_rules_that_depend_on_it() {
 /// Every request case TokenSpeed's receive path got through (accepted or
 /// aborted) records the request as the engine then held it; the receive
 /// path here must arrive at the same sampling parameters, the same resolved
-/// `logprob_start_len`, and the same decision to abort.
+/// `logprob_start_len`, and the same decision to abort, in both versions
+/// (each with its own receive rules).
 #[test]
 fn the_receive_path_finalizes_requests_as_tokenspeed_does() {
-    let dir = golden_dir().join("tokenspeed/0.1.1/request");
+    for version in ["0.1.1", "git-57b49061"] {
+        let rel = release("tokenspeed", version).expect("a TokenSpeed release");
+        finalizes_requests_as_tokenspeed_does(rel);
+    }
+}
+
+fn finalizes_requests_as_tokenspeed_does(rel: &'static ReleaseSchema) {
+    let rules = tokenspeed::receive_rules(rel).expect("receive rules");
+    let dir = golden_dir().join(format!("tokenspeed/{}/request", rel.version));
     let sp_ty: &'static Ty = Box::leak(Box::new(Ty::Struct(&tokenspeed::SAMPLING_PARAMS)));
     let mut checked = 0;
     let mut dropped = 0;
@@ -219,10 +229,10 @@ fn the_receive_path_finalizes_requests_as_tokenspeed_does() {
         let id = case["case"].as_str().expect("id").to_string();
         let frames = frames_of(&case);
         let refs = frame_refs(&frames[1..]);
-        let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default())
+        let d = decode_payload("TokenizedGenerateReqInput", rel.engine_core_request, &refs, &Limits::default())
             .unwrap_or_else(|e| panic!("{id}: the payload decodes: {e}"));
         let Value::Struct(req) = &d.value else { panic!("{id}: a struct") };
-        let got = receive(req, &EngineConfig::CONFORMANCE);
+        let got = receive(req, rules, &EngineConfig::CONFORMANCE);
         let Some(fin) = case.get("finalized") else {
             // The engine dropped it (a nil seed and a rid that is no string).
             assert_eq!(case["provenance"]["engine_outcome"], "dropped", "{id}");
@@ -242,9 +252,12 @@ fn the_receive_path_finalizes_requests_as_tokenspeed_does() {
         }
         checked += 1;
     }
-    assert!(checked >= 80, "only {checked} finalized requests");
-    assert_eq!(dropped, 2, "the two unseeded requests without a string rid");
-    assert!(problems.is_empty(), "receive path differs from TokenSpeed's:\n{}", problems.join("\n"));
+    assert!(checked >= 80, "{}: only {checked} finalized requests", rel.version);
+    // The unseeded requests whose rid is no string (nil, a list); at 08-03
+    // also the greedy one, which 0.1.1's seed pin rescues.
+    let want = if rules.pin_greedy_seed { 2 } else { 3 };
+    assert_eq!(dropped, want, "{}: the unseeded requests without a string rid", rel.version);
+    assert!(problems.is_empty(), "{}: receive path differs from TokenSpeed's:\n{}", rel.version, problems.join("\n"));
 }
 
 #[test]
@@ -255,7 +268,7 @@ fn greedy_requests_are_pinned_to_seed_zero_and_unseeded_ones_take_the_rids_crc()
     let refs = frame_refs(&frames[1..]);
     let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default()).unwrap();
     let Value::Struct(req) = &d.value else { panic!("a struct") };
-    let fin = receive(req, &EngineConfig::CONFORMANCE).expect("kept");
+    let fin = receive(req, &tokenspeed::RECEIVE_0_1_1, &EngineConfig::CONFORMANCE).expect("kept");
     assert_eq!(fin.sampling_params.float_field("temperature"), Some(1.0));
     assert_eq!(fin.sampling_params.int_field("top_k"), Some(1));
     assert_eq!(fin.sampling_params.int_field("seed"), Some(0));
@@ -264,7 +277,7 @@ fn greedy_requests_are_pinned_to_seed_zero_and_unseeded_ones_take_the_rids_crc()
     let refs = frame_refs(&frames[1..]);
     let d = decode_payload("TokenizedGenerateReqInput", ts().engine_core_request, &refs, &Limits::default()).unwrap();
     let Value::Struct(req) = &d.value else { panic!("a struct") };
-    let fin = receive(req, &EngineConfig::CONFORMANCE).expect("kept");
+    let fin = receive(req, &tokenspeed::RECEIVE_0_1_1, &EngineConfig::CONFORMANCE).expect("kept");
     assert_eq!(fin.sampling_params.int_field("seed"), Some(219_023_793));
 }
 
@@ -274,4 +287,125 @@ fn a_negative_aux_index_counts_from_the_last_frame_in_tokenspeed_only() {
     let d = decode(MessageKind::EngineCoreRequest, &frames).expect("TokenSpeed accepts index -1");
     let view = to_view(ts().engine_core_request, &d.value);
     assert_eq!(view["multimodal_inputs"]["mm_items"][0]["feature"]["data"][0], -7);
+}
+
+fn golden_08_03(id: &str) -> Json {
+    golden_json("tokenspeed", "git-57b49061", id)
+}
+
+fn git_57b49061() -> &'static ReleaseSchema {
+    release("tokenspeed", "git-57b49061").expect("TokenSpeed at 57b49061 is a release")
+}
+
+/// The 08-03 engine (commit 57b49061) has no greedy seed pin and gates only
+/// `return_logprob`; 0.1.1 pins greedy to seed 0 and refuses top-k
+/// logprobs. The same bytes get each engine's own verdict (both taken from
+/// TokenSpeed's code: the goldens of each version).
+#[test]
+fn the_08_03_engine_keeps_a_greedy_seed_and_gates_only_return_logprob() {
+    let old = git_57b49061();
+    let rules_old = tokenspeed::receive_rules(old).expect("rules");
+    let rules_new = tokenspeed::receive_rules(ts()).expect("rules");
+    assert!(!rules_old.pin_greedy_seed && rules_new.pin_greedy_seed);
+
+    // top_k 1 with seed 42, un-normalised: 08-03 keeps 42, 0.1.1 pins 0.
+    let frames = frames_of(&golden_08_03("request/add_top_k_one_seed_kept"));
+    let refs = frame_refs(&frames[1..]);
+    let d = decode_payload("TokenizedGenerateReqInput", old.engine_core_request, &refs, &Limits::default()).unwrap();
+    let Value::Struct(req) = &d.value else { panic!("a struct") };
+    let kept = receive(req, rules_old, &EngineConfig::CONFORMANCE).expect("kept");
+    assert_eq!(kept.sampling_params.int_field("seed"), Some(42));
+    let pinned = receive(req, rules_new, &EngineConfig::CONFORMANCE).expect("kept");
+    assert_eq!(pinned.sampling_params.int_field("seed"), Some(0));
+
+    // return_logprob with top_logprobs_num 1: 08-03 runs it, 0.1.1 aborts it.
+    let case = golden_08_03("request/add_return_logprob_top");
+    assert_eq!(case["expect"], "accept");
+    let frames = frames_of(&case);
+    let refs = frame_refs(&frames);
+    let engine = EngineConfig::CONFORMANCE;
+    let limits = Limits::default();
+    assert!(decode_message_with(old, MessageKind::EngineCoreRequest, &refs, &limits, &engine).is_ok());
+    let refused = decode_message_with(ts(), MessageKind::EngineCoreRequest, &refs, &limits, &engine).unwrap_err();
+    assert_eq!(refused.class, RejectClass::Validation);
+    assert_eq!(golden("request/add_return_logprob_top")["expect"]["reject"], "validation");
+    // Both still refuse logprobs when the engine runs without them.
+    let off = EngineConfig { enable_output_logprobs: false, ..EngineConfig::CONFORMANCE };
+    let r = decode_message_with(old, MessageKind::EngineCoreRequest, &refs, &limits, &off).unwrap_err();
+    assert_eq!(r.class, RejectClass::Validation);
+}
+
+/// Fields are only appended between the two versions: SMG's pinned 08-03
+/// vectors are the 08-03 engine's own bytes, read by 0.1.1 with the new
+/// fields at their defaults; 0.1.1's longer forms are read by 08-03 with
+/// the new elements as drift.
+#[test]
+fn the_08_03_shapes_are_prefixes_of_0_1_1s() {
+    let old = git_57b49061();
+    let limits = Limits::default();
+    // SMG's 9-element output vector, as the 08-03 engine sends it.
+    let case = golden_08_03("output/smg_vector_vec1");
+    assert!(case["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m.as_str().unwrap().contains("PYTHON_OUTPUT_VECTOR_PRE_DP")));
+    let frames = frames_of(&case);
+    let by_new = decode_message(ts(), MessageKind::EngineCoreOutputs, &frame_refs(&frames), &limits).unwrap();
+    assert!(by_new.drift.is_empty(), "{:?}", by_new.drift);
+    let Value::Struct(batch) = &by_new.value else { panic!("a struct") };
+    assert_eq!(batch.int_field("engine_index"), Some(0));
+    // SMG's 24-element request vector is the 08-03 engine's ADD, byte for byte.
+    let case = golden_08_03("request/add_smg_vector_vec1");
+    assert!(case["matches"].as_array().unwrap().iter().any(|m| m.as_str().unwrap().contains("PYTHON_REQUEST_VECTOR")));
+    let frames = frames_of(&case);
+    let by_new = decode_message(ts(), MessageKind::EngineCoreRequest, &frame_refs(&frames), &limits).unwrap();
+    assert!(by_new.drift.is_empty());
+    // 0.1.1's 14-element batch read by 08-03: five trailing elements of drift.
+    let case = golden_08_03("mutant/out_with_load_tail_14");
+    let frames = frames_of(&case);
+    let by_old = decode_message(old, MessageKind::EngineCoreOutputs, &frame_refs(&frames), &limits).unwrap();
+    let drift: Vec<&str> = by_old.drift.iter().map(String::as_str).collect();
+    assert_eq!(
+        drift,
+        [
+            "BatchTokenIDOutSlim[9]",
+            "BatchTokenIDOutSlim[10]",
+            "BatchTokenIDOutSlim[11]",
+            "BatchTokenIDOutSlim[12]",
+            "BatchTokenIDOutSlim[13]"
+        ]
+    );
+    // The ready response renamed block_size: each version treats the
+    // other's key as unknown (drift) and its own as absent (default 0).
+    let case = golden_08_03("mutant/ready_prefix_granularity");
+    assert_eq!(case["expect"], "accept");
+    let frames = frames_of(&case);
+    let by_old = decode_message(old, MessageKind::EngineCoreReadyResponse, &frame_refs(&frames), &limits).unwrap();
+    let Value::Struct(ready) = &by_old.value else { panic!("a struct") };
+    assert_eq!(ready.int_field("block_size"), Some(0));
+    assert!(by_old.drift.iter().any(|d| d.ends_with("prefix_granularity")), "{:?}", by_old.drift);
+}
+
+/// Found by the `tokenspeed_request` fuzz target's check that 08-03 accepts
+/// what 0.1.1 accepts: a greedy ADD (temperature below the threshold) with
+/// no seed and a nil rid. 0.1.1 pins greedy to seed 0 and runs it; 08-03
+/// has no pin, derives the seed from the rid, and drops it. The 08-03
+/// verdict is TokenSpeed's own (`request/add_rid_nil_greedy_unseeded` of
+/// git-57b49061: built by 08-03's classes, so the bytes carry no seed);
+/// 0.1.1 builds the same request with seed 0 already set, so its golden of
+/// that name runs everywhere.
+#[test]
+fn regression_a_greedy_request_without_seed_or_rid_runs_on_0_1_1_and_is_dropped_by_08_03() {
+    let limits = Limits::default();
+    let engine = EngineConfig::CONFORMANCE;
+    let case = golden_08_03("request/add_rid_nil_greedy_unseeded");
+    assert_eq!(case["expect"]["reject"], "validation");
+    let frames = frames_of(&case);
+    let refs = frame_refs(&frames);
+    let dropped = decode_message_with(git_57b49061(), MessageKind::EngineCoreRequest, &refs, &limits, &engine);
+    assert_eq!(dropped.unwrap_err().class, RejectClass::Validation);
+    let ran = decode_message_with(ts(), MessageKind::EngineCoreRequest, &refs, &limits, &engine);
+    assert!(ran.is_ok(), "0.1.1 pins the seed and runs it: {ran:?}");
+    assert_eq!(golden("request/add_rid_nil_greedy_unseeded")["expect"], "accept");
 }

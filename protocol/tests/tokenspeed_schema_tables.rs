@@ -1,8 +1,10 @@
-//! The TokenSpeed 0.1.1 tables agree with TokenSpeed's own classes: field
-//! names, order, types, defaults, encodings and msgspec tags of every
-//! struct, compared with the dump that
-//! `golden/generate/tokenspeed/generate_tokenspeed.py --schema-dump` took from
-//! the installed wheel (`golden/generate/schema/tokenspeed-0.1.1.json`).
+//! The TokenSpeed tables agree with TokenSpeed's own classes: field names,
+//! order, types, defaults, encodings and msgspec tags of every struct,
+//! compared with the dumps that
+//! `golden/generate/tokenspeed/generate_tokenspeed.py --schema-dump` took
+//! from the installed 0.1.1 wheel (`golden/generate/schema/tokenspeed-0.1.1.json`)
+//! and from TokenSpeed's tree at commit 57b49061
+//! (`golden/generate/schema/tokenspeed-git-57b49061.json`).
 
 use engine_protocol::schema::{python_type, release, Default, Layout, RELEASES};
 use serde_json::Value as Json;
@@ -13,8 +15,16 @@ const WIRE_SHAPE_STAND_INS: &[(&str, &str, &str)] = &[
     ("ShmTensorHandle", "tuple[int, ...]", "list[int]"),
 ];
 
+/// The TokenSpeed versions with a table, oldest first (as `ALL_RELEASES`
+/// lists them), each with its dump.
+const VERSIONS: &[&str] = &["git-57b49061", "0.1.1"];
+
 fn dump() -> Json {
-    let path = engine_testkit::corpus::golden_dir().join("generate/schema/tokenspeed-0.1.1.json");
+    dump_of("0.1.1")
+}
+
+fn dump_of(version: &str) -> Json {
+    let path = engine_testkit::corpus::golden_dir().join(format!("generate/schema/tokenspeed-{version}.json"));
     engine_testkit::corpus::read_json(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -44,9 +54,22 @@ fn layout_matches(layout: Layout, t: &Json) -> bool {
 
 #[test]
 fn tokenspeed_table_matches_tokenspeed_classes() {
-    let rel = release("tokenspeed", "0.1.1").expect("a table for TokenSpeed 0.1.1");
-    let dump = dump();
-    assert_eq!(dump["tokenspeed"].as_str(), Some("0.1.1"), "the dump is of TokenSpeed 0.1.1");
+    for version in VERSIONS {
+        table_matches_classes(version);
+    }
+}
+
+#[test]
+fn every_tokenspeed_release_has_a_dump_to_check_it_against() {
+    let ours: Vec<&str> =
+        engine_protocol::schema::ALL_RELEASES.iter().filter(|r| r.is_tokenspeed()).map(|r| r.version).collect();
+    assert_eq!(ours, VERSIONS, "a TokenSpeed table without a dump (or a dump without a table)");
+}
+
+fn table_matches_classes(version: &str) {
+    let rel = release("tokenspeed", version).expect("a table for this TokenSpeed version");
+    let dump = dump_of(version);
+    assert_eq!(dump["tokenspeed"].as_str(), Some(version), "the dump is of TokenSpeed {version}");
     let types = dump["types"].as_array().expect("types");
     let mut problems = Vec::new();
     let mut compared = Vec::new();
@@ -99,7 +122,7 @@ fn tokenspeed_table_matches_tokenspeed_classes() {
             problems.push(format!("{name}: in the TokenSpeed dump but not reachable from the table"));
         }
     }
-    assert!(problems.is_empty(), "the TokenSpeed 0.1.1 table disagrees with TokenSpeed:\n{}", problems.join("\n"));
+    assert!(problems.is_empty(), "the TokenSpeed {version} table disagrees with TokenSpeed:\n{}", problems.join("\n"));
 }
 
 #[test]

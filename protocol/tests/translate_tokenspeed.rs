@@ -102,7 +102,7 @@ fn the_engine_finalises_our_payload_to_exactly_what_we_sent() {
             decode_message_with(rel, MessageKind::EngineCoreRequest, &[&[0u8], &bytes], &Limits::default(), &engine)
                 .expect("decodes");
         let Value::Struct(got) = &d.value else { panic!("a struct") };
-        let fin = ts::receive(got, &engine).expect("not dropped");
+        let fin = ts::receive(got, &engine_protocol::schema::tokenspeed::RECEIVE_0_1_1, &engine).expect("not dropped");
         assert_eq!(fin.validation_error, None, "{r:?}");
         assert_eq!(&fin.sampling_params, sp(&t), "the receive path changed nothing: {r:?}");
     }
@@ -402,7 +402,7 @@ mod props {
             let d = decode_message_with(rel, MessageKind::EngineCoreRequest, &[&[0u8], &bytes], &Limits::default(), &engine)
                 .expect("decodes");
             let Value::Struct(got) = &d.value else { panic!("a struct") };
-            let fin = ts::receive(got, &engine).expect("not dropped");
+            let fin = ts::receive(got, &engine_protocol::schema::tokenspeed::RECEIVE_0_1_1, &engine).expect("not dropped");
             prop_assert_eq!(fin.validation_error, None);
             prop_assert_eq!(&fin.sampling_params, sp(&t));
         }

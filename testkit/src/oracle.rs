@@ -22,9 +22,10 @@
 //! - the frame layer (target `frames`): see [`frames`]; its expectations
 //!   come from the wire facts (docs/wire-protocol.md), written here as
 //!   literals, not from `engine_protocol::frames`;
-//! - the TokenSpeed targets (`tokenspeed_*`): the same checks on TokenSpeed
-//!   0.1.1's messages, plus its frame rules (docs/tokenspeed-wire.md §2),
-//!   see [`tokenspeed_frame_rules`].
+//! - the TokenSpeed targets (`tokenspeed_*`): the same checks on the
+//!   messages of both TokenSpeed versions (0.1.1 and the 08-03 wire,
+//!   `git-57b49061`), plus their frame rules (docs/tokenspeed-wire.md §2)
+//!   and the prefix rule between them (§12), see [`tokenspeed_frame_rules`].
 //!
 //! What needs more than `std` and `engine-protocol` (the generic-decoder
 //! comparison with `rmpv`, the allocation bound) plugs in through
@@ -695,10 +696,14 @@ pub fn frames<P: Probe>(data: &[u8], p: &mut P) {
     }
 }
 
-/// TokenSpeed 0.1.1, the one TokenSpeed table.
+/// TokenSpeed 0.1.1, the newest TokenSpeed table.
 fn ts() -> &'static ReleaseSchema {
     &tokenspeed::V0_1_1
 }
+
+/// Every TokenSpeed table, oldest first: the TokenSpeed targets run each
+/// input through all of them.
+const TOKENSPEED_RELEASES: [&ReleaseSchema; 2] = [&tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
 
 /// `[type byte, payload, aux...]` as one fuzz input: a TokenSpeed ADD
 /// (`TokenizedGenerateReqInput`, its `SamplingParams`, multimodal tensors in
@@ -770,8 +775,78 @@ pub fn tokenspeed_ready_response<P: Probe>(data: &[u8], p: &mut P) {
 ///   negative aux-frame indices count from the last frame, 6.2);
 /// - tighter limits never accept what the default limits reject, nor decode
 ///   it differently, and an accepted value nests within the tighter depth.
+///
+/// Each TokenSpeed version is checked on its own; then, because fields are
+/// only ever appended (docs/tokenspeed-wire.md §12), an ADD, ABORT or output
+/// batch the newest version accepts is accepted by the older one too, with
+/// the same value in every field the older one has (the newer fields are
+/// extra trailing elements to it, and its receive path gates less), except
+/// the greedy request 0.1.1's seed pin rescues
+/// ([`rescued_by_greedy_seed_pin`], found by this check's first campaign).
 pub fn tokenspeed_frame_rules<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
-    let release = ts();
+    let [old, new] = TOKENSPEED_RELEASES;
+    let older = frame_rules_in(p, old, kind, frames);
+    let newer = frame_rules_in(p, new, kind, frames);
+    let appended_only =
+        matches!(kind, MessageKind::EngineCoreRequest | MessageKind::AbortRequest | MessageKind::EngineCoreOutputs);
+    if let (true, Some(v_new)) = (appended_only, &newer) {
+        let name = kind.name_in(new);
+        let Some(v_old) = &older else {
+            if kind == MessageKind::EngineCoreRequest && rescued_by_greedy_seed_pin(frames) {
+                return;
+            }
+            panic!("{name}: {} accepts it, {} does not", new.version, old.version);
+        };
+        match (v_old, v_new) {
+            (Value::Struct(a), Value::Struct(b)) => {
+                for (f, x) in a.schema.fields.iter().zip(a.fields()) {
+                    if let Some(at) = same_value(x, b.get(f.name).unwrap_or(&Value::Nil)) {
+                        panic!("{name}.{}: {} and {} decode it differently at {at}", f.name, old.version, new.version);
+                    }
+                }
+            }
+            (a, b) => {
+                if let Some(at) = same_value(a, b) {
+                    panic!("{name}: {} and {} decode it differently at {at}", old.version, new.version);
+                }
+            }
+        }
+    }
+}
+
+/// The one ADD 0.1.1 runs and 08-03 drops (docs/tokenspeed-wire.md §12.3):
+/// a greedy request (`top_k` 1 after `__post_init__`) with no seed and a
+/// rid that is not a string. 0.1.1 pins greedy to seed 0, so there is no
+/// seed to derive from the rid; 08-03 does not pin, and deriving the seed
+/// from a nil or list rid fails. Read from the 08-03 decode of the payload.
+fn rescued_by_greedy_seed_pin(frames: &[&[u8]]) -> bool {
+    use engine_protocol::validate::tokenspeed::post_init;
+    let Some(payload) = frames.get(1..) else { return false };
+    let old = &tokenspeed::GIT_57B49061;
+    let Ok(d) = engine_protocol::decode::decode_payload(
+        "TokenizedGenerateReqInput",
+        old.engine_core_request,
+        payload,
+        &Limits::default(),
+    ) else {
+        return false;
+    };
+    let Value::Struct(req) = &d.value else { return false };
+    let Some(sp) = req.struct_field("sampling_params") else { return false };
+    let mut sp = sp.clone();
+    post_init(&mut sp, &tokenspeed::RECEIVE_GIT_57B49061);
+    let greedy = sp.int_field("top_k") == Some(1);
+    greedy && sp.is_nil("seed") && !matches!(req.get("rid"), Some(Value::Str(_)))
+}
+
+/// [`tokenspeed_frame_rules`] for one TokenSpeed version; the decoded value
+/// when it accepts.
+fn frame_rules_in<P: Probe>(
+    p: &mut P,
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    frames: &[&[u8]],
+) -> Option<Value> {
     let (outcome, value) = message(p, release, kind, frames);
     let name = kind.name_in(release);
     let frames_reject = Outcome::Reject(RejectClass::Frames);
@@ -862,6 +937,7 @@ pub fn tokenspeed_frame_rules<P: Probe>(p: &mut P, kind: MessageKind, frames: &[
         let depth = check_tree(&t.value);
         assert!(depth <= tight.max_depth + DEFAULT_TREE_DEPTH, "{name}: nests {depth} under max_depth 6");
     }
+    value
 }
 
 fn hex_frames(frames: &[&[u8]]) -> String {

@@ -29,6 +29,16 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Verdict {
         "stop_detection" => stop::check(case, input, expected),
         "logprob_shaping" => logprobs::check(case, input, expected),
         "translation" => translation::check(case, input, expected),
+        // The TokenSpeed translation layer writes 0.1.1's request
+        // (docs/tokenspeed-wire.md §11.4): a case of another TokenSpeed
+        // version is not something it claims to do.
+        "tokenspeed_translation" if case.version != tokenspeed_translation::TARGET_VERSION => {
+            return Verdict::Skip(format!(
+                "the TokenSpeed translation layer targets tokenspeed {}, not {}",
+                tokenspeed_translation::TARGET_VERSION,
+                case.version
+            ))
+        }
         "tokenspeed_translation" => tokenspeed_translation::check(case, input, expected),
         other => return Verdict::Skip(format!("kind `{other}` is not implemented by this build")),
     };

@@ -103,6 +103,9 @@ pub fn classify_tokenspeed_error(kind: &str, message: &str, request: &Json) -> O
     (is_field && verb == "must").then(|| (InvalidValue, vec![gateway_field(p)]))
 }
 
+/// The TokenSpeed version the translation layer writes requests for.
+pub const TARGET_VERSION: &str = engine_protocol::schema::tokenspeed::V0_1_1.version;
+
 pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
     let got = run(case, input)?;
     match (expected.get("error"), got) {

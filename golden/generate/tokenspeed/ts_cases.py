@@ -1,5 +1,10 @@
-"""The TokenSpeed 0.1.1 cases built with TokenSpeed's own classes and
-encoders (source ``tokenspeed-encoder``). Mutants are in ts_mutants.py."""
+"""The TokenSpeed cases built with TokenSpeed's own classes and encoders
+(source ``tokenspeed-encoder``). Mutants are in ts_mutants.py.
+
+One builder serves every version: what a version's wire has (fields, the
+greedy seed pin, the logprob gates, the handshake entry point) is read off
+TokenSpeed's code by tsenv.Env, and cases or docs that only hold for one
+version say so through those flags."""
 
 from __future__ import annotations
 
@@ -44,6 +49,13 @@ CREATED = 1700000000.25
 def build_requests(b: Builder):
     env = b.env
     SP, TR = env.SamplingParams, env.TokenizedGenerateReqInput
+    # The greedy seed pin (0.1.1) and the logprob gates (0.1.1 refuses
+    # what 08-03 lets through) change what some docs must say.
+    pin = ", seed 0" if env.pins_greedy_seed else ""
+    pin_doc = ": greedy pins seed 0." if env.pins_greedy_seed else " (this version does not pin greedy's seed)."
+
+    def gated(doc_011, doc_old):
+        return doc_011 if env.full_logprob_gates else doc_old
 
     def add(name, doc, sp_kw=None, sp_attrs=None, normalize=False, **req_kw):
         sp = SP(**(sp_kw or {}))
@@ -62,15 +74,15 @@ def build_requests(b: Builder):
     add("add_default", "ADD with every SamplingParams field at its default (constructed, not normalised).")
     add("add_smg_r01", "TS-R01 as TokenSpeed encodes it in full: rid r1, ids [1,2,3], max_new_tokens 4, normalised, stream.",
         sp_kw={"max_new_tokens": 4}, normalize=True, stream=True)
-    add("add_smg_greedy_g1", "TS-S02's request (rid g1, ids [7], max_new_tokens 1, temperature 0) built and normalised by TokenSpeed: greedy pins seed 0.",
+    add("add_smg_greedy_g1", "TS-S02's request (rid g1, ids [7], max_new_tokens 1, temperature 0) built and normalised by TokenSpeed" + pin_doc,
         sp_kw={"max_new_tokens": 1, "temperature": 0.0}, normalize=True, rid="g1", input_ids=[7])
     add("add_normalized_seeded", "Normalised by TokenSpeed's own pipeline (resolve_seed then normalize): seed crc32(rid), stop_strs [], is_normalized true.",
         sp_kw={"max_new_tokens": 8}, normalize="seed")
     add("add_max_new_tokens_nil", "max_new_tokens nil (the engine clamps it later).", sp_kw={})
     add("add_max_new_tokens_zero", "max_new_tokens 0.", sp_kw={"max_new_tokens": 0})
     add("add_max_new_tokens_large", "max_new_tokens 1<<31 (uint32 on the wire).", sp_kw={"max_new_tokens": 1 << 31})
-    add("add_greedy_temperature_zero", "temperature 0.0 normalised at construction: temperature 1.0, top_k 1, seed 0.", sp_kw={"temperature": 0.0, "max_new_tokens": 4})
-    add("add_greedy_below_eps", "temperature 1e-7, below the 1e-6 threshold: greedy (1.0, top_k 1, seed 0).", sp_kw={"temperature": 1e-7})
+    add("add_greedy_temperature_zero", f"temperature 0.0 normalised at construction: temperature 1.0, top_k 1{pin}.", sp_kw={"temperature": 0.0, "max_new_tokens": 4})
+    add("add_greedy_below_eps", f"temperature 1e-7, below the 1e-6 threshold: greedy (1.0, top_k 1{pin}).", sp_kw={"temperature": 1e-7})
     add("add_temperature_at_eps", "temperature exactly 1e-6 is not below the threshold: kept, top_k all (1<<30).", sp_kw={"temperature": 1e-6})
     add("add_temperature_07", "temperature 0.7 (a double).", sp_kw={"temperature": 0.7})
     add("add_temperature_f32_widened", "temperature 0.7 as an f32 proto value widened to f64 (0.699999988079071), as SMG sends it.",
@@ -81,7 +93,11 @@ def build_requests(b: Builder):
     add("add_top_k_127", "top_k 127, the largest finite top_k the fused kernel limit admits.", sp_kw={"top_k": 127})
     add("add_top_k_128", "top_k 128: decodes, refused by verify (fused kernel limit).", sp_kw={"top_k": 128})
     add("add_top_k_zero", "top_k 0: decodes, refused by verify.", sp_kw={"top_k": 0})
-    add("add_top_k_one_seed_pinned", "top_k 1 given directly: greedy, seed pinned to 0 even though seed 42 was asked.", sp_kw={"top_k": 1, "seed": 42})
+    if env.pins_greedy_seed:
+        add("add_top_k_one_seed_pinned", "top_k 1 given directly: greedy, seed pinned to 0 even though seed 42 was asked.", sp_kw={"top_k": 1, "seed": 42})
+    else:
+        add("add_top_k_one_seed_kept", "top_k 1 given directly with seed 42: greedy, and the seed stays 42 (no greedy seed pin in this version).",
+            sp_kw={"top_k": 1, "seed": 42})
     add("add_seed_explicit", "seed 42 with sampling.", sp_kw={"seed": 42, "temperature": 0.8})
     add("add_seed_zero", "seed 0 with sampling.", sp_kw={"seed": 0, "temperature": 0.8})
     add("add_seed_u32_max", "seed 4294967295.", sp_kw={"seed": 4294967295})
@@ -122,14 +138,22 @@ def build_requests(b: Builder):
     add("add_n_two", "n 2: the wire layer marks it invalid (the frontend must fan out).", sp_kw={"n": 2})
     add("add_return_logprob", "return_logprob true, logprob_start_len -1 (output logprobs only).", return_logprob=True)
     add("add_return_logprob_last_prompt_token", "return_logprob with logprob_start_len 2 = len(prompt)-1: no prompt logprobs needed.", return_logprob=True, logprob_start_len=2)
-    add("add_return_logprob_prompt_start", "return_logprob with logprob_start_len 0: asks for prompt logprobs, refused.", return_logprob=True, logprob_start_len=0)
-    add("add_return_logprob_start_past_prompt", "return_logprob with logprob_start_len 3 (past the prompt): refused.", return_logprob=True, logprob_start_len=3)
-    add("add_return_logprob_start_below", "return_logprob with logprob_start_len -2: refused.", return_logprob=True, logprob_start_len=-2)
-    add("add_return_logprob_top", "return_logprob with top_logprobs_num 1: refused.", return_logprob=True, top_logprobs_num=1)
-    add("add_return_logprob_token_ids", "return_logprob with token_ids_logprob [5]: refused.", return_logprob=True, token_ids_logprob=[5])
+    ungated = ": accepted (this version gates return_logprob on --enable-output-logprobs only)."
+    add("add_return_logprob_prompt_start", gated("return_logprob with logprob_start_len 0: asks for prompt logprobs, refused.",
+        "return_logprob with logprob_start_len 0 (prompt logprobs)" + ungated), return_logprob=True, logprob_start_len=0)
+    add("add_return_logprob_start_past_prompt", gated("return_logprob with logprob_start_len 3 (past the prompt): refused.",
+        "return_logprob with logprob_start_len 3 (past the prompt)" + ungated), return_logprob=True, logprob_start_len=3)
+    add("add_return_logprob_start_below", gated("return_logprob with logprob_start_len -2: refused.",
+        "return_logprob with logprob_start_len -2" + ungated), return_logprob=True, logprob_start_len=-2)
+    add("add_return_logprob_top", gated("return_logprob with top_logprobs_num 1: refused.",
+        "return_logprob with top_logprobs_num 1" + ungated), return_logprob=True, top_logprobs_num=1)
+    add("add_return_logprob_token_ids", gated("return_logprob with token_ids_logprob [5]: refused.",
+        "return_logprob with token_ids_logprob [5]" + ungated), return_logprob=True, token_ids_logprob=[5])
     add("add_top_logprobs_without_return", "top_logprobs_num 3 and token_ids_logprob [5] without return_logprob: the gates do not look.", top_logprobs_num=3, token_ids_logprob=[5])
-    add("add_return_logprob_no_input_ids", "return_logprob with input_ids nil: refused.", return_logprob=True, input_ids=None, input_text="hi")
-    add("add_return_logprob_empty_prompt", "return_logprob with input_ids []: logprob_start_len resolves to 0, not below len-1.", return_logprob=True, input_ids=[])
+    add("add_return_logprob_no_input_ids", gated("return_logprob with input_ids nil: refused.",
+        "return_logprob with input_ids nil" + ungated), return_logprob=True, input_ids=None, input_text="hi")
+    add("add_return_logprob_empty_prompt", gated("return_logprob with input_ids []: logprob_start_len resolves to 0, not below len-1.",
+        "return_logprob with input_ids []: logprob_start_len stays -1 (this version does not resolve it)."), return_logprob=True, input_ids=[])
     add("add_stream", "stream true.", stream=True)
     add("add_input_text_only", "input_text 'hello' and input_ids nil.", input_ids=None, input_text="hello")
     add("add_input_ids_u32", "input_ids [4294967295, 0, 65536] (uint32 and uint32-range ids).", input_ids=[4294967295, 0, 65536])
@@ -138,10 +162,15 @@ def build_requests(b: Builder):
     add("add_rid_long", "a 300-byte rid (str16 header).", rid="r" * 300)
     add("add_rid_nil_seeded", "rid nil with a seed: decodes (no seed to derive).", rid=None, sp_kw={"seed": 5})
     add("add_rid_nil_unseeded", "rid nil and seed nil: resolve_seed fails on the engine.", rid=None)
+    add("add_rid_nil_greedy_unseeded", "rid nil, seed nil, temperature 0 (greedy): " + (
+        "the greedy seed pin sets seed 0, so no seed is derived from the rid: runs." if env.pins_greedy_seed else
+        "no greedy seed pin in this version, so resolve_seed fails on the engine (0.1.1 runs it)."),
+        rid=None, sp_kw={"temperature": 0.0})
     add("add_rid_list_seeded", "rid a list of strings with a seed: decodes.", rid=["a", "b"], sp_kw={"seed": 5})
     add("add_rid_list_unseeded", "rid a list with seed nil: resolve_seed fails on the engine.", rid=["a", "b"])
     add("add_http_worker_ipc", "http_worker_ipc set.", http_worker_ipc="ipc:///tmp/worker-0")
-    add("add_data_parallel_rank", "data_parallel_rank 1 (0.1.1's appended field).", data_parallel_rank=1)
+    if env.has_dp_rank:
+        add("add_data_parallel_rank", "data_parallel_rank 1 (0.1.1's appended field).", data_parallel_rank=1)
     add("add_session_params", "session_params SessionParams(id='s1', rid='r0', offset=2, replace=True).",
         session_params=env.SessionParams(id="s1", rid="r0", offset=2, replace=True))
     add("add_session_params_empty", "session_params with every field nil.", session_params=env.SessionParams())
@@ -167,7 +196,7 @@ def build_requests(b: Builder):
         input_embeds=None, session_params=env.SessionParams(id=None, rid="x", offset=0, replace=False),
         custom_logit_processor="clp", return_hidden_states=True, created_time=CREATED, bootstrap_host="h",
         bootstrap_port=1, bootstrap_room=2, input_multi_ids=[[5, 6, 7]], input_extra_infos=[{}],
-        input_ids_unpadded=[5, 6, 7], validation_error=None, data_parallel_rank=0)
+        input_ids_unpadded=[5, 6, 7], validation_error=None, **({"data_parallel_rank": 0} if env.has_dp_rank else {}))
     # Multimodal payloads (SMG refuses multimodal for TokenSpeed, but the
     # engine's ADD decoder takes them): tensors below 256 bytes ride inline
     # as ext 3 raw views, larger ones in aux frames referenced by index.
@@ -191,7 +220,7 @@ def build_requests(b: Builder):
                       MultimodalDataItem(modality=Modality.IMAGE, pad_value=5, encode_handshake={"bootstrap_room": 7})],
             video_token_id=8, mrope_positions=torch.arange(12, dtype=torch.int64).reshape(3, 4),
             mrope_position_delta=torch.tensor([0.5, -2.0], dtype=torch.bfloat16), mrope_position_delta_scalar=-3))
-    add("add_smg_vector_vec1", "SMG's pinned request (rid vec-1, ids [1,2,3], temperature 0.5, top_p 0.9, max 8, stop ids {2}, seed 42, logprob, stream) built by TokenSpeed 0.1.1.",
+    add("add_smg_vector_vec1", "SMG's pinned request (rid vec-1, ids [1,2,3], temperature 0.5, top_p 0.9, max 8, stop ids {2}, seed 42, logprob, stream) built by TokenSpeed " + env.version + ".",
         sp_kw={"temperature": 0.5, "top_p": 0.9, "max_new_tokens": 8, "stop_token_ids": {2}, "seed": 42}, normalize=True,
         rid="vec-1", return_logprob=True, stream=True)
 
@@ -272,13 +301,18 @@ def build_outputs(b: Builder):
         F(["a", "b"], [[1], [2]], [None, None], [3, 3], [1, 1], [0, 0], None, None))
     add("logprobs_non_finite", "Logprob values -inf and a very small double.",
         F(["r1"], [[10, 11]], [None], [3], [2], [0], [[float("-inf"), -1e-300]], [[10, 11]]))
-    add("engine_index_one", "engine_index 1 (DP rank 1's identity).", F(["r1"], [[10]], [None], [3], [1], [0]), engine_index=1)
-    add("load_tail", "TS reference §15.6: terminal 'stop' row with engine_index 0 and load (5, 2, 120, 1000).",
-        F(["r1"], [[11]], [STOP], [3], [2], [0]), load=(5, 2, 120, 1000))
-    add("load_tail_large", "Load tail with large counts and engine_index 65535.",
-        F(["r1"], [[10]], [None], [3], [1], [0]), engine_index=65535, load=(1000, 70000, 1 << 20, 1 << 33))
-    add("smg_vector_vec1", "SMG's pinned output (vec-1, [10,11], length, 3/2/1, logprobs, engine_index 1, load 2/5/100/400) built by TokenSpeed 0.1.1.",
-        F(["vec-1"], [[10, 11]], [LEN], [3], [2], [1], [[-0.5, -0.25]], [[10, 11]]), engine_index=1, load=(2, 5, 100, 400))
+    if env.has_engine_index:
+        add("engine_index_one", "engine_index 1 (DP rank 1's identity).", F(["r1"], [[10]], [None], [3], [1], [0]), engine_index=1)
+    if env.has_load_tail:
+        add("load_tail", "TS reference §15.6: terminal 'stop' row with engine_index 0 and load (5, 2, 120, 1000).",
+            F(["r1"], [[11]], [STOP], [3], [2], [0]), load=(5, 2, 120, 1000))
+        add("load_tail_large", "Load tail with large counts and engine_index 65535.",
+            F(["r1"], [[10]], [None], [3], [1], [0]), engine_index=65535, load=(1000, 70000, 1 << 20, 1 << 33))
+        add("smg_vector_vec1", "SMG's pinned output (vec-1, [10,11], length, 3/2/1, logprobs, engine_index 1, load 2/5/100/400) built by TokenSpeed 0.1.1.",
+            F(["vec-1"], [[10, 11]], [LEN], [3], [2], [1], [[-0.5, -0.25]], [[10, 11]]), engine_index=1, load=(2, 5, 100, 400))
+    else:
+        add("smg_vector_vec1", f"SMG's pinned 9-element output (vec-1, [10,11], length, 3/2/1, logprobs) built by TokenSpeed {env.version}.",
+            F(["vec-1"], [[10, 11]], [LEN], [3], [2], [1], [[-0.5, -0.25]], [[10, 11]]))
     add("large_token_ids", "Token ids and counts beyond 16 bits.",
         F(["r1"], [[70000, 4294967295]], [None], [100000], [2], [65536]))
     add("unicode_rid", "A non-ASCII rid.", F(["req-é-漢-🙂"], [[1]], [None], [1], [1], [0]))
@@ -320,9 +354,18 @@ def build_handshake_and_ready(b: Builder):
         b.add(Case("ready", name, "EngineCoreReadyResponse", doc, [got["ready_response"]], extra={"provenance": {"engine_run": info}}))
         return got
 
-    got = run("default_bf16", "Ready response of a bf16 engine (context 4096, 1000 pages, granularity 16, chunked prefill 8192).")
+    size = "granularity" if env.ready_size_key == "prefix_granularity" else "block_size"
+    got = run("default_bf16", f"Ready response of a bf16 engine (context 4096, 1000 pages, {size} 16, chunked prefill 8192).")
     b.add(Case("handshake", "hello", "HandshakeHello", "TS reference §15.3: HELLO as connect_msgpack_engine sends it.", [got["hello"]]))
     b.add(Case("handshake", "ready", "HandshakeReady", "READY as connect_msgpack_engine sends it.", [got["ready"]]))
+    if not env.has_loop_handshake:
+        # 08-03: the ready response's fields are set by EventLoop (see
+        # Env.connect); only plain values are run, not its mappings.
+        run("large_values", "Large geometry values (pages beyond 32 bits, context 1<<20, block_size 64).", num_device_pages=1 << 33,
+            context_len=1 << 20, prefix_granularity=64, max_num_seqs=1024, chunked_prefill_size=16384, max_total_num_tokens=1 << 35,
+            zmq_engine_index=7)
+        add_ready_structs(b, env)
+        return
     run("fp16", "Ready response of an fp16 engine (dtype 'torch.float16' mapped to 'float16').", dtype="torch.float16")
     run("fp32_short_name", "dtype 'fp32' mapped to 'float32'.", dtype="fp32")
     run("chunked_prefill_disabled", "chunked_prefill_size -1 clamped to max_num_batched_tokens 0.", chunked_prefill_size=-1)
@@ -332,11 +375,16 @@ def build_handshake_and_ready(b: Builder):
         served_model_name=None, max_total_num_tokens=None)
     run("large_values", "Large geometry values (pages beyond 32 bits, context 1<<20).", num_device_pages=1 << 33, context_len=1 << 20,
         prefix_granularity=64, max_num_seqs=1024, chunked_prefill_size=16384, max_total_num_tokens=1 << 35, zmq_engine_index=7)
+    add_ready_structs(b, env)
+
+
+def add_ready_structs(b: Builder, env):
+    zw = env.zw
     b.add(Case("ready", "struct_defaults", "EngineCoreReadyResponse", "WireEngineCoreReadyResponse() with every field at its default.",
                [zw.encode(zw.WireEngineCoreReadyResponse())]))
     b.add(Case("ready", "kv_fields_set", "EngineCoreReadyResponse", "kv_cache_max_concurrency and kv_events_config set.",
-               [zw.encode(zw.WireEngineCoreReadyResponse(max_model_len=64, num_gpu_blocks=8, prefix_granularity=16,
-                                                         vllm_version="tokenspeed-0.1.1", kv_cache_size_tokens=128,
+               [zw.encode(zw.WireEngineCoreReadyResponse(max_model_len=64, num_gpu_blocks=8, **{env.ready_size_key: 16},
+                                                         vllm_version=f"tokenspeed-{env.version_py}", kv_cache_size_tokens=128,
                                                          kv_cache_max_concurrency=2.5, kv_events_config={"enable": False, "topic": "kv"},
                                                          dp_stats_address="tcp://127.0.0.1:9"))]))
 

@@ -18,24 +18,35 @@ SP = {n: i for i, n in enumerate([
     "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "thinking_budget",
     "custom_params", "stream_interval", "logit_bias", "seed", "logprobs", "n", "stop_strs", "stop_str_max_len",
     "is_normalized"])}
-RQ = {n: i + 1 for i, n in enumerate([
+# The 0.1.1 orders; an older version's structs are prefixes of them
+# (fields are only ever appended), and check_positions narrows RQ and OUT to
+# the version at hand.
+RQ_0_1_1 = {n: i + 1 for i, n in enumerate([
     "rid", "http_worker_ipc", "input_text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len",
     "top_logprobs_num", "token_ids_logprob", "stream", "input_embeds", "session_params", "custom_logit_processor",
     "return_hidden_states", "created_time", "bootstrap_host", "bootstrap_port", "bootstrap_room", "input_multi_ids",
     "input_extra_infos", "input_ids_unpadded", "multimodal_inputs", "validation_error", "data_parallel_rank"])}
-OUT = {n: i + 1 for i, n in enumerate([
+OUT_0_1_1 = {n: i + 1 for i, n in enumerate([
     "rids", "output_ids", "finished_reasons", "prompt_tokens", "completion_tokens", "cached_tokens",
     "output_token_logprobs_val", "output_token_logprobs_idx", "engine_index", "num_running", "num_waiting",
     "kv_active_pages", "kv_total_pages"])}
 
 
+RQ: dict = {}
+OUT: dict = {}
+
+
 def check_positions(env):
-    """The position tables above must be TokenSpeed's declaration order."""
+    """The position tables above must be TokenSpeed's declaration order
+    (this version's fields a prefix of 0.1.1's)."""
     import msgspec.inspect as mi
 
+    global RQ, OUT
     assert [f.name for f in mi.type_info(env.SamplingParams).fields] == list(SP), "SamplingParams order"
-    assert [f.name for f in mi.type_info(env.TokenizedGenerateReqInput).fields] == list(RQ), "request order"
-    assert [f.name for f in mi.type_info(env.BatchTokenIDOutSlim).fields] == list(OUT), "output order"
+    assert env.request_fields == list(RQ_0_1_1)[: len(env.request_fields)], "request order"
+    assert env.output_fields == list(OUT_0_1_1)[: len(env.output_fields)], "output order"
+    RQ = {n: RQ_0_1_1[n] for n in env.request_fields}
+    OUT = {n: OUT_0_1_1[n] for n in env.output_fields}
 
 
 def build(b):
@@ -86,6 +97,8 @@ def build(b):
         ("multimodal_inputs", 5, "an int"), ("validation_error", 1, "an int"), ("data_parallel_rank", "1", "a string"),
         ("data_parallel_rank", 1.0, "a float"),
     ]:
+        if field not in RQ:
+            continue
         slug = what.replace(" ", "_").replace("the_", "")
         mut(f"req_{field}_{slug}", R, f"Request field {field} holds {what}.", rq(field, value))
     mut("req_created_time_int", R, "created_time sent as the integer 5 (a float field accepts an int).", rq("created_time", 5))
@@ -127,7 +140,7 @@ def build(b):
     mut("req_six_elements", R, "TS-R03: the 6-element minimum (up to sampling_params).", lambda raw: raw[:6])
     mut("req_tag_only", R, "Only the tag.", lambda raw: raw[:1])
     mut("req_empty_array", R, "An empty array.", lambda raw: [])
-    mut("req_extra_trailing", R, "Two extra trailing elements after data_parallel_rank.", lambda raw: raw + [1, "future"])
+    mut("req_extra_trailing", R, f"Two extra trailing elements after {env.request_fields[-1]}.", lambda raw: raw + [1, "future"])
     mut("req_extra_trailing_map", R, "An extra trailing map element.", lambda raw: raw + [{"k": 1}])
     mut("sp_extra_trailing", R, "SamplingParams with two extra trailing elements.", lambda raw: raw[RQ["sampling_params"]].extend([7, None]))
     mut("sp_empty_prefix", R, "TS-S10: SamplingParams [] (every field defaulted, decode normalises).", sp_prefix(0))
@@ -146,8 +159,12 @@ def build(b):
         lambda raw: raw[:11])
     mut("req_smg_greedy_seed_nil_prefix_11", "request/add_smg_greedy_g1", "TS-S02: SMG's greedy form (seed nil) in the 11-element prefix; the engine derives crc32('g1').",
         lambda raw: (raw[5].__setitem__(SP["seed"], None), raw[:11])[1], extra={"matches": ["tokenspeed-wire.md §15.2 (greedy ADD)"]})
-    mut("req_pre_dp_24", "request/add_smg_vector_vec1", "The 24-element request of TokenSpeed before data_parallel_rank (SMG's pinned 08-03 vector).",
-        lambda raw: raw[:24], extra={"matches": ["SMG crates/engine_zmq_client/src/protocol/tokenspeed/request.rs PYTHON_REQUEST_VECTOR"]})
+    if env.has_dp_rank:
+        mut("req_pre_dp_24", "request/add_smg_vector_vec1", "The 24-element request of TokenSpeed before data_parallel_rank (SMG's pinned 08-03 vector).",
+            lambda raw: raw[:24], extra={"matches": ["SMG crates/engine_zmq_client/src/protocol/tokenspeed/request.rs PYTHON_REQUEST_VECTOR"]})
+    else:
+        mut("req_with_dp_rank_25", "request/add_smg_vector_vec1", "0.1.1's 25-element form of SMG's vector (data_parallel_rank 1 appended), read by this version.",
+            lambda raw: raw + [1])
 
     # ---- request: frames and bytes ----------------------------------------
     mut("req_truncated_last_byte", R, "Payload with its last byte cut.", frames_fn=payload(lambda p: p[:-1]))
@@ -233,23 +250,32 @@ def build(b):
         lambda raw: raw.__setitem__(OUT["output_token_logprobs_val"], [[F32(-0.5)]]))
     mut("out_logprob_nil", "output/logprobs_chunk", "A logprob value nil.",
         lambda raw: raw.__setitem__(OUT["output_token_logprobs_val"], [[None]]))
-    mut("out_engine_index_string", O, "engine_index '0'.", lambda raw: raw.__setitem__(OUT["engine_index"], "0"))
-    mut("out_engine_index_negative", O, "engine_index -1 (an int; no range rule).", lambda raw: raw.__setitem__(OUT["engine_index"], -1))
+    if env.has_engine_index:
+        mut("out_engine_index_string", O, "engine_index '0'.", lambda raw: raw.__setitem__(OUT["engine_index"], "0"))
+        mut("out_engine_index_negative", O, "engine_index -1 (an int; no range rule).", lambda raw: raw.__setitem__(OUT["engine_index"], -1))
     mut("out_wrong_tag", "output/smg_vector_vec1", "TS-O13: tag 'XatchTokenIDOutSlim'.", lambda raw: ["XatchTokenIDOutSlim"] + raw[1:])
     mut("out_wrong_tag_full", "output/chunk_r1", "Tag 'BatchTokenIDOut' (the full struct's name).", lambda raw: ["BatchTokenIDOut"] + raw[1:])
     mut("out_as_map", "output/chunk_r1", "The batch as a map.", lambda raw: {"rids": raw[1]})
     mut("out_eight_elements", "output/chunk_r1", "8 elements: output_token_logprobs_idx missing.", lambda raw: raw[:8])
-    mut("out_extra_trailing", "output/load_tail", "A 15th element after the load tail (a future column).", lambda raw: raw + [[99]])
-    mut("out_pre_load_10", "output/smg_vector_vec1", "The 10-element batch of the engine_index era (no load tail).", lambda raw: raw[:10],
-        extra={"matches": ["SMG output.rs PYTHON_OUTPUT_VECTOR_PRE_LOAD"]})
-    mut("out_pre_dp_9", "output/smg_vector_vec1", "The 9-element batch of 08-03 (no engine_index).", lambda raw: raw[:9],
-        extra={"matches": ["SMG output.rs PYTHON_OUTPUT_VECTOR_PRE_DP"]})
-    mut("out_chunk_9", "output/chunk_r1", "TS reference §15.5: the chunk row in the 9-element shape.", lambda raw: raw[:9],
-        extra={"matches": ["tokenspeed-wire.md §15.5 (chunk row)"]})
-    mut("out_terminal_9", "output/terminal_stop_r1", "TS reference §15.5: the terminal row in the 9-element shape.", lambda raw: raw[:9],
-        extra={"matches": ["tokenspeed-wire.md §15.5 (terminal row)"]})
-    mut("out_abort_row_9", "output/terminal_abort_empty", "TS reference §15.7: the validation-abort row in the 9-element shape.", lambda raw: raw[:9],
-        extra={"matches": ["tokenspeed-wire.md §15.7 (validation-abort row)"]})
+    if env.has_load_tail:
+        mut("out_extra_trailing", "output/load_tail", "A 15th element after the load tail (a future column).", lambda raw: raw + [[99]])
+        mut("out_pre_load_10", "output/smg_vector_vec1", "The 10-element batch of the engine_index era (no load tail).", lambda raw: raw[:10],
+            extra={"matches": ["SMG output.rs PYTHON_OUTPUT_VECTOR_PRE_LOAD"]})
+        mut("out_pre_dp_9", "output/smg_vector_vec1", "The 9-element batch of 08-03 (no engine_index).", lambda raw: raw[:9],
+            extra={"matches": ["SMG output.rs PYTHON_OUTPUT_VECTOR_PRE_DP"]})
+        mut("out_chunk_9", "output/chunk_r1", "TS reference §15.5: the chunk row in the 9-element shape.", lambda raw: raw[:9],
+            extra={"matches": ["tokenspeed-wire.md §15.5 (chunk row)"]})
+        mut("out_terminal_9", "output/terminal_stop_r1", "TS reference §15.5: the terminal row in the 9-element shape.", lambda raw: raw[:9],
+            extra={"matches": ["tokenspeed-wire.md §15.5 (terminal row)"]})
+        mut("out_abort_row_9", "output/terminal_abort_empty", "TS reference §15.7: the validation-abort row in the 9-element shape.", lambda raw: raw[:9],
+            extra={"matches": ["tokenspeed-wire.md §15.7 (validation-abort row)"]})
+    else:
+        # An engine of this version reading later shapes (fields are only
+        # appended, so these are extra trailing elements to it).
+        mut("out_extra_trailing", "output/chunk_r1", "A 10th element after output_token_logprobs_idx (a later version's engine_index).",
+            lambda raw: raw + [0])
+        mut("out_with_load_tail_14", "output/smg_vector_vec1", "0.1.1's 14-element form of SMG's vector (engine_index 1, load 2/5/100/400 appended), read by this version.",
+            lambda raw: raw + [1, 2, 5, 100, 400], extra={"matches": ["SMG output.rs PYTHON_OUTPUT_VECTOR"]})
     mut("out_truncated", "output/chunk_r1", "Output payload with its last byte cut.", frames_fn=payload(lambda p: p[:-1], 0))
     mut("out_trailing_byte", "output/chunk_r1", "Output payload with a trailing byte.", frames_fn=payload(lambda p: p + b"\xc0", 0))
     mut("out_aux_frame", "output/chunk_r1", "TS-F05: a batch followed by an aux frame 'opaque'.", frames_fn=lambda fr: fr + [b"opaque"])
@@ -276,9 +302,16 @@ def build(b):
         lambda raw: {"addresses": {"inputs": raw["addresses"]["inputs"], "outputs": raw["addresses"]["outputs"]}})
     mut("init_two_frames", I, "INIT arrives as two frames: the engine reads the last one.", frames_fn=lambda fr: [b"\x90"] + fr)
     Y = "ready/default_bf16"
-    mut("ready_block_size", Y, "TS-H04 inverted: the pre-08-14 form (block_size, no prefix_granularity).",
-        lambda raw: {("block_size" if k == "prefix_granularity" else k): v for k, v in raw.items()})
-    mut("ready_both_sizes", Y, "Both block_size and prefix_granularity.", lambda raw: raw.__setitem__("block_size", 16))
+    # The size key this version does not have (block_size until 08-14,
+    # prefix_granularity since).
+    other = "block_size" if env.ready_size_key == "prefix_granularity" else "prefix_granularity"
+    if other == "block_size":
+        mut("ready_block_size", Y, "TS-H04 inverted: the pre-08-14 form (block_size, no prefix_granularity).",
+            lambda raw: {("block_size" if k == "prefix_granularity" else k): v for k, v in raw.items()})
+    else:
+        mut("ready_prefix_granularity", Y, "TS-H04: the 08-14 and later form (prefix_granularity, no block_size).",
+            lambda raw: {("prefix_granularity" if k == "block_size" else k): v for k, v in raw.items()})
+    mut("ready_both_sizes", Y, "Both block_size and prefix_granularity.", lambda raw: raw.__setitem__(other, 16))
     mut("ready_dtype_float8", Y, "TS-H07: dtype 'float8' (the class types dtype as str).", lambda raw: raw.__setitem__("dtype", "float8"))
     mut("ready_dtype_nil", Y, "dtype nil.", lambda raw: raw.__setitem__("dtype", None))
     mut("ready_batched_minus_one", Y, "TS-H05: max_num_batched_tokens -1 (as pre-merge builds sent).", lambda raw: raw.__setitem__("max_num_batched_tokens", -1))
@@ -287,7 +320,7 @@ def build(b):
     mut("ready_max_model_len_nil", Y, "max_model_len nil.", lambda raw: raw.__setitem__("max_model_len", None))
     mut("ready_positional", Y, "The ready response as a positional array.", lambda raw: list(raw.values()))
     mut("ready_empty_map", Y, "An empty map (every key has a default).", lambda raw: {})
-    mut("ready_unknown_keys", Y, "TS-H06: extra keys.", lambda raw: (raw.__setitem__("future_key", [1, 2]), raw.__setitem__("block_size", None))[0])
+    mut("ready_unknown_keys", Y, "TS-H06: extra keys.", lambda raw: (raw.__setitem__("future_key", [1, 2]), raw.__setitem__(other, None))[0])
     mut("ready_truncated", Y, "Ready response with its last byte cut.", frames_fn=payload(lambda p: p[:-1], 0))
     mut("ready_version_vllm", Y, "vllm_version '0.33.0' (any string).", lambda raw: raw.__setitem__("vllm_version", "0.33.0"))
 

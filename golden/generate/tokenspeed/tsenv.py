@@ -11,6 +11,7 @@ TokenSpeed's classes, with the helpers of the vLLM generator
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -58,7 +59,18 @@ class Env:
         from tokenspeed.version import __version__
 
         self.io, self.zw, self.zm, self.spm = io, zw, zm, spm
-        self.version = __version__
+        # The golden version: the wheel's release, or "git-<commit[:8]>" for
+        # a tree that setup-tokenspeed-git.sh extracted from TokenSpeed's
+        # repository (its version.py still says the previous release).
+        marker = os.path.join(os.path.dirname(os.path.dirname(tokenspeed.__file__)), "TOKENSPEED_GIT_COMMIT")
+        if os.path.exists(marker):
+            commit = open(marker).read().strip()
+            self.version = f"git-{commit[:8]}"
+            self.git_commit = commit
+        else:
+            self.version = __version__
+            self.git_commit = None
+        self.version_py = __version__
         self.tokenspeed_file = tokenspeed.__file__
         self.SamplingParams = spm.SamplingParams
         self.TokenizedGenerateReqInput = io.TokenizedGenerateReqInput
@@ -72,7 +84,39 @@ class Env:
         self.WireEngineCoreReadyResponse = zw.WireEngineCoreReadyResponse
         # The view's defaults are rendered through TokenSpeed's own encoder.
         view._DEFAULT_ENCODER = io.MsgpackEncoder()
+        # What this version's wire has (read off TokenSpeed's classes and
+        # signatures, so that one case builder serves every version).
+        self.request_fields = [f.name for f in mi.type_info(self.TokenizedGenerateReqInput).fields]
+        self.output_fields = [f.name for f in mi.type_info(self.BatchTokenIDOutSlim).fields]
+        self.ready_fields = [f.name for f in mi.type_info(self.WireEngineCoreReadyResponse).fields]
+        self.has_dp_rank = "data_parallel_rank" in self.request_fields
+        self.has_engine_index = "engine_index" in self.output_fields
+        self.has_load_tail = "num_running" in self.output_fields
+        self.ready_size_key = "prefix_granularity" if "prefix_granularity" in self.ready_fields else "block_size"
+        recv_params = inspect.signature(zm.MsgpackRecvSocket.__init__).parameters
+        # 0.1.1's ingress gates the SGLang logprob knobs (top-k, token ids,
+        # prompt start, token inputs); 08-03 gates return_logprob only.
+        self.full_logprob_gates = "supports_prompt_logprobs" in recv_params
+        # 0.1.1's SamplingParams.__post_init__ pins greedy (top_k 1) to seed 0;
+        # 08-03's does not. Read off the behaviour of TokenSpeed's class.
+        self.pins_greedy_seed = self.SamplingParams(top_k=1, seed=42).seed == 0
+        self.has_loop_handshake = hasattr(zm, "connect_msgpack_engine_for_loop")
         ts_shim.assert_untouched()
+
+    def engine_config(self) -> dict:
+        """ENGINE_CONFIG as far as this version's receive socket takes it."""
+        cfg = dict(ENGINE_CONFIG)
+        if not self.full_logprob_gates:
+            del cfg["supports_prompt_logprobs"]
+        return cfg
+
+    def recv_socket(self, sock):
+        """zmq_msgpack.MsgpackRecvSocket over ``sock`` under ENGINE_CONFIG
+        (0.1.1 also takes supports_prompt_logprobs)."""
+        kw = {"enable_output_logprobs": ENGINE_CONFIG["enable_output_logprobs"]}
+        if self.full_logprob_gates:
+            kw["supports_prompt_logprobs"] = ENGINE_CONFIG["supports_prompt_logprobs"]
+        return self.zm.MsgpackRecvSocket(sock, ENGINE_CONFIG["vocab_size"], **kw)
 
     # ------------------------------------------------------------------
     # encoders (TokenSpeed's own)
@@ -89,7 +133,12 @@ class Env:
         """What MsgpackSendSocket.send_pyobj puts on the output PUSH for a
         BatchTokenIDOut (from_full slicing, then MsgpackEncoder)."""
         sock = FakeSocket()
-        s = self.zm.MsgpackSendSocket(sock, engine_index=engine_index)
+        if not self.has_engine_index:
+            if engine_index or load is not None:
+                raise ValueError(f"TokenSpeed {self.version} has no engine_index or load tail")
+            s = self.zm.MsgpackSendSocket(sock)
+        else:
+            s = self.zm.MsgpackSendSocket(sock, engine_index=engine_index)
         if load is not None:
             s.set_load_snapshot(*load)
         s.send_pyobj(full)
@@ -102,7 +151,7 @@ class Env:
         response on the input socket), its identity, and the input address it
         dialled."""
         ctx = FakeContext(init_payload)
-        self.zm.connect_msgpack_engine_for_loop(ctx, loop)
+        self.connect(ctx, loop)
         hs, inp, out = ctx.sockets
         return {
             "hello": hs.sent[0][0],
@@ -113,6 +162,36 @@ class Env:
             "input_address": inp.connected,
             "output_address": out.connected,
         }
+
+    def connect(self, ctx, loop):
+        """The engine's side of the handshake on ``ctx``'s fake sockets.
+        0.1.1: zmq_msgpack.connect_msgpack_engine_for_loop(ctx, loop).
+        08-03 has no such function: its EventLoop._init_msgpack_transport
+        (event_loop.py, not importable without the scheduler's compiled
+        package) builds a WireEngineCoreReadyResponse from the loop's state
+        and calls zmq_msgpack.connect_msgpack_engine; this does the same
+        with TokenSpeed's class and function, setting the fields that method
+        sets (page size as block_size; dtype already a wire string)."""
+        if self.has_loop_handshake:
+            return self.zm.connect_msgpack_engine_for_loop(ctx, loop)
+        sa = loop.server_args
+        if loop.dp_size > 1:
+            raise NotImplementedError("--zmq-msgpack does not support data-parallel size > 1 yet")
+        ready = self.zw.WireEngineCoreReadyResponse(
+            max_model_len=loop.model_config.context_len,
+            num_gpu_blocks=loop._scheduler_cache_geometry.num_device_pages,
+            block_size=loop._scheduler_cache_geometry.prefix_granularity,
+            dtype=str(loop.model_config.dtype).replace("torch.", ""),
+            vllm_version=f"tokenspeed-{self.version_py}",
+            world_size=loop.world_size, data_parallel_size=loop.dp_size, tensor_parallel_size=loop.attn_tp_size,
+            data_parallel_rank=loop.dp_rank, max_num_seqs=sa.max_num_seqs,
+            max_num_batched_tokens=max(0, sa.chunked_prefill_size),
+            instance_id=sa.served_model_name or sa.model, kv_cache_size_tokens=loop.max_total_num_tokens,
+        )
+        return self.zm.connect_msgpack_engine(
+            ctx, sa.zmq_handshake_endpoint(), sa.zmq_engine_index, ready, loop.model_config.vocab_size,
+            enable_output_logprobs=sa.enable_output_logprobs,
+        )
 
     def fake_loop(self, **kw):
         """The attributes connect_msgpack_engine_for_loop reads from an
@@ -164,10 +243,7 @@ class Env:
             # The same frames through the real socket adapter: the objects
             # it hands out, with validation_error set by its gate.
             sock = FakeSocket([list(frames)])
-            rs = self.zm.MsgpackRecvSocket(
-                sock, ENGINE_CONFIG["vocab_size"],
-                enable_output_logprobs=ENGINE_CONFIG["enable_output_logprobs"],
-                supports_prompt_logprobs=ENGINE_CONFIG["supports_prompt_logprobs"])
+            rs = self.recv_socket(sock)
             objs = []
             while True:
                 try:
@@ -185,7 +261,7 @@ class Env:
             # then requires non-empty inputs and outputs (connect_msgpack_engine).
             ctx = FakeContext(frames[-1], all_frames=list(frames))
             loop = self.fake_loop()
-            self.zm.connect_msgpack_engine_for_loop(ctx, loop)
+            self.connect(ctx, loop)
             return self.zw.decode_init(frames[-1]), None
         # Messages only TokenSpeed sends (no TokenSpeed code receives them):
         # msgspec's typed decode into the TokenSpeed class they are encoded from.

@@ -49,6 +49,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use engine_protocol::frames::{engine_identity, ENGINE_CORE_DEAD};
+use engine_protocol::schema::tokenspeed::RECEIVE_0_1_1;
 use engine_protocol::typed::tokenspeed::{decode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig};
 use engine_protocol::{
@@ -538,7 +539,8 @@ impl Engine<'_> {
 
     /// Starts a request the receive path accepted.
     fn admit(&mut self, req: &StructValue) -> Result<Vec<BatchRow>, String> {
-        let fin = receive(req, &self.script.engine_config()).map_err(|v| format!("{}: {}", v.field, v.message))?;
+        let fin = receive(req, &RECEIVE_0_1_1, &self.script.engine_config())
+            .map_err(|v| format!("{}: {}", v.field, v.message))?;
         let rid = req.str_field("rid").ok_or("ADD without a string rid")?.to_string();
         if self.pending_aborts.remove(&rid) {
             return Ok(Vec::new());

@@ -43,6 +43,21 @@ pub struct TsRunOptions {
     pub extra_args: Vec<String>,
     pub expectations: Expectations,
     pub work_dir: PathBuf,
+    /// When the run's `--deadline` ends, if it has one: no scenario starts
+    /// after it, and a scenario still running then fails.
+    pub deadline_at: Option<Instant>,
+}
+
+/// `limit`, cut to what is left before `deadline_at`.
+pub fn within(limit: Duration, deadline_at: Option<Instant>) -> Duration {
+    match deadline_at {
+        Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
+        None => limit,
+    }
+}
+
+fn deadline_passed(deadline_at: Option<Instant>) -> bool {
+    deadline_at.is_some_and(|at| Instant::now() >= at)
 }
 
 enum Engine {
@@ -126,7 +141,7 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>) -> Res
         "attach" => Engine::None,
         other => return Err(format!("unknown TokenSpeed engine {other:?} (mock, tokenspeed, attach)")),
     };
-    let facts = match gw.wait_ready(opts.startup_timeout).await {
+    let facts = match gw.wait_ready(within(opts.startup_timeout, opts.deadline_at)).await {
         Ok(f) => f,
         Err(e) => {
             let tail = match &engine {
@@ -171,9 +186,15 @@ async fn run_one(
         enable_output_logprobs: logprobs,
         silence: opts.silence,
     };
-    let r = scenario::run(&ctx, s).await;
-    let failures = scenario::evaluate(s, &r, &opts.engine);
-    Verdict::from_run(&failures, r.drift)
+    let limit = within(s.timeout, opts.deadline_at);
+    match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
+        Err(_) if limit < s.timeout => Verdict::Fail("not finished when the run's --deadline ended".into()),
+        Err(_) => Verdict::Fail(format!("not finished within {}s", s.timeout.as_secs())),
+        Ok(r) => {
+            let failures = scenario::evaluate(s, &r, &opts.engine);
+            Verdict::from_run(&failures, r.drift)
+        }
+    }
 }
 
 /// Runs every scenario; the results in order, and whether the shared
@@ -187,7 +208,8 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     // The mock runs with output logprobs on; a live engine as launched
     // (`--enable-output-logprobs` is passed by the launcher).
     let logprobs = opts.mock_script.as_ref().is_none_or(|s| s.enable_output_logprobs);
-    let needs_main = scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(&opts.engine));
+    let needs_main =
+        scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(&opts.engine)) && !deadline_passed(opts.deadline_at);
     let (mut main, main_error) = if needs_main {
         match start(opts, &opts.work_dir.join("main"), None).await {
             Ok(m) => (Some(m), None),
@@ -204,6 +226,10 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
         let t0 = Instant::now();
         let verdict = if !s.runs_on(&opts.engine) {
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
+        } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
+            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
+        } else if deadline_passed(opts.deadline_at) {
+            Verdict::Skip("--deadline reached before it started".into())
         } else if s.fresh_engine && opts.engine == "attach" {
             Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
         } else if s.fresh_engine {
@@ -223,8 +249,6 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                     v
                 }
             }
-        } else if let Some(e) = &main_error {
-            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
         } else {
             match main.as_mut() {
                 None => Verdict::Fail("no engine (stopped for a fresh-engine scenario)".into()),

@@ -149,7 +149,7 @@ pub enum Default {
     NewStruct,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 /// One field of a struct: its Python attribute name, type and default.
 pub struct Field {
     /// The Python attribute name (the key of a map layout).
@@ -296,7 +296,8 @@ impl Ty {
 pub static RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0];
 
 /// Every release of every dialect this crate has a table for.
-pub static ALL_RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0, &tokenspeed::V0_1_1];
+pub static ALL_RELEASES: &[&ReleaseSchema] =
+    &[&vllm::V0_32_0, &vllm::V0_33_0, &tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
 
 /// The table for `dialect` at `version`, if there is one.
 pub fn release(dialect: &str, version: &str) -> Option<&'static ReleaseSchema> {

@@ -1,11 +1,20 @@
-//! TokenSpeed schema tables, release 0.1.1 (the `--zmq-msgpack` wire that
-//! SMG's direct ZMQ backend speaks to TokenSpeed's scheduler).
+//! TokenSpeed schema tables (the `--zmq-msgpack` wire that SMG's direct ZMQ
+//! backend speaks to TokenSpeed's scheduler), two versions:
+//! - [`V0_1_1`], release 0.1.1: TokenSpeed's own classes as installed from
+//!   PyPI (the pure-Python `tokenspeed==0.1.1` wheel), dumped with
+//!   `msgspec.inspect` to `golden/generate/schema/tokenspeed-0.1.1.json`;
+//! - [`GIT_57B49061`], TokenSpeed's repository at commit `57b49061`
+//!   (2026-08-03, the first msgpack wire, never released as a wheel; SMG's
+//!   pinned test vectors come from it), dumped the same way to
+//!   `golden/generate/schema/tokenspeed-git-57b49061.json`.
 //!
-//! Sources: TokenSpeed's own classes as installed from PyPI (the pure-Python
-//! `tokenspeed==0.1.1` wheel), dumped with `msgspec.inspect` to
-//! `golden/generate/schema/tokenspeed-0.1.1.json` and cross-checked by the
+//! Both are cross-checked against their dumps by the
 //! `tokenspeed_schema_tables` test; the wire facts they rely on are
-//! docs/tokenspeed-wire.md §2-§6.
+//! docs/tokenspeed-wire.md §2-§6, and §12 lists what changed between the
+//! two: fields were only appended (`data_parallel_rank` to the request; the
+//! `engine_index` and load columns to the output batch), so the 08-03
+//! structs are prefixes of 0.1.1's and share their field tables, except the
+//! ready response, whose `block_size` became `prefix_granularity`.
 //!
 //! Wire facts these tables encode:
 //! - the data-plane structs are msgspec `array_like` structs; the ADD payload
@@ -32,7 +41,7 @@
 //! table is consulted.
 
 use super::Default as D;
-use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
+use super::{DefaultValues, EnumSchema, Field, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -66,8 +75,12 @@ static DICT_STR_TORCH: Ty = Ty::Dict(&STR, &TORCH);
 
 /// The msgspec tag (element 0 of the wire array) of every tagged struct of
 /// this dialect. msgspec's default tag is the class name.
-pub static TAGS: &[(&StructSchema, &str)] =
-    &[(&TOKENIZED_GENERATE_REQ_INPUT, "TokenizedGenerateReqInput"), (&BATCH_TOKEN_ID_OUT_SLIM, "BatchTokenIDOutSlim")];
+pub static TAGS: &[(&StructSchema, &str)] = &[
+    (&TOKENIZED_GENERATE_REQ_INPUT, "TokenizedGenerateReqInput"),
+    (&BATCH_TOKEN_ID_OUT_SLIM, "BatchTokenIDOutSlim"),
+    (&TOKENIZED_GENERATE_REQ_INPUT_08_03, "TokenizedGenerateReqInput"),
+    (&BATCH_TOKEN_ID_OUT_SLIM_08_03, "BatchTokenIDOutSlim"),
+];
 
 // ===== the ADD payload =====
 
@@ -195,35 +208,49 @@ static OPT_MULTIMODAL_INPUTS: Ty = Ty::Optional(&Ty::Struct(&MULTIMODAL_INPUTS))
 pub static TOKENIZED_GENERATE_REQ_INPUT: StructSchema = StructSchema {
     name: "TokenizedGenerateReqInput",
     layout: Layout::Positional,
-    fields: &[
-        f("rid", &OPT_STR_OR_LIST_STR, D::Nil),
-        f("http_worker_ipc", &OPT_STR, D::Nil),
-        f("input_text", &OPT_STR, D::Nil),
-        f("input_ids", &OPT_LIST_INT, D::Nil),
-        f("sampling_params", &Ty::Struct(&SAMPLING_PARAMS), D::Required),
-        f("return_logprob", &BOOL, D::Bool(false)),
-        f("logprob_start_len", &INT, D::Int(-1)),
-        f("top_logprobs_num", &INT, D::Int(0)),
-        f("token_ids_logprob", &OPT_LIST_INT, D::Nil),
-        f("stream", &BOOL, D::Bool(false)),
-        f("input_embeds", &OPT_LIST_ANY, D::Nil),
-        f("session_params", &OPT_SESSION_PARAMS, D::Nil),
-        f("custom_logit_processor", &OPT_STR, D::Nil),
-        f("return_hidden_states", &BOOL, D::Bool(false)),
-        f("created_time", &FLOAT, D::Float(0.0)),
-        f("bootstrap_host", &OPT_STR, D::Nil),
-        f("bootstrap_port", &OPT_INT, D::Nil),
-        f("bootstrap_room", &OPT_INT, D::Nil),
-        f("input_multi_ids", &OPT_LIST_LIST_INT, D::Nil),
-        f("input_extra_infos", &OPT_LIST_DICT_ANY_ANY, D::Nil),
-        f("input_ids_unpadded", &OPT_LIST_INT, D::Nil),
-        f("multimodal_inputs", &OPT_MULTIMODAL_INPUTS, D::Nil),
-        f("validation_error", &OPT_STR, D::Nil),
-        f("data_parallel_rank", &OPT_INT, D::Nil),
-    ],
+    fields: &REQUEST_FIELDS,
     validate: None,
     defaults: DefaultValues::NEW,
 };
+
+/// The 08-03 `TokenizedGenerateReqInput`: 0.1.1's without
+/// `data_parallel_rank` (23 fields after the tag).
+pub static TOKENIZED_GENERATE_REQ_INPUT_08_03: StructSchema = StructSchema {
+    name: "TokenizedGenerateReqInput",
+    layout: Layout::Positional,
+    fields: REQUEST_FIELDS.split_at(23).0,
+    validate: None,
+    defaults: DefaultValues::NEW,
+};
+
+/// The request's fields in declaration order (0.1.1; every earlier version
+/// has a prefix of them).
+static REQUEST_FIELDS: [Field; 24] = [
+    f("rid", &OPT_STR_OR_LIST_STR, D::Nil),
+    f("http_worker_ipc", &OPT_STR, D::Nil),
+    f("input_text", &OPT_STR, D::Nil),
+    f("input_ids", &OPT_LIST_INT, D::Nil),
+    f("sampling_params", &Ty::Struct(&SAMPLING_PARAMS), D::Required),
+    f("return_logprob", &BOOL, D::Bool(false)),
+    f("logprob_start_len", &INT, D::Int(-1)),
+    f("top_logprobs_num", &INT, D::Int(0)),
+    f("token_ids_logprob", &OPT_LIST_INT, D::Nil),
+    f("stream", &BOOL, D::Bool(false)),
+    f("input_embeds", &OPT_LIST_ANY, D::Nil),
+    f("session_params", &OPT_SESSION_PARAMS, D::Nil),
+    f("custom_logit_processor", &OPT_STR, D::Nil),
+    f("return_hidden_states", &BOOL, D::Bool(false)),
+    f("created_time", &FLOAT, D::Float(0.0)),
+    f("bootstrap_host", &OPT_STR, D::Nil),
+    f("bootstrap_port", &OPT_INT, D::Nil),
+    f("bootstrap_room", &OPT_INT, D::Nil),
+    f("input_multi_ids", &OPT_LIST_LIST_INT, D::Nil),
+    f("input_extra_infos", &OPT_LIST_DICT_ANY_ANY, D::Nil),
+    f("input_ids_unpadded", &OPT_LIST_INT, D::Nil),
+    f("multimodal_inputs", &OPT_MULTIMODAL_INPUTS, D::Nil),
+    f("validation_error", &OPT_STR, D::Nil),
+    f("data_parallel_rank", &OPT_INT, D::Nil),
+];
 
 // ===== outputs =====
 
@@ -233,24 +260,38 @@ pub static TOKENIZED_GENERATE_REQ_INPUT: StructSchema = StructSchema {
 pub static BATCH_TOKEN_ID_OUT_SLIM: StructSchema = StructSchema {
     name: "BatchTokenIDOutSlim",
     layout: Layout::Positional,
-    fields: &[
-        f("rids", &OPT_LIST_STR, D::Nil),
-        f("output_ids", &LIST_LIST_INT, D::Required),
-        f("finished_reasons", &LIST_STR, D::Required),
-        f("prompt_tokens", &LIST_INT, D::Required),
-        f("completion_tokens", &LIST_INT, D::Required),
-        f("cached_tokens", &LIST_INT, D::Required),
-        f("output_token_logprobs_val", &LIST_LIST_FLOAT, D::Required),
-        f("output_token_logprobs_idx", &LIST_LIST_INT, D::Required),
-        f("engine_index", &INT, D::Int(0)),
-        f("num_running", &INT, D::Int(0)),
-        f("num_waiting", &INT, D::Int(0)),
-        f("kv_active_pages", &INT, D::Int(0)),
-        f("kv_total_pages", &INT, D::Int(0)),
-    ],
+    fields: &OUTPUT_FIELDS,
     validate: None,
     defaults: DefaultValues::NEW,
 };
+
+/// The 08-03 `BatchTokenIDOutSlim`: `rids` and the seven required columns,
+/// nothing after them (9 elements with the tag).
+pub static BATCH_TOKEN_ID_OUT_SLIM_08_03: StructSchema = StructSchema {
+    name: "BatchTokenIDOutSlim",
+    layout: Layout::Positional,
+    fields: OUTPUT_FIELDS.split_at(8).0,
+    validate: None,
+    defaults: DefaultValues::NEW,
+};
+
+/// The output batch's fields in declaration order (0.1.1; 08-03 has the
+/// first 8, 08-12 the first 9).
+static OUTPUT_FIELDS: [Field; 13] = [
+    f("rids", &OPT_LIST_STR, D::Nil),
+    f("output_ids", &LIST_LIST_INT, D::Required),
+    f("finished_reasons", &LIST_STR, D::Required),
+    f("prompt_tokens", &LIST_INT, D::Required),
+    f("completion_tokens", &LIST_INT, D::Required),
+    f("cached_tokens", &LIST_INT, D::Required),
+    f("output_token_logprobs_val", &LIST_LIST_FLOAT, D::Required),
+    f("output_token_logprobs_idx", &LIST_LIST_INT, D::Required),
+    f("engine_index", &INT, D::Int(0)),
+    f("num_running", &INT, D::Int(0)),
+    f("num_waiting", &INT, D::Int(0)),
+    f("kv_active_pages", &INT, D::Int(0)),
+    f("kv_total_pages", &INT, D::Int(0)),
+];
 
 // ===== handshake =====
 
@@ -303,30 +344,73 @@ pub static WIRE_HANDSHAKE_INIT_MESSAGE: StructSchema = StructSchema {
 pub static WIRE_ENGINE_CORE_READY_RESPONSE: StructSchema = StructSchema {
     name: "WireEngineCoreReadyResponse",
     layout: Layout::FullMap,
-    fields: &[
-        f("max_model_len", &INT, D::Int(0)),
-        f("num_gpu_blocks", &INT, D::Int(0)),
-        f("prefix_granularity", &INT, D::Int(0)),
-        f("dp_stats_address", &OPT_STR, D::Nil),
-        f("dtype", &STR, D::Str("bfloat16")),
-        f("multimodal_encoder_dtype", &OPT_STR, D::Nil),
-        f("vllm_version", &STR, D::Str("")),
-        f("world_size", &INT, D::Int(1)),
-        f("data_parallel_size", &INT, D::Int(1)),
-        f("tensor_parallel_size", &INT, D::Int(1)),
-        f("pipeline_parallel_size", &INT, D::Int(1)),
-        f("decode_context_parallel_size", &INT, D::Int(1)),
-        f("data_parallel_rank", &INT, D::Int(0)),
-        f("max_num_seqs", &INT, D::Int(0)),
-        f("max_num_batched_tokens", &INT, D::Int(0)),
-        f("instance_id", &STR, D::Str("")),
-        f("kv_cache_size_tokens", &OPT_INT, D::Nil),
-        f("kv_cache_max_concurrency", &OPT_FLOAT, D::Nil),
-        f("kv_events_config", &OPT_DICT_ANY_ANY, D::Nil),
-    ],
+    fields: &READY_FIELDS_0_1_1,
     validate: None,
     defaults: DefaultValues::NEW,
 };
+
+/// The 08-03 ready response: 18 fields, the page size as `block_size` where
+/// 0.1.1 has `prefix_granularity`, and no `multimodal_encoder_dtype`.
+pub static WIRE_ENGINE_CORE_READY_RESPONSE_08_03: StructSchema = StructSchema {
+    name: "WireEngineCoreReadyResponse",
+    layout: Layout::FullMap,
+    fields: &READY_FIELDS_08_03,
+    validate: None,
+    defaults: DefaultValues::NEW,
+};
+
+static READY_FIELDS_0_1_1: [Field; 19] = ready_fields([
+    f("max_model_len", &INT, D::Int(0)),
+    f("num_gpu_blocks", &INT, D::Int(0)),
+    f("prefix_granularity", &INT, D::Int(0)),
+    f("dp_stats_address", &OPT_STR, D::Nil),
+    f("dtype", &STR, D::Str("bfloat16")),
+    f("multimodal_encoder_dtype", &OPT_STR, D::Nil),
+]);
+
+static READY_FIELDS_08_03: [Field; 18] = ready_fields([
+    f("max_model_len", &INT, D::Int(0)),
+    f("num_gpu_blocks", &INT, D::Int(0)),
+    f("block_size", &INT, D::Int(0)),
+    f("dp_stats_address", &OPT_STR, D::Nil),
+    f("dtype", &STR, D::Str("bfloat16")),
+]);
+
+/// A version's ready-response fields: its own first fields, then
+/// [`READY_TAIL`] (`T` must be their total, checked at compile time).
+const fn ready_fields<const H: usize, const T: usize>(head: [Field; H]) -> [Field; T] {
+    assert!(H + READY_TAIL.len() == T, "T is the head and the tail together");
+    let mut out = [READY_TAIL[0]; T];
+    let mut i = 0;
+    while i < H {
+        out[i] = head[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < READY_TAIL.len() {
+        out[H + j] = READY_TAIL[j];
+        j += 1;
+    }
+    out
+}
+
+/// The ready response's fields from `vllm_version` on, the same in both
+/// versions.
+const READY_TAIL: [Field; 13] = [
+    f("vllm_version", &STR, D::Str("")),
+    f("world_size", &INT, D::Int(1)),
+    f("data_parallel_size", &INT, D::Int(1)),
+    f("tensor_parallel_size", &INT, D::Int(1)),
+    f("pipeline_parallel_size", &INT, D::Int(1)),
+    f("decode_context_parallel_size", &INT, D::Int(1)),
+    f("data_parallel_rank", &INT, D::Int(0)),
+    f("max_num_seqs", &INT, D::Int(0)),
+    f("max_num_batched_tokens", &INT, D::Int(0)),
+    f("instance_id", &STR, D::Str("")),
+    f("kv_cache_size_tokens", &OPT_INT, D::Nil),
+    f("kv_cache_max_concurrency", &OPT_FLOAT, D::Nil),
+    f("kv_events_config", &OPT_DICT_ANY_ANY, D::Nil),
+];
 
 // ===== roles TokenSpeed does not have =====
 
@@ -351,6 +435,10 @@ static ROOT_HANDSHAKE_INIT: Ty = Ty::Struct(&WIRE_HANDSHAKE_INIT_MESSAGE);
 static ROOT_HANDSHAKE_STATUS: Ty = Ty::Struct(&WIRE_READY_MESSAGE);
 static ROOT_NONE: Ty = Ty::Struct(&NOT_IN_DIALECT);
 
+static ROOT_REQUEST_08_03: Ty = Ty::Struct(&TOKENIZED_GENERATE_REQ_INPUT_08_03);
+static ROOT_OUTPUTS_08_03: Ty = Ty::Struct(&BATCH_TOKEN_ID_OUT_SLIM_08_03);
+static ROOT_READY_08_03: Ty = Ty::Struct(&WIRE_ENGINE_CORE_READY_RESPONSE_08_03);
+
 /// TokenSpeed 0.1.1. The vLLM role names map onto TokenSpeed's messages:
 /// `engine_core_request` is the ADD payload `TokenizedGenerateReqInput`,
 /// `engine_core_outputs` the output batch `BatchTokenIDOutSlim`.
@@ -369,3 +457,65 @@ pub static V0_1_1: ReleaseSchema = ReleaseSchema {
     handshake_init: &ROOT_HANDSHAKE_INIT,
     handshake_status: &ROOT_HANDSHAKE_STATUS,
 };
+
+/// TokenSpeed at git commit `57b49061` (2026-08-03; its `version.py` says
+/// 0.1.0, whose wheel has no msgpack wire): the 24-element request, the
+/// 9-element output batch, `block_size` in the ready response. The other
+/// structs (`SamplingParams`, the handshake, multimodal inputs) are 0.1.1's.
+pub static GIT_57B49061: ReleaseSchema = ReleaseSchema {
+    dialect: "tokenspeed",
+    version: "git-57b49061",
+    engine_core_request: &ROOT_REQUEST_08_03,
+    sampling_params: &SAMPLING_PARAMS,
+    structured_outputs_params: &NOT_IN_DIALECT,
+    engine_core_outputs: &ROOT_OUTPUTS_08_03,
+    engine_core_output: &NOT_IN_DIALECT,
+    utility_output: &ROOT_NONE,
+    utility_request: &ROOT_NONE,
+    start_dp_wave: &ROOT_NONE,
+    ready_response: &ROOT_READY_08_03,
+    handshake_init: &ROOT_HANDSHAKE_INIT,
+    handshake_status: &ROOT_HANDSHAKE_STATUS,
+};
+
+// ===== the receive path, per version =====
+
+/// What a TokenSpeed version's receive path does to an ADD after msgspec
+/// decoded it, where versions differ (docs/tokenspeed-wire.md §5, §12.3).
+/// Data: `crate::validate::tokenspeed::receive` interprets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReceiveRules {
+    /// `SamplingParams.__post_init__` pins greedy sampling (`top_k` 1) to
+    /// seed 0 (0.1.1; not 08-03).
+    pub pin_greedy_seed: bool,
+    /// Which logprob knobs the receive socket refuses.
+    pub logprob_gates: LogprobGates,
+}
+
+/// The logprob gates of a TokenSpeed receive socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogprobGates {
+    /// 08-03: `return_logprob` needs `--enable-output-logprobs`; nothing
+    /// else is looked at, and `logprob_start_len` is kept as sent.
+    EnableFlagOnly,
+    /// 0.1.1: also refuses top-k and token-id logprobs, a request without
+    /// token inputs and a start asking for prompt logprobs, and resolves
+    /// `logprob_start_len` -1 to the last prompt token.
+    Full,
+}
+
+/// The receive rules of TokenSpeed 0.1.1.
+pub static RECEIVE_0_1_1: ReceiveRules = ReceiveRules { pin_greedy_seed: true, logprob_gates: LogprobGates::Full };
+/// The receive rules of TokenSpeed at `57b49061`.
+pub static RECEIVE_GIT_57B49061: ReceiveRules =
+    ReceiveRules { pin_greedy_seed: false, logprob_gates: LogprobGates::EnableFlagOnly };
+
+/// The receive rules of a TokenSpeed release; `None` for a vLLM one.
+pub fn receive_rules(release: &ReleaseSchema) -> Option<&'static ReceiveRules> {
+    [(&V0_1_1, &RECEIVE_0_1_1), (&GIT_57B49061, &RECEIVE_GIT_57B49061)]
+        .into_iter()
+        .find(|(r, _)| std::ptr::eq(*r, release))
+        .map(|(_, rules)| rules)
+}

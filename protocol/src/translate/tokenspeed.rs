@@ -53,7 +53,7 @@
 use super::request::{ConstraintFields, GenerateRequest, TranslateError, TranslateErrorClass};
 use super::stop::{StopParams, StopSemantics};
 use super::tokenizer::GatewayTokenizer;
-use crate::schema::tokenspeed::V0_1_1;
+use crate::schema::tokenspeed::{RECEIVE_0_1_1, V0_1_1};
 use crate::typed::tokenspeed::{Rid, SamplingParams, TokenizedGenerateReqInput};
 use crate::typed::StopStrings;
 use crate::validate::tokenspeed as ts;
@@ -390,7 +390,7 @@ pub fn translate(
 
     // The frontend's finalisation, with the engine's own functions.
     let rid = Value::Str(req.request_id.clone());
-    ts::post_init(&mut sp);
+    ts::post_init(&mut sp, &RECEIVE_0_1_1);
     ts::resolve_seed(&mut sp, &rid).map_err(|v| TranslateError {
         class: Malformed,
         field: "request_id".into(),
@@ -434,7 +434,7 @@ pub fn translate(
     };
     // The engine socket's logprob gate, on what is sent (it cannot fail
     // after the checks above; kept so the two can never drift apart).
-    if let Err(v) = ts::logprob_gate(r, &info.engine_config()) {
+    if let Err(v) = ts::logprob_gate(r, &RECEIVE_0_1_1, &info.engine_config()) {
         return refuse(Unsupported, "logprobs", format!("{}: {}", v.field, v.message));
     }
 

@@ -1,7 +1,11 @@
 //! Typed access to TokenSpeed's wire messages (the `--zmq-msgpack` dialect,
 //! release 0.1.1): the structs generated from the TokenSpeed schema tables
 //! ([`generated`]), whole-message decode and encode, the ABORT payload, and
-//! the output batch as per-request rows.
+//! the output batch as per-request rows. The older 08-03 wire
+//! (`tokenspeed git-57b49061`) has no typed structs: the functions here
+//! refuse its table with an error, and the value codec
+//! ([`crate::decode_message`], [`crate::encode_message`]) reads and writes
+//! it (docs/tokenspeed-wire.md §11.4).
 //!
 //! Wire facts relied on (docs/tokenspeed-wire.md):
 //! - the ADD payload [`TokenizedGenerateReqInput`] and the output batch
