@@ -873,13 +873,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         }
     };
     let deadline_at = args.deadline.map(|d| Instant::now() + Duration::from_secs(d));
-    for (set, flag) in [(args.record.is_some(), "--record"), (args.shard.is_some(), "--shard")] {
-        if set {
-            return Err(format!(
-                "{flag} is not supported with --dialect tokenspeed yet (docs/runner.md \"TokenSpeed\")"
-            ));
-        }
+    if args.record.is_some() {
+        return Err("--record is not supported with --dialect tokenspeed yet (docs/runner.md \"TokenSpeed\")".into());
     }
+    let shard = args.shard.as_deref().map(report::parse_shard).transpose()?;
     let model = match (&args.model, args.engine) {
         (Some(m), _) => m.clone(),
         (None, EngineKind::Tokenspeed) => {
@@ -917,6 +914,7 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         expectations,
         work_dir: work.0.clone(),
         deadline_at,
+        shard,
     };
     let (results, main_error) = run_all(&opts, &tokenizer).await?;
     let name = format!("tokenspeed-{engine}");

@@ -192,6 +192,7 @@ async fn every_tokenspeed_scenario_passes_against_the_mock() {
         expectations: Expectations::default(),
         work_dir: work.path().into(),
         deadline_at: None,
+        shard: None,
     };
     let (results, main_error) = run_all(&opts, &tokenizer()).await.unwrap();
     assert!(!main_error);
@@ -230,6 +231,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
         expectations: Expectations::default(),
         work_dir: work.path().join("w"),
         deadline_at: None,
+        shard: None,
     };
     let (results, _) = run_all(&opts, &tokenizer()).await.unwrap();
     let Verdict::Fail(why) = &results[0].verdict else { panic!("{:?}", results[0].verdict) };
@@ -322,4 +324,33 @@ fn tokenspeed_attach_with_nothing_attaching_ends_within_the_deadline() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(20), "took {:?} with --deadline 3", t0.elapsed());
     assert!(!out.status.success(), "{stdout}");
     assert!(stdout.contains("did not come up"), "{stdout}");
+}
+
+/// `--shard i/n` splits the TokenSpeed scenarios as it splits vLLM's: the
+/// shards are disjoint and together run every scenario.
+#[test]
+fn tokenspeed_shards_split_the_scenarios_between_them() {
+    let mut seen: Vec<String> = Vec::new();
+    for shard in ["1/2", "2/2"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-runner"))
+            .current_dir(repo())
+            .args(["run", "--engine", "mock", "--dialect", "tokenspeed", "--shard", shard])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        let names: Vec<String> = stdout
+            .lines()
+            .filter(|l| l.starts_with("pass") || l.starts_with("skip"))
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+            .collect();
+        assert!(!names.is_empty(), "shard {shard} ran nothing: {stdout}");
+        assert!(names.iter().all(|n| !seen.contains(n)), "shard {shard} repeats a scenario: {stdout}");
+        seen.extend(names);
+    }
+    let total = std::fs::read_dir(repo().join("golden/replay/tokenspeed"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(seen.len(), total, "{seen:?}");
 }

@@ -19,7 +19,7 @@ use super::mock::{TsMock, TsScript};
 use super::scenario::{self, TsContext, TsScenario};
 use crate::handshake::EngineFacts;
 use crate::launcher::{self, EngineProcess};
-use crate::report::{Expectations, ScenarioResult, Verdict};
+use crate::report::{in_shard, Expectations, ScenarioResult, Verdict};
 
 /// What a TokenSpeed run needs.
 #[derive(Debug, Clone)]
@@ -46,6 +46,9 @@ pub struct TsRunOptions {
     /// When the run's `--deadline` ends, if it has one: no scenario starts
     /// after it, and a scenario still running then fails.
     pub deadline_at: Option<Instant>,
+    /// `--shard i/n`: run only the scenarios whose position (in the run
+    /// order) is `i-1` modulo `n`.
+    pub shard: Option<(usize, usize)>,
 }
 
 /// `limit`, cut to what is left before `deadline_at`.
@@ -205,6 +208,9 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     }
     let mut scenarios = scenario::load_dir(&opts.scenarios)?;
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
+    if let Some(shard) = opts.shard {
+        scenarios = scenarios.into_iter().enumerate().filter(|(k, _)| in_shard(*k, shard)).map(|(_, s)| s).collect();
+    }
     // The mock runs with output logprobs on; a live engine as launched
     // (`--enable-output-logprobs` is passed by the launcher).
     let logprobs = opts.mock_script.as_ref().is_none_or(|s| s.enable_output_logprobs);
