@@ -782,7 +782,7 @@ pub fn tokenspeed_ready_response<P: Probe>(data: &[u8], p: &mut P) {
 /// the same value in every field the older one has (the newer fields are
 /// extra trailing elements to it, and its receive path gates less), except
 /// the greedy request 0.1.1's seed pin rescues
-/// ([`rescued_by_greedy_seed_pin`], found by this check's first campaign).
+/// (`rescued_by_greedy_seed_pin`, found by this check's first campaign).
 pub fn tokenspeed_frame_rules<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
     let [old, new] = TOKENSPEED_RELEASES;
     let older = frame_rules_in(p, old, kind, frames);
