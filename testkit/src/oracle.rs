@@ -703,7 +703,7 @@ fn ts() -> &'static ReleaseSchema {
 
 /// Every TokenSpeed table, oldest first: the TokenSpeed targets run each
 /// input through all of them.
-const TOKENSPEED_RELEASES: [&ReleaseSchema; 2] = [&tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
+static TOKENSPEED_RELEASES: [&ReleaseSchema; 2] = [&tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
 
 /// `[type byte, payload, aux...]` as one fuzz input: a TokenSpeed ADD
 /// (`TokenizedGenerateReqInput`, its `SamplingParams`, multimodal tensors in
