@@ -12,9 +12,8 @@ use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock_engine::{MockEngine, Script};
 use crate::record::{self, RecordMeta, Recorder};
-use crate::report::{self, Expectations, ScenarioResult, Verdict};
+use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 use crate::scenario::{self, Context};
-use crate::tokenspeed::run::within;
 use crate::transport::{Gateway, GatewayConfig};
 
 #[derive(Parser, Debug)]
@@ -390,8 +389,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
     if let Some(s) = &args.shard {
         let shard = report::parse_shard(s)?;
-        scenarios =
-            scenarios.into_iter().enumerate().filter(|(k, _)| report::in_shard(*k, shard)).map(|(_, s)| s).collect();
+        scenarios = keep_shard(scenarios, shard);
     }
     let expectations = load_expectations(args.expectations.as_deref())?;
     if args.engine == EngineKind::Vllm && args.model.is_none() {
@@ -489,7 +487,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
         } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
             Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
-        } else if deadline.is_some_and(|d| started.elapsed() >= d) {
+        } else if deadline_passed(deadline_at) {
             Verdict::Skip("--deadline reached before it started".into())
         } else if s.fresh_engine && args.engine == EngineKind::Attach {
             Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
@@ -592,8 +590,7 @@ async fn run_one(
     };
     let limit = within(s.timeout, deadline_at);
     match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
-        Err(_) if limit < s.timeout => Ok(Verdict::Fail("not finished when the run's --deadline ended".into())),
-        Err(_) => Ok(Verdict::Fail(format!("not finished within {}s", s.timeout.as_secs()))),
+        Err(_) => Ok(not_finished(limit, s.timeout)),
         Ok(r) => {
             if let Some(dir) = record {
                 record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;

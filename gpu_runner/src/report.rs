@@ -10,6 +10,7 @@
 //! not `pass`.
 
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 use engine_testkit::outcome::{xml_escape as xml, JunitElement};
 use serde_json::json;
@@ -78,6 +79,36 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 /// Whether the `k`-th scenario (in name order) belongs to shard `i/n`.
 pub fn in_shard(k: usize, (i, n): (usize, usize)) -> bool {
     k % n == i - 1
+}
+
+/// The scenarios of shard `i/n`, in their order: every n-th from the
+/// (i-1)-th (both dialects split the same way).
+pub fn keep_shard<T>(scenarios: Vec<T>, shard: (usize, usize)) -> Vec<T> {
+    scenarios.into_iter().enumerate().filter(|(k, _)| in_shard(*k, shard)).map(|(_, s)| s).collect()
+}
+
+/// `limit`, cut to what is left before `deadline_at` (the run's
+/// `--deadline`, if it has one).
+pub fn within(limit: Duration, deadline_at: Option<Instant>) -> Duration {
+    match deadline_at {
+        Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
+        None => limit,
+    }
+}
+
+/// Whether the run's `--deadline` has ended.
+pub fn deadline_passed(deadline_at: Option<Instant>) -> bool {
+    deadline_at.is_some_and(|at| Instant::now() >= at)
+}
+
+/// The verdict of a scenario still running when `limit` ran out: the run's
+/// deadline when that cut the scenario's own `timeout`, else the timeout.
+pub fn not_finished(limit: Duration, timeout: Duration) -> Verdict {
+    if limit < timeout {
+        Verdict::Fail("not finished when the run's --deadline ended".into())
+    } else {
+        Verdict::Fail(format!("not finished within {}s", timeout.as_secs()))
+    }
 }
 
 pub fn totals(rs: &[ScenarioResult]) -> Totals {

@@ -19,7 +19,7 @@ use super::mock::{TsMock, TsScript};
 use super::scenario::{self, TsContext, TsScenario};
 use crate::handshake::EngineFacts;
 use crate::launcher::{self, EngineProcess};
-use crate::report::{in_shard, Expectations, ScenarioResult, Verdict};
+use crate::report::{deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 
 /// What a TokenSpeed run needs.
 #[derive(Debug, Clone)]
@@ -49,18 +49,6 @@ pub struct TsRunOptions {
     /// `--shard i/n`: run only the scenarios whose position (in the run
     /// order) is `i-1` modulo `n`.
     pub shard: Option<(usize, usize)>,
-}
-
-/// `limit`, cut to what is left before `deadline_at`.
-pub fn within(limit: Duration, deadline_at: Option<Instant>) -> Duration {
-    match deadline_at {
-        Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
-        None => limit,
-    }
-}
-
-fn deadline_passed(deadline_at: Option<Instant>) -> bool {
-    deadline_at.is_some_and(|at| Instant::now() >= at)
 }
 
 enum Engine {
@@ -191,8 +179,7 @@ async fn run_one(
     };
     let limit = within(s.timeout, opts.deadline_at);
     match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
-        Err(_) if limit < s.timeout => Verdict::Fail("not finished when the run's --deadline ended".into()),
-        Err(_) => Verdict::Fail(format!("not finished within {}s", s.timeout.as_secs())),
+        Err(_) => not_finished(limit, s.timeout),
         Ok(r) => {
             let failures = scenario::evaluate(s, &r, &opts.engine);
             Verdict::from_run(&failures, r.drift)
@@ -209,7 +196,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     let mut scenarios = scenario::load_dir(&opts.scenarios)?;
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
     if let Some(shard) = opts.shard {
-        scenarios = scenarios.into_iter().enumerate().filter(|(k, _)| in_shard(*k, shard)).map(|(_, s)| s).collect();
+        scenarios = keep_shard(scenarios, shard);
     }
     // The mock runs with output logprobs on; a live engine as launched
     // (`--enable-output-logprobs` is passed by the launcher).
