@@ -61,6 +61,20 @@ impl Expectations {
         let Some(reason) = self.reason(&r.scenario) else { return };
         r.verdict = r.verdict.expected_to_fail(reason);
     }
+
+    /// [`Expectations::apply`] for a scenario that may not have run at all
+    /// (its gateway or engine never came up): a listing names a known
+    /// finding about what the scenario checks, so it cannot excuse a
+    /// scenario whose checks never ran. That failure stays a failure and
+    /// says the listing did not apply.
+    pub fn apply_if_ran(&self, r: &mut ScenarioResult, ran: bool) {
+        if ran {
+            return self.apply(r);
+        }
+        if let (Some(reason), Verdict::Fail(why)) = (self.reason(&r.scenario), &r.verdict) {
+            r.verdict = Verdict::Fail(format!("{why} (listed as an expected failure, \"{reason}\", but it never ran)"));
+        }
+    }
 }
 
 /// `i/n` with 1 <= i <= n.
@@ -200,6 +214,25 @@ mod tests {
         e.apply(&mut b);
         assert!(matches!(b.verdict, Verdict::Fail(_)));
         assert!(Expectations::parse("noreason\n").unwrap_err().contains("no reason"));
+    }
+
+    #[test]
+    fn a_listed_scenario_that_never_ran_stays_a_failure() {
+        let e = Expectations::parse("room sends 16\n").unwrap();
+        let mut a = r("room", Verdict::Fail("the gateway did not come up".into()));
+        e.apply_if_ran(&mut a, false);
+        assert_eq!(
+            a.verdict,
+            Verdict::Fail(
+                "the gateway did not come up (listed as an expected failure, \"sends 16\", but it never ran)".into()
+            )
+        );
+        let mut b = r("room", Verdict::Fail("sent 16".into()));
+        e.apply_if_ran(&mut b, true);
+        assert_eq!(b.verdict.label(), "expected failure");
+        let mut c = r("other", Verdict::Fail("down".into()));
+        e.apply_if_ran(&mut c, false);
+        assert_eq!(c.verdict, Verdict::Fail("down".into()));
     }
 
     #[test]

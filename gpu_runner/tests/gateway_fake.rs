@@ -247,8 +247,10 @@ async fn findings_name_what_differs_from_vllm_and_expectations_hold_them() {
         assert!(stop.contains(what), "{what} in {stop}");
     }
     // Listed failures become expected failures; the scoreboard shows them.
+    // A fresh fake: the first run's engine registered with this one, and a
+    // gateway takes one engine registration per engine index.
     let exp = Expectations::parse("room sends msgspec's default 16\nstop no stop strings\n").unwrap();
-    let rs = run(&f, s, &exp).await;
+    let rs = run(&fake(Faults { default_16: true }).await, s, &exp).await;
     assert!(rs.iter().all(|r| r.result.verdict.label() == "expected failure"));
     let report: Json = serde_json::from_str(&gateway_mode::report_json("fake-1", "mock", &rs)).unwrap();
     let md = gpu_runner::scoreboard::markdown(&[("fake.json".into(), report)]);
