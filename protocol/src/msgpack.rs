@@ -296,39 +296,63 @@ pub mod write {
         }
     }
 
+    /// The unsigned forms of a value that needs `b` bits (`0..=32`), by
+    /// `b`: marker byte, how far the byte-swapped value shifts right to
+    /// leave its big-endian body (64: none), the mask keeping a positive
+    /// fixint's own bits, and the form's length.
+    const UINT_FORMS: ([u8; 33], [u8; 33], [u8; 33], [u8; 33]) = {
+        let (mut mark, mut shift, mut fix, mut len) = ([0u8; 33], [0u8; 33], [0u8; 33], [0u8; 33]);
+        let mut b = 0;
+        while b <= 32 {
+            (mark[b], shift[b], fix[b], len[b]) = match b {
+                0..=7 => (0x00, 64, 0x7f, 1),
+                8 => (0xcc, 56, 0, 2),
+                9..=16 => (0xcd, 48, 0, 3),
+                _ => (0xce, 32, 0, 5),
+            };
+            b += 1;
+        }
+        (mark, shift, fix, len)
+    };
+
     /// An array of integers (token ids): one reservation, then each value
-    /// in its smallest form.
+    /// in its smallest form. A value in `0..2^32` (every token id) is
+    /// written without a branch on its form: its bit length indexes
+    /// [`UINT_FORMS`], the marker and big-endian body are assembled in one
+    /// `u64` and stored as eight bytes, of which the form's length are
+    /// kept (the reservation leaves room for the overhang). Unpredictable
+    /// forms (ids spread over 2-5 byte forms) cost a mispredicted branch a
+    /// token in a branching writer; this is about 20% faster on the
+    /// 512-token request of `docs/bench.md`. Other values go through
+    /// [`int`].
     pub fn int_array(out: &mut Vec<u8>, xs: &[i64]) {
         array_len(out, xs.len() as u32);
-        out.reserve(xs.len() * 9);
+        // 9 bytes is the longest form; 8 more for the last store's overhang.
+        out.reserve(xs.len() * 9 + 8);
         let start = out.len();
-        let spare = &mut out.spare_capacity_mut()[..xs.len() * 9];
-        let mut p = 0;
-        let mut put = |bytes: &[u8]| {
-            for (dst, &b) in spare[p..p + bytes.len()].iter_mut().zip(bytes) {
-                dst.write(b);
-            }
-            p += bytes.len();
-        };
+        let (mark, shift, fix, len) = (&UINT_FORMS.0, &UINT_FORMS.1, &UINT_FORMS.2, &UINT_FORMS.3);
+        let mut p = 0usize;
         for &v in xs {
-            if (0..128).contains(&v) {
-                put(&[v as u8]);
-            } else if (128..256).contains(&v) {
-                put(&[0xcc, v as u8]);
-            } else if (256..65536).contains(&v) {
-                let b = (v as u16).to_be_bytes();
-                put(&[0xcd, b[0], b[1]]);
-            } else if (65536..1 << 32).contains(&v) {
-                let b = (v as u32).to_be_bytes();
-                put(&[0xce, b[0], b[1], b[2], b[3]]);
+            let u = v as u64;
+            if u < 1 << 32 {
+                let b = (64 - u.leading_zeros()) as usize;
+                // Two shifts, so that a shift of 64 (a fixint) gives 0.
+                let body = (u.swap_bytes() >> (shift[b] - 1)) >> 1;
+                let word = mark[b] as u64 | (body << 8) | (u & fix[b] as u64);
+                // SAFETY: `p <= 9 * (values written so far)`, so
+                // `start + p + 8 <= start + 9 * xs.len() + 8`, within the
+                // capacity reserved above; the store is unaligned-safe.
+                unsafe { std::ptr::write_unaligned(out.as_mut_ptr().add(start + p) as *mut u64, word.to_le()) };
+                p += len[b] as usize;
             } else {
                 let mut one = Vec::with_capacity(9);
                 int(&mut one, v);
-                put(&one);
+                // SAFETY: as above: at most 9 bytes, within the reservation.
+                unsafe { std::ptr::copy_nonoverlapping(one.as_ptr(), out.as_mut_ptr().add(start + p), one.len()) };
+                p += one.len();
             }
         }
-        // SAFETY: `put` initialised exactly `p` bytes of the spare capacity
-        // after `start` (at most 9 per value, all reserved above).
+        // SAFETY: the bytes `start..start + p` were written above.
         unsafe { out.set_len(start + p) };
     }
 
@@ -427,6 +451,20 @@ pub mod write {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn int_array_writes_every_bit_length_as_int_writes_it() {
+        // 2^k - 1, 2^k and 2^k + 1 for every k up to 34, then a run mixing
+        // every form, to catch a table entry or an overhang gone wrong.
+        let mut xs: Vec<i64> = (0..=34).flat_map(|k| [(1i64 << k) - 1, 1 << k, (1 << k) + 1]).collect();
+        xs.extend(xs.clone().iter().rev().map(|x| -x));
+        let mut one_by_one = Vec::new();
+        write::array_len(&mut one_by_one, xs.len() as u32);
+        for &x in &xs {
+            write::int(&mut one_by_one, x);
+        }
+        assert_eq!(written(|o| write::int_array(o, &xs)), one_by_one);
+    }
 
     #[test]
     fn int_array_writes_each_value_as_int_writes_it_after_the_array_header() {

@@ -1,8 +1,10 @@
 //! The typed TokenSpeed API (`typed::tokenspeed`) against TokenSpeed's own
-//! bytes: the goldens of golden/tokenspeed/0.1.1 decode with the verdicts
-//! and drift of the value decoder and re-encode byte for byte; the output
-//! batch converts to per-request rows and back, and a ragged batch is
-//! refused naming its column (docs/tokenspeed-wire.md §3, §7, §8).
+//! bytes: the goldens of both wire versions (golden/tokenspeed/0.1.1 and
+//! golden/tokenspeed/git-57b49061) decode with the verdicts and drift of
+//! the value decoder and re-encode byte for byte; a field one version lacks
+//! is refused when encoding for it; the output batch converts to
+//! per-request rows and back, and a ragged batch is refused naming its
+//! column (docs/tokenspeed-wire.md §3, §7, §8, §12).
 
 use engine_protocol::typed::tokenspeed::{
     decode_abort, decode_typed, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, RaggedBatch,
@@ -17,6 +19,18 @@ fn ts() -> &'static ReleaseSchema {
     release("tokenspeed", "0.1.1").expect("TokenSpeed 0.1.1 is a release")
 }
 
+/// The 08-03 wire.
+fn git() -> &'static ReleaseSchema {
+    release("tokenspeed", "git-57b49061").expect("TokenSpeed git-57b49061 is a release")
+}
+
+/// Both wire versions, with the fewest `exact` accepted goldens each must
+/// re-encode (their request, output, ready, abort and handshake goldens
+/// but the stop-token-id sets: 115 and 114 today).
+fn versions() -> [(&'static ReleaseSchema, usize); 2] {
+    [(ts(), 100), (git(), 100)]
+}
+
 fn refs(frames: &[Vec<u8>]) -> Vec<&[u8]> {
     frames.iter().map(Vec::as_slice).collect()
 }
@@ -24,30 +38,30 @@ fn refs(frames: &[Vec<u8>]) -> Vec<&[u8]> {
 /// The drift a decode reported and the frames the typed encoder wrote back.
 type Roundtrip = Result<(Vec<String>, Vec<Vec<u8>>), Error>;
 
-/// Decodes as `M` and re-encodes: the drift and the new frames.
+/// Decodes as `M` of `rel` and re-encodes for `rel`: the drift and the new
+/// frames.
 fn typed_roundtrip<M: TokenSpeedMessage>(
+    rel: &'static ReleaseSchema,
     frames: &[Vec<u8>],
-    encode: impl Fn(&M) -> Result<Vec<Vec<u8>>, Error>,
+    encode: impl Fn(&M, &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error>,
 ) -> Roundtrip {
-    let (m, drift) = decode_typed::<M>(ts(), &refs(frames), &Limits::default())?;
-    Ok((drift, encode(&m)?))
+    let (m, drift) = decode_typed::<M>(rel, &refs(frames), &Limits::default())?;
+    Ok((drift, encode(&m, rel)?))
 }
 
-/// The typed decode and re-encode of one message; `None` for a kind the
-/// typed API has no struct for.
-fn roundtrip(kind: MessageKind, frames: &[Vec<u8>]) -> Option<Roundtrip> {
+/// The typed decode and re-encode of one message of `rel`; `None` for a
+/// kind the typed API has no struct for.
+fn roundtrip(rel: &'static ReleaseSchema, kind: MessageKind, frames: &[Vec<u8>]) -> Option<Roundtrip> {
     Some(match kind {
-        MessageKind::EngineCoreRequest => typed_roundtrip(frames, |m: &TokenizedGenerateReqInput| m.encode(ts())),
-        MessageKind::EngineCoreOutputs => typed_roundtrip(frames, |m: &BatchTokenIDOutSlim| m.encode(ts())),
-        MessageKind::EngineCoreReadyResponse => {
-            typed_roundtrip(frames, |m: &WireEngineCoreReadyResponse| m.encode(ts()))
-        }
+        MessageKind::EngineCoreRequest => typed_roundtrip(rel, frames, TokenizedGenerateReqInput::encode),
+        MessageKind::EngineCoreOutputs => typed_roundtrip(rel, frames, BatchTokenIDOutSlim::encode),
+        MessageKind::EngineCoreReadyResponse => typed_roundtrip(rel, frames, WireEngineCoreReadyResponse::encode),
         MessageKind::HandshakeHello | MessageKind::HandshakeReady => {
-            typed_roundtrip(frames, |m: &WireReadyMessage| m.encode(ts()))
+            typed_roundtrip(rel, frames, WireReadyMessage::encode)
         }
-        MessageKind::HandshakeInit => typed_roundtrip(frames, |m: &WireHandshakeInitMessage| m.encode(ts())),
+        MessageKind::HandshakeInit => typed_roundtrip(rel, frames, WireHandshakeInitMessage::encode),
         MessageKind::AbortRequest => {
-            decode_abort(ts(), &refs(frames), &Limits::default()).map(|rids| (Vec::new(), encode_abort(&rids)))
+            decode_abort(rel, &refs(frames), &Limits::default()).map(|rids| (Vec::new(), encode_abort(&rids)))
         }
         _ => return None,
     })
@@ -55,59 +69,98 @@ fn roundtrip(kind: MessageKind, frames: &[Vec<u8>]) -> Option<Roundtrip> {
 
 #[test]
 fn every_accepted_golden_reencodes_byte_for_byte_from_the_typed_struct() {
-    let mut exact = 0;
-    let mut equivalent = 0;
-    for dir in ["request", "output", "ready", "abort", "handshake"] {
-        let cases = message_cases(&golden_dir().join("tokenspeed/0.1.1").join(dir)).expect("goldens load");
-        for case in cases {
-            let Body::Message { message, frames, expect: Expect::Accept, encode, .. } = &case.body else { continue };
-            let r = roundtrip(*message, frames).unwrap_or_else(|| panic!("{}: no typed struct", case.id));
-            let (_, again) = r.unwrap_or_else(|e| panic!("{}: typed decode refused an accepted message: {e}", case.id));
-            match encode {
-                EncodeMode::Exact => {
-                    assert_eq!(again, *frames, "{}: the typed encoder differs from TokenSpeed's", case.id);
-                    exact += 1;
-                }
-                EncodeMode::Equivalent => {
-                    // A set in hash order: the re-encoded frames decode to
-                    // the same message.
-                    let a = decode_message(ts(), *message, &refs(frames), &Limits::default()).expect("accepted");
-                    let b = decode_message(ts(), *message, &refs(&again), &Limits::default()).expect("re-encoded");
-                    assert_eq!(a.value, b.value, "{}", case.id);
-                    equivalent += 1;
+    for (rel, at_least) in versions() {
+        let (mut exact, mut equivalent) = (0, 0);
+        for dir in ["request", "output", "ready", "abort", "handshake"] {
+            let cases = message_cases(&golden_dir().join("tokenspeed").join(rel.version).join(dir)).expect("goldens");
+            for case in cases {
+                let Body::Message { message, frames, expect: Expect::Accept, encode, .. } = &case.body else {
+                    continue;
+                };
+                let r = roundtrip(rel, *message, frames).unwrap_or_else(|| panic!("{}: no typed struct", case.id));
+                let (_, again) =
+                    r.unwrap_or_else(|e| panic!("{}: typed decode refused an accepted message: {e}", case.id));
+                match encode {
+                    EncodeMode::Exact => {
+                        assert_eq!(again, *frames, "{}: the typed encoder differs from TokenSpeed's", case.id);
+                        exact += 1;
+                    }
+                    EncodeMode::Equivalent => {
+                        // A set in hash order: the re-encoded frames decode
+                        // to the same message.
+                        let a = decode_message(rel, *message, &refs(frames), &Limits::default()).expect("accepted");
+                        let b = decode_message(rel, *message, &refs(&again), &Limits::default()).expect("re-encoded");
+                        assert_eq!(a.value, b.value, "{}", case.id);
+                        equivalent += 1;
+                    }
                 }
             }
         }
+        assert!(exact >= at_least, "{}: only {exact} exact cases", rel.version);
+        assert!(equivalent >= 1, "{}: no equivalent case seen", rel.version);
     }
-    // Every request, output, ready, abort and handshake golden the engine
-    // accepts is `exact` but the stop-token-id sets (114 + 1 today).
-    assert!(exact >= 100, "only {exact} exact cases");
-    assert!(equivalent >= 1, "no equivalent case seen");
 }
 
 #[test]
 fn typed_decoding_has_the_value_decoders_verdict_and_drift_on_every_golden() {
-    let cases = message_cases(&golden_dir().join("tokenspeed/0.1.1")).expect("goldens load");
-    let mut seen = 0;
-    let mut out_of_range = 0;
-    for case in cases {
-        let Body::Message { message, frames, .. } = &case.body else { continue };
-        let Some(typed) = roundtrip(*message, frames) else { continue };
-        seen += 1;
-        let reference = decode_message(ts(), *message, &refs(frames), &Limits::default());
-        match (reference, typed) {
-            (Ok(d), Ok((drift, _))) => assert_eq!(d.drift, drift, "{}", case.id),
-            (Err(a), Err(b)) => assert_eq!((a.class, &a.path), (b.class, &b.path), "{}", case.id),
-            // What the struct cannot hold: an integer above i64::MAX in an
-            // `int` field (as the vLLM typed API).
-            (Ok(_), Err(e)) if e.class == RejectClass::Type && e.detail.contains("out of range for i64") => {
-                out_of_range += 1
+    for (rel, _) in versions() {
+        let cases = message_cases(&golden_dir().join("tokenspeed").join(rel.version)).expect("goldens load");
+        let mut seen = 0;
+        let mut out_of_range = 0;
+        for case in cases {
+            let Body::Message { message, frames, .. } = &case.body else { continue };
+            let Some(typed) = roundtrip(rel, *message, frames) else { continue };
+            seen += 1;
+            let reference = decode_message(rel, *message, &refs(frames), &Limits::default());
+            match (reference, typed) {
+                (Ok(d), Ok((drift, _))) => assert_eq!(d.drift, drift, "{}", case.id),
+                (Err(a), Err(b)) => assert_eq!((a.class, &a.path), (b.class, &b.path), "{}", case.id),
+                // What the struct cannot hold: an integer above i64::MAX in
+                // an `int` field (as the vLLM typed API).
+                (Ok(_), Err(e)) if e.class == RejectClass::Type && e.detail.contains("out of range for i64") => {
+                    out_of_range += 1
+                }
+                (a, b) => panic!("{}: value decoder {:?}, typed {:?}", case.id, a.map(|d| d.drift), b.map(|d| d.0)),
             }
-            (a, b) => panic!("{}: value decoder {:?}, typed {:?}", case.id, a.map(|d| d.drift), b.map(|d| d.0)),
         }
+        assert!(seen > 300, "{}: only {seen} cases compared", rel.version);
+        assert!(out_of_range <= 3, "{}: {out_of_range} cases refused for an integer above i64::MAX", rel.version);
     }
-    assert!(seen > 300, "only {seen} cases compared");
-    assert!(out_of_range <= 3, "{out_of_range} cases refused for an integer above i64::MAX");
+}
+
+#[test]
+fn the_08_03_ready_response_has_block_size_where_0_1_1_has_prefix_granularity() {
+    let case = engine_testkit::corpus::golden_json("tokenspeed", "git-57b49061", "ready/default_bf16");
+    let frames = engine_testkit::hex::decode_frames(&case["frames"]).expect("hex");
+    let (r, drift) =
+        decode_typed::<WireEngineCoreReadyResponse>(git(), &refs(&frames), &Limits::default()).expect("accepted");
+    assert!(drift.is_empty(), "{drift:?}");
+    assert_eq!(r.block_size, Some(case["value"]["block_size"].as_i64().expect("block_size in the golden")));
+    assert_eq!(r.prefix_granularity, None);
+    // The 0.1.1 release has no block_size: a set one is refused by name,
+    // an unset one encodes as 0.1.1's map.
+    let e = r.encode(ts()).unwrap_err();
+    assert!(e.to_string().contains("block_size"), "{e}");
+    let as_0_1_1 = WireEngineCoreReadyResponse { block_size: None, prefix_granularity: Some(16), ..r.clone() };
+    let frames_0_1_1 = as_0_1_1.encode(ts()).expect("encodes for 0.1.1");
+    let d = decode_message(ts(), MessageKind::EngineCoreReadyResponse, &refs(&frames_0_1_1), &Limits::default())
+        .expect("0.1.1 reads it");
+    assert!(d.drift.is_empty(), "{:?}", d.drift);
+    let e = as_0_1_1.encode(git()).unwrap_err();
+    assert!(e.to_string().contains("prefix_granularity"), "{e}");
+}
+
+#[test]
+fn an_08_03_batch_has_no_engine_index_or_load_tail_and_refuses_one_when_encoding() {
+    let case = engine_testkit::corpus::golden_json("tokenspeed", "git-57b49061", "output/three_rows_all_finishes");
+    let frames = engine_testkit::hex::decode_frames(&case["frames"]).expect("hex");
+    let (b, _) = decode_typed::<BatchTokenIDOutSlim>(git(), &refs(&frames), &Limits::default()).expect("accepted");
+    assert_eq!((b.engine_index, b.load()), (None, None));
+    let rows = b.rows().expect("not ragged");
+    assert_eq!(BatchTokenIDOutSlim::from_rows_08_03(&rows).encode(git()).expect("encodes"), frames);
+    let tailed = BatchTokenIDOutSlim::from_rows(&rows, 3, LoadTail { num_running: 2, ..LoadTail::default() });
+    let e = tailed.encode(git()).unwrap_err();
+    assert!(e.to_string().contains("engine_index"), "{e}");
 }
 
 #[test]
@@ -151,7 +204,7 @@ fn the_goldens_batch_reads_as_rows_with_named_finish_reasons() {
     let got: Vec<(&str, &Finish)> = rows.iter().map(|r| (r.rid.as_str(), &r.finish)).collect();
     assert_eq!(got, [("a", &Finish::Length), ("b", &Finish::Abort), ("c", &Finish::Stop)]);
     assert!(rows.iter().all(|r| r.finish.is_terminal()));
-    let again = BatchTokenIDOutSlim::from_rows(&rows, b.engine_index, b.load());
+    let again = BatchTokenIDOutSlim::from_rows(&rows, b.engine_index.expect("0.1.1"), b.load().expect("0.1.1"));
     assert_eq!(again.encode(ts()).expect("encodes"), frames);
 }
 
@@ -284,8 +337,8 @@ proptest! {
         let (back, drift) =
             decode_typed::<BatchTokenIDOutSlim>(ts(), &refs(&frames), &Limits::default()).expect("decodes");
         prop_assert!(drift.is_empty());
-        prop_assert_eq!(back.engine_index, engine_index);
-        prop_assert_eq!(back.load(), load);
+        prop_assert_eq!(back.engine_index, Some(engine_index));
+        prop_assert_eq!(back.load(), Some(load));
         let again = back.rows().expect("not ragged");
         prop_assert!(same_rows(&rows, &again), "{:?} != {:?}", rows, again);
         let moved = back.into_rows().expect("not ragged");

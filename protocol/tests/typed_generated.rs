@@ -21,7 +21,7 @@ const TOKENSPEED_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/typed/to
 /// The releases of one dialect the typed API is generated for.
 type Rels = &'static [&'static ReleaseSchema];
 
-static TOKENSPEED_RELEASES: Rels = &[&tokenspeed::V0_1_1];
+static TOKENSPEED_RELEASES: Rels = &[&tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
 
 #[test]
 fn typed_api_is_generated_from_the_schema_tables() {
@@ -62,6 +62,8 @@ struct UField {
     default: D,
     /// Bit i: `RELEASES[i]` has this field.
     mask: u32,
+    /// Its position in each release's struct (0 where absent).
+    pos: Vec<usize>,
 }
 
 struct UStruct {
@@ -119,7 +121,11 @@ fn collect(rels: Rels) -> Vec<UStruct> {
             assert_eq!(u.tag, s.tag(), "{} changes its tag between releases", s.name);
             u.mask |= 1 << ri;
             u.counts[ri] = s.fields.len();
-            merge(u, s, ri);
+            if matches!(s.layout, Layout::FullMap | Layout::SparseMap | Layout::OpenMap) {
+                merge_by_name(u, s, ri);
+            } else {
+                merge(u, s, ri);
+            }
         }
     }
     out
@@ -136,9 +142,45 @@ fn merge(u: &mut UStruct, s: &'static StructSchema, ri: usize) {
                 assert_eq!(rust_ty(uf.ty), rust_ty(f.ty), "{}.{}: Rust type changes between releases", s.name, f.name);
                 assert_eq!(uf.default, f.default, "{}.{}: default changes between releases", s.name, f.name);
                 uf.mask |= 1 << ri;
+                uf.pos[ri] = i;
             }
-            None => u.fields.push(UField { name: f.name, ty: f.ty, default: f.default, mask: 1 << ri }),
+            None => u.fields.push(new_field(f, u.rels.len(), ri, i)),
         }
+    }
+}
+
+fn new_field(f: &'static engine_protocol::schema::Field, n: usize, ri: usize, i: usize) -> UField {
+    let mut pos = vec![0; n];
+    pos[ri] = i;
+    UField { name: f.name, ty: f.ty, default: f.default, mask: 1 << ri, pos }
+}
+
+/// Adds a release's fields to a map struct, matched by name: the keys are
+/// written in each release's own order, so a field one release has where
+/// another has a different one (TokenSpeed's ready response: `block_size`
+/// became `prefix_granularity` in its place) is a field of its own, placed
+/// after the release's previous field. Each release's fields stay in its
+/// order within the union.
+fn merge_by_name(u: &mut UStruct, s: &'static StructSchema, ri: usize) {
+    let mut after: Option<usize> = None;
+    for (i, f) in s.fields.iter().enumerate() {
+        let at = match u.fields.iter().position(|uf| uf.name == f.name) {
+            Some(at) => {
+                let uf = &mut u.fields[at];
+                assert_eq!(rust_ty(uf.ty), rust_ty(f.ty), "{}.{}: Rust type changes between releases", s.name, f.name);
+                assert_eq!(uf.default, f.default, "{}.{}: default changes between releases", s.name, f.name);
+                assert!(after.is_none_or(|a| a < at), "{}.{}: key order changes between releases", s.name, f.name);
+                uf.mask |= 1 << ri;
+                uf.pos[ri] = i;
+                at
+            }
+            None => {
+                let at = after.map_or(0, |a| a + 1);
+                u.fields.insert(at, new_field(f, u.rels.len(), ri, i));
+                at
+            }
+        };
+        after = Some(at);
     }
 }
 
@@ -382,8 +424,20 @@ fn doc_type(u: &UStruct, f: &UField) -> String {
         d.push_str(" Any of -2^63 ..= 2^64-1: vLLM draws call ids as unsigned 64-bit values and reserves -1 and -2 (docs/wire-protocol.md §7.11).");
     }
     if u.partial(f) {
-        let first = u.rels.iter().enumerate().find(|(i, _)| f.mask & (1 << i) != 0).map(|(_, r)| r.version);
-        let _ = write!(d, " Since {} (releases: {}).", first.unwrap_or("?"), versions(u.rels, f.mask));
+        let has = |i: usize| f.mask & (1 << i) != 0;
+        let last = u.rels.len() - 1;
+        let range = if has(last) {
+            let since = (0..u.rels.len()).find(|&i| has(i)).map_or("?", |i| u.rels[i].version);
+            format!("Since {since}")
+        } else {
+            let until = (0..u.rels.len()).rev().find(|&i| has(i)).map_or("?", |i| u.rels[i].version);
+            if has(0) {
+                format!("Until {until}")
+            } else {
+                format!("Only in {}", versions(u.rels, f.mask))
+            }
+        };
+        let _ = write!(d, " {range} (releases: {}).", versions(u.rels, f.mask));
     }
     if matches!(strip(f.ty), Ty::Set(_)) {
         d.push_str(" A set on the Python side: an array on the wire, kept in wire order.");
@@ -606,6 +660,7 @@ fn gen_to_value(o: &mut String, u: &UStruct) {
     for (i, f) in u.fields.iter().enumerate() {
         let id = ident(f.name);
         let seg = format!(".{}", f.name);
+        let i = table_index(u, f, i);
         let conv = if u.wrapped(f) {
             format!(
                 "match &self.{id} {{ Some(x) => WireType::to_value(x, s.fields[{i}].ty, rel).at({seg:?})?, None => crate::value::default_for(&s.fields[{i}]) }}"
@@ -626,6 +681,17 @@ fn gen_to_value(o: &mut String, u: &UStruct) {
         }
     }
     o.push_str("        Ok(Value::Struct(StructValue::new(s, f)))\n    }\n");
+}
+
+/// The field's index in the release's table: `i` (its place in the union)
+/// where every release that has it agrees, else picked per release.
+fn table_index(u: &UStruct, f: &UField, i: usize) -> String {
+    let mine = |ri: usize| f.mask & (1 << ri) != 0;
+    if (0..u.rels.len()).all(|ri| !mine(ri) || f.pos[ri] == i) {
+        i.to_string()
+    } else {
+        format!("rel.pick(&{:?})", f.pos)
+    }
 }
 
 fn literal_check(u: &UStruct, f: &UField) -> Option<String> {

@@ -1,11 +1,14 @@
-//! Typed access to TokenSpeed's wire messages (the `--zmq-msgpack` dialect,
-//! release 0.1.1): the structs generated from the TokenSpeed schema tables
-//! ([`generated`]), whole-message decode and encode, the ABORT payload, and
-//! the output batch as per-request rows. The older 08-03 wire
-//! (`tokenspeed git-57b49061`) has no typed structs: the functions here
-//! refuse its table with an error, and the value codec
-//! ([`crate::decode_message`], [`crate::encode_message`]) reads and writes
-//! it (docs/tokenspeed-wire.md §11.4).
+//! Typed access to TokenSpeed's wire messages (the `--zmq-msgpack` dialect):
+//! the structs generated from the TokenSpeed schema tables ([`generated`]),
+//! whole-message decode and encode, the ABORT payload, and the output batch
+//! as per-request rows. The structs are the union of the two wire versions
+//! ([`RELEASES`]): release 0.1.1 and the older 08-03 wire
+//! (`tokenspeed git-57b49061`, docs/tokenspeed-wire.md §12). A field only
+//! one of them has is an `Option` whose docs name its release (the 08-03
+//! request has no `data_parallel_rank`, its output batch no `engine_index`
+//! and load tail, its ready response `block_size` where 0.1.1 has
+//! `prefix_granularity`); encoding for a release that lacks a field that is
+//! set is an error naming the field.
 //!
 //! Wire facts relied on (docs/tokenspeed-wire.md):
 //! - the ADD payload [`TokenizedGenerateReqInput`] and the output batch
@@ -51,8 +54,8 @@ use crate::value::{StructValue, Value};
 use super::wire::{self, At, Enc, IntEnum, Rel, WireType};
 
 /// The TokenSpeed releases the typed structs are generated over, in the
-/// order of the generated per-release tables.
-pub static RELEASES: &[&ReleaseSchema] = &[&tables::V0_1_1];
+/// order of the generated per-release tables (oldest first).
+pub static RELEASES: &[&ReleaseSchema] = &[&tables::GIT_57B49061, &tables::V0_1_1];
 
 /// `tokenspeed.runtime.multimodal.inputs.Modality`: 1 IMAGE, 2 VIDEO,
 /// 3 AUDIO.
@@ -355,7 +358,7 @@ pub struct BatchRow {
     pub logprob_ids: Vec<i64>,
 }
 
-/// The batch's load tail (TokenSpeed 0.1.1, each defaulting to 0).
+/// The batch's load tail (TokenSpeed 0.1.1 on, each defaulting to 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoadTail {
     /// `num_running`.
@@ -485,9 +488,22 @@ impl BatchTokenIDOutSlim {
         Ok(())
     }
 
-    /// A batch of `rows` (in order) from engine `engine_index` with load
-    /// tail `load`; `rids` is always written (never nil).
+    /// A 0.1.1 batch of `rows` (in order) from engine `engine_index` with
+    /// load tail `load`; `rids` is always written (never nil).
     pub fn from_rows(rows: &[BatchRow], engine_index: i64, load: LoadTail) -> BatchTokenIDOutSlim {
+        BatchTokenIDOutSlim {
+            engine_index: Some(engine_index),
+            num_running: Some(load.num_running),
+            num_waiting: Some(load.num_waiting),
+            kv_active_pages: Some(load.kv_active_pages),
+            kv_total_pages: Some(load.kv_total_pages),
+            ..BatchTokenIDOutSlim::from_rows_08_03(rows)
+        }
+    }
+
+    /// A batch of `rows` in the 08-03 shape (`tokenspeed git-57b49061`):
+    /// the columns only, no `engine_index` and no load tail.
+    pub fn from_rows_08_03(rows: &[BatchRow]) -> BatchTokenIDOutSlim {
         BatchTokenIDOutSlim {
             rids: Some(rows.iter().map(|r| r.rid.clone()).collect()),
             output_ids: rows.iter().map(|r| r.output_ids.clone()).collect(),
@@ -497,22 +513,22 @@ impl BatchTokenIDOutSlim {
             cached_tokens: rows.iter().map(|r| r.cached_tokens).collect(),
             output_token_logprobs_val: rows.iter().map(|r| r.logprob_vals.clone()).collect(),
             output_token_logprobs_idx: rows.iter().map(|r| r.logprob_ids.clone()).collect(),
-            engine_index,
-            num_running: load.num_running,
-            num_waiting: load.num_waiting,
-            kv_active_pages: load.kv_active_pages,
-            kv_total_pages: load.kv_total_pages,
+            engine_index: None,
+            num_running: None,
+            num_waiting: None,
+            kv_active_pages: None,
+            kv_total_pages: None,
             unknown: Vec::new(),
         }
     }
 
-    /// The load tail.
-    pub fn load(&self) -> LoadTail {
-        LoadTail {
-            num_running: self.num_running,
-            num_waiting: self.num_waiting,
-            kv_active_pages: self.kv_active_pages,
-            kv_total_pages: self.kv_total_pages,
-        }
+    /// The load tail; `None` for a batch without one (the 08-03 wire).
+    pub fn load(&self) -> Option<LoadTail> {
+        Some(LoadTail {
+            num_running: self.num_running?,
+            num_waiting: self.num_waiting?,
+            kv_active_pages: self.kv_active_pages?,
+            kv_total_pages: self.kv_total_pages?,
+        })
     }
 }

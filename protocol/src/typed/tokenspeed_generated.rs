@@ -2,7 +2,7 @@
 // (src/schema/tokenspeed.rs); do not edit. Regenerate with
 // ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated
 //! Typed TokenSpeed wire structs, one per struct of the TokenSpeed
-//! tables, with the union of their fields over the releases 0.1.1.
+//! tables, with the union of their fields over the releases git-57b49061, 0.1.1.
 //!
 //! Each converts from a decoded [`Value`], to a [`Value`], and encodes
 //! straight to MessagePack bytes (docs/tokenspeed-wire.md §3, §8): a
@@ -69,7 +69,7 @@ pub struct TokenizedGenerateReqInput {
     pub multimodal_inputs: Option<MultimodalInputs>,
     /// `validation_error: str | None`, default `Nil`.
     pub validation_error: Option<String>,
-    /// `data_parallel_rank: int | None`, default `Nil`.
+    /// `data_parallel_rank: int | None`, default `Nil`. Since 0.1.1 (releases: 0.1.1).
     pub data_parallel_rank: Option<i64>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
@@ -111,8 +111,8 @@ impl Default for TokenizedGenerateReqInput {
 impl WireType for TokenizedGenerateReqInput {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "TokenizedGenerateReqInput")?;
-        if sv.schema.fields.len() != rel.pick(&[24]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[24])));
+        if sv.schema.fields.len() != rel.pick(&[23, 24]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[23, 24])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(TokenizedGenerateReqInput {
@@ -139,14 +139,14 @@ impl WireType for TokenizedGenerateReqInput {
             input_ids_unpadded: WireType::from_value(next_field(&mut it, "input_ids_unpadded")?, raw_at(raw, 21), rel).at(".input_ids_unpadded")?,
             multimodal_inputs: WireType::from_value(next_field(&mut it, "multimodal_inputs")?, raw_at(raw, 22), rel).at(".multimodal_inputs")?,
             validation_error: WireType::from_value(next_field(&mut it, "validation_error")?, raw_at(raw, 23), rel).at(".validation_error")?,
-            data_parallel_rank: WireType::from_value(next_field(&mut it, "data_parallel_rank")?, raw_at(raw, 24), rel).at(".data_parallel_rank")?,
+            data_parallel_rank: if rel.is(0b10) { WireType::from_value(next_field(&mut it, "data_parallel_rank")?, raw_at(raw, 24), rel).at(".data_parallel_rank")? } else { None },
             unknown: raw_extra_elements(raw, sv.schema.fields.len() + 1),
         })
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "TokenizedGenerateReqInput")?;
-        if s.fields.len() != rel.pick(&[24]) {
-            return Err(count_mismatch(s, rel.pick(&[24])));
+        if s.fields.len() != rel.pick(&[23, 24]) {
+            return Err(count_mismatch(s, rel.pick(&[23, 24])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.rid, s.fields[0].ty, rel).at(".rid")?);
@@ -172,11 +172,15 @@ impl WireType for TokenizedGenerateReqInput {
         f.push(WireType::to_value(&self.input_ids_unpadded, s.fields[20].ty, rel).at(".input_ids_unpadded")?);
         f.push(WireType::to_value(&self.multimodal_inputs, s.fields[21].ty, rel).at(".multimodal_inputs")?);
         f.push(WireType::to_value(&self.validation_error, s.fields[22].ty, rel).at(".validation_error")?);
-        f.push(WireType::to_value(&self.data_parallel_rank, s.fields[23].ty, rel).at(".data_parallel_rank")?);
+        if rel.is(0b10) {
+            f.push(WireType::to_value(&self.data_parallel_rank, s.fields[23].ty, rel).at(".data_parallel_rank")?);
+        } else if !self.data_parallel_rank.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "data_parallel_rank").into());
+        }
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[24]);
+        let n = rel.pick(&[23, 24]);
         write::array_len(&mut e.out, (1 + n + self.unknown.len()) as u32);
         e.raw(b"\xb9TokenizedGenerateReqInput");
         WireType::encode(&self.rid, rel, e).at(".rid")?;
@@ -202,7 +206,11 @@ impl WireType for TokenizedGenerateReqInput {
         WireType::encode(&self.input_ids_unpadded, rel, e).at(".input_ids_unpadded")?;
         WireType::encode(&self.multimodal_inputs, rel, e).at(".multimodal_inputs")?;
         WireType::encode(&self.validation_error, rel, e).at(".validation_error")?;
-        WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
+        if rel.is(0b10) {
+            WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
+        } else if !self.data_parallel_rank.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "data_parallel_rank").into());
+        }
         for x in &self.unknown {
             e.any(x)?;
         }
@@ -316,8 +324,8 @@ impl Default for SamplingParams {
 impl WireType for SamplingParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SamplingParams")?;
-        if sv.schema.fields.len() != rel.pick(&[29]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[29])));
+        if sv.schema.fields.len() != rel.pick(&[29, 29]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[29, 29])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SamplingParams {
@@ -355,8 +363,8 @@ impl WireType for SamplingParams {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SamplingParams")?;
-        if s.fields.len() != rel.pick(&[29]) {
-            return Err(count_mismatch(s, rel.pick(&[29])));
+        if s.fields.len() != rel.pick(&[29, 29]) {
+            return Err(count_mismatch(s, rel.pick(&[29, 29])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.max_new_tokens, s.fields[0].ty, rel).at(".max_new_tokens")?);
@@ -391,7 +399,7 @@ impl WireType for SamplingParams {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[29]);
+        let n = rel.pick(&[29, 29]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.max_new_tokens, rel, e).at(".max_new_tokens")?;
         WireType::encode(&self.stop, rel, e).at(".stop")?;
@@ -460,8 +468,8 @@ impl Default for SessionParams {
 impl WireType for SessionParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SessionParams")?;
-        if sv.schema.fields.len() != rel.pick(&[4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SessionParams {
@@ -474,8 +482,8 @@ impl WireType for SessionParams {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SessionParams")?;
-        if s.fields.len() != rel.pick(&[4]) {
-            return Err(count_mismatch(s, rel.pick(&[4])));
+        if s.fields.len() != rel.pick(&[4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.id, s.fields[0].ty, rel).at(".id")?);
@@ -485,7 +493,7 @@ impl WireType for SessionParams {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4]);
+        let n = rel.pick(&[4, 4]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.id, rel, e).at(".id")?;
         WireType::encode(&self.rid, rel, e).at(".rid")?;
@@ -538,8 +546,8 @@ impl Default for MultimodalInputs {
 impl WireType for MultimodalInputs {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "MultimodalInputs")?;
-        if sv.schema.fields.len() != rel.pick(&[7]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[7])));
+        if sv.schema.fields.len() != rel.pick(&[7, 7]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[7, 7])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(MultimodalInputs {
@@ -555,8 +563,8 @@ impl WireType for MultimodalInputs {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "MultimodalInputs")?;
-        if s.fields.len() != rel.pick(&[7]) {
-            return Err(count_mismatch(s, rel.pick(&[7])));
+        if s.fields.len() != rel.pick(&[7, 7]) {
+            return Err(count_mismatch(s, rel.pick(&[7, 7])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.mm_items, s.fields[0].ty, rel).at(".mm_items")?);
@@ -569,7 +577,7 @@ impl WireType for MultimodalInputs {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[7]);
+        let n = rel.pick(&[7, 7]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.mm_items, rel, e).at(".mm_items")?;
         WireType::encode(&self.im_token_id, rel, e).at(".im_token_id")?;
@@ -634,8 +642,8 @@ impl Default for MultimodalDataItem {
 impl WireType for MultimodalDataItem {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "MultimodalDataItem")?;
-        if sv.schema.fields.len() != rel.pick(&[10]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[10])));
+        if sv.schema.fields.len() != rel.pick(&[10, 10]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[10, 10])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(MultimodalDataItem {
@@ -654,8 +662,8 @@ impl WireType for MultimodalDataItem {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "MultimodalDataItem")?;
-        if s.fields.len() != rel.pick(&[10]) {
-            return Err(count_mismatch(s, rel.pick(&[10])));
+        if s.fields.len() != rel.pick(&[10, 10]) {
+            return Err(count_mismatch(s, rel.pick(&[10, 10])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.modality, s.fields[0].ty, rel).at(".modality")?);
@@ -671,7 +679,7 @@ impl WireType for MultimodalDataItem {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[10]);
+        let n = rel.pick(&[10, 10]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.modality, rel, e).at(".modality")?;
         WireType::encode(&self.hash, rel, e).at(".hash")?;
@@ -711,8 +719,8 @@ impl Default for IntPair {
 impl WireType for IntPair {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "tuple[int, int]")?;
-        if sv.schema.fields.len() != rel.pick(&[2]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[2])));
+        if sv.schema.fields.len() != rel.pick(&[2, 2]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(IntPair {
@@ -722,8 +730,8 @@ impl WireType for IntPair {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "tuple[int, int]")?;
-        if s.fields.len() != rel.pick(&[2]) {
-            return Err(count_mismatch(s, rel.pick(&[2])));
+        if s.fields.len() != rel.pick(&[2, 2]) {
+            return Err(count_mismatch(s, rel.pick(&[2, 2])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.v0, s.fields[0].ty, rel).at(".0")?);
@@ -731,7 +739,7 @@ impl WireType for IntPair {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[2]);
+        let n = rel.pick(&[2, 2]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.v0, rel, e).at(".0")?;
         WireType::encode(&self.v1, rel, e).at(".1")?;
@@ -767,8 +775,8 @@ impl Default for ShmTensorHandle {
 impl WireType for ShmTensorHandle {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "ShmTensorHandle")?;
-        if sv.schema.fields.len() != rel.pick(&[3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(ShmTensorHandle {
@@ -780,8 +788,8 @@ impl WireType for ShmTensorHandle {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "ShmTensorHandle")?;
-        if s.fields.len() != rel.pick(&[3]) {
-            return Err(count_mismatch(s, rel.pick(&[3])));
+        if s.fields.len() != rel.pick(&[3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.shm_name, s.fields[0].ty, rel).at(".shm_name")?);
@@ -790,7 +798,7 @@ impl WireType for ShmTensorHandle {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3]);
+        let n = rel.pick(&[3, 3]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa8shm_name"); WireType::encode(&self.shm_name, rel, e).at(".shm_name")?;
         e.raw(b"\xa5shape"); WireType::encode(&self.shape, rel, e).at(".shape")?;
@@ -821,16 +829,16 @@ pub struct BatchTokenIDOutSlim {
     pub output_token_logprobs_val: Vec<Vec<f64>>,
     /// `output_token_logprobs_idx: list[list[int]]`, required.
     pub output_token_logprobs_idx: Vec<Vec<i64>>,
-    /// `engine_index: int`, default `Int(0)`.
-    pub engine_index: i64,
-    /// `num_running: int`, default `Int(0)`.
-    pub num_running: i64,
-    /// `num_waiting: int`, default `Int(0)`.
-    pub num_waiting: i64,
-    /// `kv_active_pages: int`, default `Int(0)`.
-    pub kv_active_pages: i64,
-    /// `kv_total_pages: int`, default `Int(0)`.
-    pub kv_total_pages: i64,
+    /// `engine_index: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
+    pub engine_index: Option<i64>,
+    /// `num_running: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
+    pub num_running: Option<i64>,
+    /// `num_waiting: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
+    pub num_waiting: Option<i64>,
+    /// `kv_active_pages: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
+    pub kv_active_pages: Option<i64>,
+    /// `kv_total_pages: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
+    pub kv_total_pages: Option<i64>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,
@@ -847,11 +855,11 @@ impl Default for BatchTokenIDOutSlim {
             cached_tokens: Vec::new(),
             output_token_logprobs_val: Vec::new(),
             output_token_logprobs_idx: Vec::new(),
-            engine_index: 0,
-            num_running: 0,
-            num_waiting: 0,
-            kv_active_pages: 0,
-            kv_total_pages: 0,
+            engine_index: None,
+            num_running: None,
+            num_waiting: None,
+            kv_active_pages: None,
+            kv_total_pages: None,
             unknown: Vec::new(),
         }
     }
@@ -860,8 +868,8 @@ impl Default for BatchTokenIDOutSlim {
 impl WireType for BatchTokenIDOutSlim {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "BatchTokenIDOutSlim")?;
-        if sv.schema.fields.len() != rel.pick(&[13]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[13])));
+        if sv.schema.fields.len() != rel.pick(&[8, 13]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[8, 13])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(BatchTokenIDOutSlim {
@@ -873,18 +881,18 @@ impl WireType for BatchTokenIDOutSlim {
             cached_tokens: WireType::from_value(next_field(&mut it, "cached_tokens")?, raw_at(raw, 6), rel).at(".cached_tokens")?,
             output_token_logprobs_val: WireType::from_value(next_field(&mut it, "output_token_logprobs_val")?, raw_at(raw, 7), rel).at(".output_token_logprobs_val")?,
             output_token_logprobs_idx: WireType::from_value(next_field(&mut it, "output_token_logprobs_idx")?, raw_at(raw, 8), rel).at(".output_token_logprobs_idx")?,
-            engine_index: WireType::from_value(next_field(&mut it, "engine_index")?, raw_at(raw, 9), rel).at(".engine_index")?,
-            num_running: WireType::from_value(next_field(&mut it, "num_running")?, raw_at(raw, 10), rel).at(".num_running")?,
-            num_waiting: WireType::from_value(next_field(&mut it, "num_waiting")?, raw_at(raw, 11), rel).at(".num_waiting")?,
-            kv_active_pages: WireType::from_value(next_field(&mut it, "kv_active_pages")?, raw_at(raw, 12), rel).at(".kv_active_pages")?,
-            kv_total_pages: WireType::from_value(next_field(&mut it, "kv_total_pages")?, raw_at(raw, 13), rel).at(".kv_total_pages")?,
+            engine_index: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "engine_index")?, raw_at(raw, 9), rel).at(".engine_index")?) } else { None },
+            num_running: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "num_running")?, raw_at(raw, 10), rel).at(".num_running")?) } else { None },
+            num_waiting: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "num_waiting")?, raw_at(raw, 11), rel).at(".num_waiting")?) } else { None },
+            kv_active_pages: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "kv_active_pages")?, raw_at(raw, 12), rel).at(".kv_active_pages")?) } else { None },
+            kv_total_pages: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "kv_total_pages")?, raw_at(raw, 13), rel).at(".kv_total_pages")?) } else { None },
             unknown: raw_extra_elements(raw, sv.schema.fields.len() + 1),
         })
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "BatchTokenIDOutSlim")?;
-        if s.fields.len() != rel.pick(&[13]) {
-            return Err(count_mismatch(s, rel.pick(&[13])));
+        if s.fields.len() != rel.pick(&[8, 13]) {
+            return Err(count_mismatch(s, rel.pick(&[8, 13])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.rids, s.fields[0].ty, rel).at(".rids")?);
@@ -895,15 +903,35 @@ impl WireType for BatchTokenIDOutSlim {
         f.push(WireType::to_value(&self.cached_tokens, s.fields[5].ty, rel).at(".cached_tokens")?);
         f.push(WireType::to_value(&self.output_token_logprobs_val, s.fields[6].ty, rel).at(".output_token_logprobs_val")?);
         f.push(WireType::to_value(&self.output_token_logprobs_idx, s.fields[7].ty, rel).at(".output_token_logprobs_idx")?);
-        f.push(WireType::to_value(&self.engine_index, s.fields[8].ty, rel).at(".engine_index")?);
-        f.push(WireType::to_value(&self.num_running, s.fields[9].ty, rel).at(".num_running")?);
-        f.push(WireType::to_value(&self.num_waiting, s.fields[10].ty, rel).at(".num_waiting")?);
-        f.push(WireType::to_value(&self.kv_active_pages, s.fields[11].ty, rel).at(".kv_active_pages")?);
-        f.push(WireType::to_value(&self.kv_total_pages, s.fields[12].ty, rel).at(".kv_total_pages")?);
+        if rel.is(0b10) {
+            f.push(match &self.engine_index { Some(x) => WireType::to_value(x, s.fields[8].ty, rel).at(".engine_index")?, None => crate::value::default_for(&s.fields[8]) });
+        } else if matches!(&self.engine_index, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "engine_index").into());
+        }
+        if rel.is(0b10) {
+            f.push(match &self.num_running { Some(x) => WireType::to_value(x, s.fields[9].ty, rel).at(".num_running")?, None => crate::value::default_for(&s.fields[9]) });
+        } else if matches!(&self.num_running, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "num_running").into());
+        }
+        if rel.is(0b10) {
+            f.push(match &self.num_waiting { Some(x) => WireType::to_value(x, s.fields[10].ty, rel).at(".num_waiting")?, None => crate::value::default_for(&s.fields[10]) });
+        } else if matches!(&self.num_waiting, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "num_waiting").into());
+        }
+        if rel.is(0b10) {
+            f.push(match &self.kv_active_pages { Some(x) => WireType::to_value(x, s.fields[11].ty, rel).at(".kv_active_pages")?, None => crate::value::default_for(&s.fields[11]) });
+        } else if matches!(&self.kv_active_pages, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "kv_active_pages").into());
+        }
+        if rel.is(0b10) {
+            f.push(match &self.kv_total_pages { Some(x) => WireType::to_value(x, s.fields[12].ty, rel).at(".kv_total_pages")?, None => crate::value::default_for(&s.fields[12]) });
+        } else if matches!(&self.kv_total_pages, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "kv_total_pages").into());
+        }
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[13]);
+        let n = rel.pick(&[8, 13]);
         write::array_len(&mut e.out, (1 + n + self.unknown.len()) as u32);
         e.raw(b"\xb3BatchTokenIDOutSlim");
         WireType::encode(&self.rids, rel, e).at(".rids")?;
@@ -914,11 +942,31 @@ impl WireType for BatchTokenIDOutSlim {
         WireType::encode(&self.cached_tokens, rel, e).at(".cached_tokens")?;
         WireType::encode(&self.output_token_logprobs_val, rel, e).at(".output_token_logprobs_val")?;
         WireType::encode(&self.output_token_logprobs_idx, rel, e).at(".output_token_logprobs_idx")?;
-        WireType::encode(&self.engine_index, rel, e).at(".engine_index")?;
-        WireType::encode(&self.num_running, rel, e).at(".num_running")?;
-        WireType::encode(&self.num_waiting, rel, e).at(".num_waiting")?;
-        WireType::encode(&self.kv_active_pages, rel, e).at(".kv_active_pages")?;
-        WireType::encode(&self.kv_total_pages, rel, e).at(".kv_total_pages")?;
+        if rel.is(0b10) {
+            match &self.engine_index { Some(x) => WireType::encode(x, rel, e).at(".engine_index")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.engine_index, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "engine_index").into());
+        }
+        if rel.is(0b10) {
+            match &self.num_running { Some(x) => WireType::encode(x, rel, e).at(".num_running")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.num_running, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "num_running").into());
+        }
+        if rel.is(0b10) {
+            match &self.num_waiting { Some(x) => WireType::encode(x, rel, e).at(".num_waiting")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.num_waiting, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "num_waiting").into());
+        }
+        if rel.is(0b10) {
+            match &self.kv_active_pages { Some(x) => WireType::encode(x, rel, e).at(".kv_active_pages")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.kv_active_pages, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "kv_active_pages").into());
+        }
+        if rel.is(0b10) {
+            match &self.kv_total_pages { Some(x) => WireType::encode(x, rel, e).at(".kv_total_pages")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.kv_total_pages, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "kv_total_pages").into());
+        }
         for x in &self.unknown {
             e.any(x)?;
         }
@@ -933,13 +981,15 @@ pub struct WireEngineCoreReadyResponse {
     pub max_model_len: i64,
     /// `num_gpu_blocks: int`, default `Int(0)`.
     pub num_gpu_blocks: i64,
-    /// `prefix_granularity: int`, default `Int(0)`.
-    pub prefix_granularity: i64,
+    /// `prefix_granularity: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
+    pub prefix_granularity: Option<i64>,
+    /// `block_size: int`, default `Int(0)`. Until git-57b49061 (releases: git-57b49061). `None`: the default (or absent).
+    pub block_size: Option<i64>,
     /// `dp_stats_address: str | None`, default `Nil`.
     pub dp_stats_address: Option<String>,
     /// `dtype: str`, default `Str("bfloat16")`.
     pub dtype: String,
-    /// `multimodal_encoder_dtype: str | None`, default `Nil`.
+    /// `multimodal_encoder_dtype: str | None`, default `Nil`. Since 0.1.1 (releases: 0.1.1).
     pub multimodal_encoder_dtype: Option<String>,
     /// `vllm_version: str`, default `Str("")`.
     pub vllm_version: String,
@@ -977,7 +1027,8 @@ impl Default for WireEngineCoreReadyResponse {
         WireEngineCoreReadyResponse {
             max_model_len: 0,
             num_gpu_blocks: 0,
-            prefix_granularity: 0,
+            prefix_granularity: None,
+            block_size: None,
             dp_stats_address: None,
             dtype: "bfloat16".to_owned(),
             multimodal_encoder_dtype: None,
@@ -1002,17 +1053,18 @@ impl Default for WireEngineCoreReadyResponse {
 impl WireType for WireEngineCoreReadyResponse {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "WireEngineCoreReadyResponse")?;
-        if sv.schema.fields.len() != rel.pick(&[19]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[19])));
+        if sv.schema.fields.len() != rel.pick(&[18, 19]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[18, 19])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(WireEngineCoreReadyResponse {
             max_model_len: WireType::from_value(next_field(&mut it, "max_model_len")?, raw_key(raw, "max_model_len"), rel).at(".max_model_len")?,
             num_gpu_blocks: WireType::from_value(next_field(&mut it, "num_gpu_blocks")?, raw_key(raw, "num_gpu_blocks"), rel).at(".num_gpu_blocks")?,
-            prefix_granularity: WireType::from_value(next_field(&mut it, "prefix_granularity")?, raw_key(raw, "prefix_granularity"), rel).at(".prefix_granularity")?,
+            prefix_granularity: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "prefix_granularity")?, raw_key(raw, "prefix_granularity"), rel).at(".prefix_granularity")?) } else { None },
+            block_size: if rel.is(0b1) { Some(WireType::from_value(next_field(&mut it, "block_size")?, raw_key(raw, "block_size"), rel).at(".block_size")?) } else { None },
             dp_stats_address: WireType::from_value(next_field(&mut it, "dp_stats_address")?, raw_key(raw, "dp_stats_address"), rel).at(".dp_stats_address")?,
             dtype: WireType::from_value(next_field(&mut it, "dtype")?, raw_key(raw, "dtype"), rel).at(".dtype")?,
-            multimodal_encoder_dtype: WireType::from_value(next_field(&mut it, "multimodal_encoder_dtype")?, raw_key(raw, "multimodal_encoder_dtype"), rel).at(".multimodal_encoder_dtype")?,
+            multimodal_encoder_dtype: if rel.is(0b10) { WireType::from_value(next_field(&mut it, "multimodal_encoder_dtype")?, raw_key(raw, "multimodal_encoder_dtype"), rel).at(".multimodal_encoder_dtype")? } else { None },
             vllm_version: WireType::from_value(next_field(&mut it, "vllm_version")?, raw_key(raw, "vllm_version"), rel).at(".vllm_version")?,
             world_size: WireType::from_value(next_field(&mut it, "world_size")?, raw_key(raw, "world_size"), rel).at(".world_size")?,
             data_parallel_size: WireType::from_value(next_field(&mut it, "data_parallel_size")?, raw_key(raw, "data_parallel_size"), rel).at(".data_parallel_size")?,
@@ -1031,40 +1083,66 @@ impl WireType for WireEngineCoreReadyResponse {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "WireEngineCoreReadyResponse")?;
-        if s.fields.len() != rel.pick(&[19]) {
-            return Err(count_mismatch(s, rel.pick(&[19])));
+        if s.fields.len() != rel.pick(&[18, 19]) {
+            return Err(count_mismatch(s, rel.pick(&[18, 19])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.max_model_len, s.fields[0].ty, rel).at(".max_model_len")?);
         f.push(WireType::to_value(&self.num_gpu_blocks, s.fields[1].ty, rel).at(".num_gpu_blocks")?);
-        f.push(WireType::to_value(&self.prefix_granularity, s.fields[2].ty, rel).at(".prefix_granularity")?);
-        f.push(WireType::to_value(&self.dp_stats_address, s.fields[3].ty, rel).at(".dp_stats_address")?);
-        f.push(WireType::to_value(&self.dtype, s.fields[4].ty, rel).at(".dtype")?);
-        f.push(WireType::to_value(&self.multimodal_encoder_dtype, s.fields[5].ty, rel).at(".multimodal_encoder_dtype")?);
-        f.push(WireType::to_value(&self.vllm_version, s.fields[6].ty, rel).at(".vllm_version")?);
-        f.push(WireType::to_value(&self.world_size, s.fields[7].ty, rel).at(".world_size")?);
-        f.push(WireType::to_value(&self.data_parallel_size, s.fields[8].ty, rel).at(".data_parallel_size")?);
-        f.push(WireType::to_value(&self.tensor_parallel_size, s.fields[9].ty, rel).at(".tensor_parallel_size")?);
-        f.push(WireType::to_value(&self.pipeline_parallel_size, s.fields[10].ty, rel).at(".pipeline_parallel_size")?);
-        f.push(WireType::to_value(&self.decode_context_parallel_size, s.fields[11].ty, rel).at(".decode_context_parallel_size")?);
-        f.push(WireType::to_value(&self.data_parallel_rank, s.fields[12].ty, rel).at(".data_parallel_rank")?);
-        f.push(WireType::to_value(&self.max_num_seqs, s.fields[13].ty, rel).at(".max_num_seqs")?);
-        f.push(WireType::to_value(&self.max_num_batched_tokens, s.fields[14].ty, rel).at(".max_num_batched_tokens")?);
-        f.push(WireType::to_value(&self.instance_id, s.fields[15].ty, rel).at(".instance_id")?);
-        f.push(WireType::to_value(&self.kv_cache_size_tokens, s.fields[16].ty, rel).at(".kv_cache_size_tokens")?);
-        f.push(WireType::to_value(&self.kv_cache_max_concurrency, s.fields[17].ty, rel).at(".kv_cache_max_concurrency")?);
-        f.push(WireType::to_value(&self.kv_events_config, s.fields[18].ty, rel).at(".kv_events_config")?);
+        if rel.is(0b10) {
+            f.push(match &self.prefix_granularity { Some(x) => WireType::to_value(x, s.fields[2].ty, rel).at(".prefix_granularity")?, None => crate::value::default_for(&s.fields[2]) });
+        } else if matches!(&self.prefix_granularity, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "prefix_granularity").into());
+        }
+        if rel.is(0b1) {
+            f.push(match &self.block_size { Some(x) => WireType::to_value(x, s.fields[rel.pick(&[2, 0])].ty, rel).at(".block_size")?, None => crate::value::default_for(&s.fields[rel.pick(&[2, 0])]) });
+        } else if matches!(&self.block_size, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "block_size").into());
+        }
+        f.push(WireType::to_value(&self.dp_stats_address, s.fields[rel.pick(&[3, 3])].ty, rel).at(".dp_stats_address")?);
+        f.push(WireType::to_value(&self.dtype, s.fields[rel.pick(&[4, 4])].ty, rel).at(".dtype")?);
+        if rel.is(0b10) {
+            f.push(WireType::to_value(&self.multimodal_encoder_dtype, s.fields[rel.pick(&[0, 5])].ty, rel).at(".multimodal_encoder_dtype")?);
+        } else if !self.multimodal_encoder_dtype.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "multimodal_encoder_dtype").into());
+        }
+        f.push(WireType::to_value(&self.vllm_version, s.fields[rel.pick(&[5, 6])].ty, rel).at(".vllm_version")?);
+        f.push(WireType::to_value(&self.world_size, s.fields[rel.pick(&[6, 7])].ty, rel).at(".world_size")?);
+        f.push(WireType::to_value(&self.data_parallel_size, s.fields[rel.pick(&[7, 8])].ty, rel).at(".data_parallel_size")?);
+        f.push(WireType::to_value(&self.tensor_parallel_size, s.fields[rel.pick(&[8, 9])].ty, rel).at(".tensor_parallel_size")?);
+        f.push(WireType::to_value(&self.pipeline_parallel_size, s.fields[rel.pick(&[9, 10])].ty, rel).at(".pipeline_parallel_size")?);
+        f.push(WireType::to_value(&self.decode_context_parallel_size, s.fields[rel.pick(&[10, 11])].ty, rel).at(".decode_context_parallel_size")?);
+        f.push(WireType::to_value(&self.data_parallel_rank, s.fields[rel.pick(&[11, 12])].ty, rel).at(".data_parallel_rank")?);
+        f.push(WireType::to_value(&self.max_num_seqs, s.fields[rel.pick(&[12, 13])].ty, rel).at(".max_num_seqs")?);
+        f.push(WireType::to_value(&self.max_num_batched_tokens, s.fields[rel.pick(&[13, 14])].ty, rel).at(".max_num_batched_tokens")?);
+        f.push(WireType::to_value(&self.instance_id, s.fields[rel.pick(&[14, 15])].ty, rel).at(".instance_id")?);
+        f.push(WireType::to_value(&self.kv_cache_size_tokens, s.fields[rel.pick(&[15, 16])].ty, rel).at(".kv_cache_size_tokens")?);
+        f.push(WireType::to_value(&self.kv_cache_max_concurrency, s.fields[rel.pick(&[16, 17])].ty, rel).at(".kv_cache_max_concurrency")?);
+        f.push(WireType::to_value(&self.kv_events_config, s.fields[rel.pick(&[17, 18])].ty, rel).at(".kv_events_config")?);
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[19]);
+        let n = rel.pick(&[18, 19]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xadmax_model_len"); WireType::encode(&self.max_model_len, rel, e).at(".max_model_len")?;
         e.raw(b"\xaenum_gpu_blocks"); WireType::encode(&self.num_gpu_blocks, rel, e).at(".num_gpu_blocks")?;
-        e.raw(b"\xb2prefix_granularity"); WireType::encode(&self.prefix_granularity, rel, e).at(".prefix_granularity")?;
+        if rel.is(0b10) {
+            e.raw(b"\xb2prefix_granularity"); match &self.prefix_granularity { Some(x) => WireType::encode(x, rel, e).at(".prefix_granularity")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.prefix_granularity, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "prefix_granularity").into());
+        }
+        if rel.is(0b1) {
+            e.raw(b"\xaablock_size"); match &self.block_size { Some(x) => WireType::encode(x, rel, e).at(".block_size")?, None => e.raw(b"\x00") };
+        } else if matches!(&self.block_size, Some(x) if !x.is_default(&D::Int(0))) {
+            return Err(not_in_release(rel, "block_size").into());
+        }
         e.raw(b"\xb0dp_stats_address"); WireType::encode(&self.dp_stats_address, rel, e).at(".dp_stats_address")?;
         e.raw(b"\xa5dtype"); WireType::encode(&self.dtype, rel, e).at(".dtype")?;
-        e.raw(b"\xb8multimodal_encoder_dtype"); WireType::encode(&self.multimodal_encoder_dtype, rel, e).at(".multimodal_encoder_dtype")?;
+        if rel.is(0b10) {
+            e.raw(b"\xb8multimodal_encoder_dtype"); WireType::encode(&self.multimodal_encoder_dtype, rel, e).at(".multimodal_encoder_dtype")?;
+        } else if !self.multimodal_encoder_dtype.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "multimodal_encoder_dtype").into());
+        }
         e.raw(b"\xacvllm_version"); WireType::encode(&self.vllm_version, rel, e).at(".vllm_version")?;
         e.raw(b"\xaaworld_size"); WireType::encode(&self.world_size, rel, e).at(".world_size")?;
         e.raw(b"\xb2data_parallel_size"); WireType::encode(&self.data_parallel_size, rel, e).at(".data_parallel_size")?;
@@ -1108,8 +1186,8 @@ impl Default for WireHandshakeInitMessage {
 impl WireType for WireHandshakeInitMessage {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "WireHandshakeInitMessage")?;
-        if sv.schema.fields.len() != rel.pick(&[2]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[2])));
+        if sv.schema.fields.len() != rel.pick(&[2, 2]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(WireHandshakeInitMessage {
@@ -1120,8 +1198,8 @@ impl WireType for WireHandshakeInitMessage {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "WireHandshakeInitMessage")?;
-        if s.fields.len() != rel.pick(&[2]) {
-            return Err(count_mismatch(s, rel.pick(&[2])));
+        if s.fields.len() != rel.pick(&[2, 2]) {
+            return Err(count_mismatch(s, rel.pick(&[2, 2])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.addresses, s.fields[0].ty, rel).at(".addresses")?);
@@ -1129,7 +1207,7 @@ impl WireType for WireHandshakeInitMessage {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[2]);
+        let n = rel.pick(&[2, 2]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa9addresses"); WireType::encode(&self.addresses, rel, e).at(".addresses")?;
         e.raw(b"\xafparallel_config"); WireType::encode(&self.parallel_config, rel, e).at(".parallel_config")?;
@@ -1172,8 +1250,8 @@ impl Default for WireHandshakeAddresses {
 impl WireType for WireHandshakeAddresses {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "WireHandshakeAddresses")?;
-        if sv.schema.fields.len() != rel.pick(&[5]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[5])));
+        if sv.schema.fields.len() != rel.pick(&[5, 5]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(WireHandshakeAddresses {
@@ -1187,8 +1265,8 @@ impl WireType for WireHandshakeAddresses {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "WireHandshakeAddresses")?;
-        if s.fields.len() != rel.pick(&[5]) {
-            return Err(count_mismatch(s, rel.pick(&[5])));
+        if s.fields.len() != rel.pick(&[5, 5]) {
+            return Err(count_mismatch(s, rel.pick(&[5, 5])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.inputs, s.fields[0].ty, rel).at(".inputs")?);
@@ -1199,7 +1277,7 @@ impl WireType for WireHandshakeAddresses {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[5]);
+        let n = rel.pick(&[5, 5]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa6inputs"); WireType::encode(&self.inputs, rel, e).at(".inputs")?;
         e.raw(b"\xa7outputs"); WireType::encode(&self.outputs, rel, e).at(".outputs")?;
@@ -1242,8 +1320,8 @@ impl Default for WireReadyMessage {
 impl WireType for WireReadyMessage {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "WireReadyMessage")?;
-        if sv.schema.fields.len() != rel.pick(&[4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(WireReadyMessage {
@@ -1256,8 +1334,8 @@ impl WireType for WireReadyMessage {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "WireReadyMessage")?;
-        if s.fields.len() != rel.pick(&[4]) {
-            return Err(count_mismatch(s, rel.pick(&[4])));
+        if s.fields.len() != rel.pick(&[4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.status, s.fields[0].ty, rel).at(".status")?);
@@ -1267,7 +1345,7 @@ impl WireType for WireReadyMessage {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4]);
+        let n = rel.pick(&[4, 4]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa6status"); WireType::encode(&self.status, rel, e).at(".status")?;
         e.raw(b"\xa5local"); WireType::encode(&self.local, rel, e).at(".local")?;
