@@ -720,17 +720,13 @@ fn gen_encode(o: &mut String, u: &UStruct) {
         Layout::Positional => o.push_str("        write::array_len(&mut e.out, (n + self.unknown.len()) as u32);\n"),
         Layout::NamedTuple | Layout::Tuple => o.push_str("        write::array_len(&mut e.out, n as u32);\n"),
         Layout::FullMap => o.push_str("        e.struct_map(n, n + self.unknown.len());\n"),
+        // One pass: the header's size depends on the field count only
+        // (`Enc::struct_map`), so it is written with a count of 0 and
+        // patched once the set fields are written.
         Layout::SparseMap => {
-            o.push_str("        let mut count = self.unknown.len();\n");
-            for f in &u.fields {
-                let c = set_check(u, f);
-                if u.partial(f) {
-                    let _ = writeln!(o, "        count += (rel.is({:#b}) && {c}) as usize;", f.mask);
-                } else {
-                    let _ = writeln!(o, "        count += ({c}) as usize;");
-                }
-            }
-            o.push_str("        e.struct_map(n, count);\n");
+            o.push_str(
+                "        let header = e.struct_map_placeholder(n);\n        let mut count = self.unknown.len();\n",
+            );
         }
         Layout::OpenMap => unreachable!(),
     }
@@ -747,7 +743,7 @@ fn gen_encode(o: &mut String, u: &UStruct) {
             format!("WireType::encode(&self.{id}, rel, e).at({seg:?})?")
         };
         let body = if u.layout == Layout::SparseMap {
-            format!("if {} {{ {key}{write_value}; }}", set_check(u, f))
+            format!("if {} {{ {key}{write_value}; count += 1; }}", set_check(u, f))
         } else {
             format!("{key}{write_value};")
         };
@@ -765,7 +761,10 @@ fn gen_encode(o: &mut String, u: &UStruct) {
     }
     match u.layout {
         Layout::Positional => o.push_str("        for x in &self.unknown {\n            e.any(x)?;\n        }\n"),
-        Layout::FullMap | Layout::SparseMap => o.push_str("        encode_extra_keys(&self.unknown, e)?;\n"),
+        Layout::FullMap => o.push_str("        encode_extra_keys(&self.unknown, e)?;\n"),
+        Layout::SparseMap => {
+            o.push_str("        encode_extra_keys(&self.unknown, e)?;\n        e.patch_struct_map(header, n, count);\n")
+        }
         _ => {}
     }
     o.push_str("        Ok(())\n    }\n");

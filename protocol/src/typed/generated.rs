@@ -649,95 +649,53 @@ impl WireType for SamplingParams {
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
         let n = rel.pick(&[43, 43]);
+        let header = e.struct_map_placeholder(n);
         let mut count = self.unknown.len();
-        count += (!self.n.is_default(&D::Int(1))) as usize;
-        count += (!self.presence_penalty.is_default(&D::Float(0.0))) as usize;
-        count += (!self.frequency_penalty.is_default(&D::Float(0.0))) as usize;
-        count += (!self.repetition_penalty.is_default(&D::Float(1.0))) as usize;
-        count += (!self.temperature.is_default(&D::Float(1.0))) as usize;
-        count += (!self.watermarking.is_default(&D::Nil)) as usize;
-        count += (!self.top_p.is_default(&D::Float(1.0))) as usize;
-        count += (!self.top_k.is_default(&D::Int(0))) as usize;
-        count += (!self.min_p.is_default(&D::Float(0.0))) as usize;
-        count += (!self.seed.is_default(&D::Nil)) as usize;
-        count += (!self.stop.is_default(&D::Nil)) as usize;
-        count += (!self.stop_token_ids.is_default(&D::Nil)) as usize;
-        count += (!self.ignore_eos.is_default(&D::Bool(false))) as usize;
-        count += (!self.max_tokens.is_default(&D::Int(16))) as usize;
-        count += (!self.min_tokens.is_default(&D::Int(0))) as usize;
-        count += (!self.logprobs.is_default(&D::Nil)) as usize;
-        count += (!self.prompt_logprobs.is_default(&D::Nil)) as usize;
-        count += (!self.prompt_logprob_token_ids.is_default(&D::Nil)) as usize;
-        count += (!self.prompt_logprob_start.is_default(&D::Nil)) as usize;
-        count += (!self.logprob_token_ids.is_default(&D::Nil)) as usize;
-        count += (!self.flat_logprobs.is_default(&D::Bool(false))) as usize;
-        count += (!self.detokenize.is_default(&D::Bool(true))) as usize;
-        count += (!self.skip_special_tokens.is_default(&D::Bool(true))) as usize;
-        count += (!self.spaces_between_special_tokens.is_default(&D::Bool(true))) as usize;
-        count += (!self.include_stop_str_in_output.is_default(&D::Bool(false))) as usize;
-        count += (!self.output_kind.is_default(&D::Int(0))) as usize;
-        count += (!self.stream_interval.is_default(&D::Nil)) as usize;
-        count += (!self.skip_clone.is_default(&D::Bool(false))) as usize;
-        count += (!self.output_text_buffer_length.is_default(&D::Int(0))) as usize;
-        count += (!self.eos_token_id.is_default(&D::Nil)) as usize;
-        count += (!self.all_stop_token_ids.is_default(&D::EmptySet)) as usize;
-        count += (!self.watermarking_skipped.is_default(&D::Bool(false))) as usize;
-        count += (!self.structured_outputs.is_default(&D::Nil)) as usize;
-        count += (!self.logit_bias.is_default(&D::Nil)) as usize;
-        count += (!self.allowed_token_ids.is_default(&D::Nil)) as usize;
-        count += (!self.extra_args.is_default(&D::Nil)) as usize;
-        count += (!self.bad_words.is_default(&D::Nil)) as usize;
-        count += (!self.bad_words_token_ids.is_default(&D::Nil)) as usize;
-        count += (!self.skip_reading_prefix_cache.is_default(&D::Nil)) as usize;
-        count += (!self.thinking_token_budget.is_default(&D::Nil)) as usize;
-        count += (!self.repetition_detection.is_default(&D::Nil)) as usize;
-        count += (!self.routed_experts_prompt_start.is_default(&D::Int(0))) as usize;
-        count += (!self.trace_decode_token_ids.is_default(&D::Nil)) as usize;
-        e.struct_map(n, count);
-        if !self.n.is_default(&D::Int(1)) { e.raw(b"\xa1n"); WireType::encode(&self.n, rel, e).at(".n")?; }
-        if !self.presence_penalty.is_default(&D::Float(0.0)) { e.raw(b"\xb0presence_penalty"); WireType::encode(&self.presence_penalty, rel, e).at(".presence_penalty")?; }
-        if !self.frequency_penalty.is_default(&D::Float(0.0)) { e.raw(b"\xb1frequency_penalty"); WireType::encode(&self.frequency_penalty, rel, e).at(".frequency_penalty")?; }
-        if !self.repetition_penalty.is_default(&D::Float(1.0)) { e.raw(b"\xb2repetition_penalty"); WireType::encode(&self.repetition_penalty, rel, e).at(".repetition_penalty")?; }
-        if !self.temperature.is_default(&D::Float(1.0)) { e.raw(b"\xabtemperature"); WireType::encode(&self.temperature, rel, e).at(".temperature")?; }
-        if !self.watermarking.is_default(&D::Nil) { e.raw(b"\xacwatermarking"); WireType::encode(&self.watermarking, rel, e).at(".watermarking")?; }
-        if !self.top_p.is_default(&D::Float(1.0)) { e.raw(b"\xa5top_p"); WireType::encode(&self.top_p, rel, e).at(".top_p")?; }
-        if !self.top_k.is_default(&D::Int(0)) { e.raw(b"\xa5top_k"); WireType::encode(&self.top_k, rel, e).at(".top_k")?; }
-        if !self.min_p.is_default(&D::Float(0.0)) { e.raw(b"\xa5min_p"); WireType::encode(&self.min_p, rel, e).at(".min_p")?; }
-        if !self.seed.is_default(&D::Nil) { e.raw(b"\xa4seed"); WireType::encode(&self.seed, rel, e).at(".seed")?; }
-        if !self.stop.is_default(&D::Nil) { e.raw(b"\xa4stop"); WireType::encode(&self.stop, rel, e).at(".stop")?; }
-        if !self.stop_token_ids.is_default(&D::Nil) { e.raw(b"\xaestop_token_ids"); WireType::encode(&self.stop_token_ids, rel, e).at(".stop_token_ids")?; }
-        if !self.ignore_eos.is_default(&D::Bool(false)) { e.raw(b"\xaaignore_eos"); WireType::encode(&self.ignore_eos, rel, e).at(".ignore_eos")?; }
-        if !self.max_tokens.is_default(&D::Int(16)) { e.raw(b"\xaamax_tokens"); WireType::encode(&self.max_tokens, rel, e).at(".max_tokens")?; }
-        if !self.min_tokens.is_default(&D::Int(0)) { e.raw(b"\xaamin_tokens"); WireType::encode(&self.min_tokens, rel, e).at(".min_tokens")?; }
-        if !self.logprobs.is_default(&D::Nil) { e.raw(b"\xa8logprobs"); WireType::encode(&self.logprobs, rel, e).at(".logprobs")?; }
-        if !self.prompt_logprobs.is_default(&D::Nil) { e.raw(b"\xafprompt_logprobs"); WireType::encode(&self.prompt_logprobs, rel, e).at(".prompt_logprobs")?; }
-        if !self.prompt_logprob_token_ids.is_default(&D::Nil) { e.raw(b"\xb8prompt_logprob_token_ids"); WireType::encode(&self.prompt_logprob_token_ids, rel, e).at(".prompt_logprob_token_ids")?; }
-        if !self.prompt_logprob_start.is_default(&D::Nil) { e.raw(b"\xb4prompt_logprob_start"); WireType::encode(&self.prompt_logprob_start, rel, e).at(".prompt_logprob_start")?; }
-        if !self.logprob_token_ids.is_default(&D::Nil) { e.raw(b"\xb1logprob_token_ids"); WireType::encode(&self.logprob_token_ids, rel, e).at(".logprob_token_ids")?; }
-        if !self.flat_logprobs.is_default(&D::Bool(false)) { e.raw(b"\xadflat_logprobs"); WireType::encode(&self.flat_logprobs, rel, e).at(".flat_logprobs")?; }
-        if !self.detokenize.is_default(&D::Bool(true)) { e.raw(b"\xaadetokenize"); WireType::encode(&self.detokenize, rel, e).at(".detokenize")?; }
-        if !self.skip_special_tokens.is_default(&D::Bool(true)) { e.raw(b"\xb3skip_special_tokens"); WireType::encode(&self.skip_special_tokens, rel, e).at(".skip_special_tokens")?; }
-        if !self.spaces_between_special_tokens.is_default(&D::Bool(true)) { e.raw(b"\xbdspaces_between_special_tokens"); WireType::encode(&self.spaces_between_special_tokens, rel, e).at(".spaces_between_special_tokens")?; }
-        if !self.include_stop_str_in_output.is_default(&D::Bool(false)) { e.raw(b"\xbainclude_stop_str_in_output"); WireType::encode(&self.include_stop_str_in_output, rel, e).at(".include_stop_str_in_output")?; }
-        if !self.output_kind.is_default(&D::Int(0)) { e.raw(b"\xaboutput_kind"); WireType::encode(&self.output_kind, rel, e).at(".output_kind")?; }
-        if !self.stream_interval.is_default(&D::Nil) { e.raw(b"\xafstream_interval"); WireType::encode(&self.stream_interval, rel, e).at(".stream_interval")?; }
-        if !self.skip_clone.is_default(&D::Bool(false)) { e.raw(b"\xaaskip_clone"); WireType::encode(&self.skip_clone, rel, e).at(".skip_clone")?; }
-        if !self.output_text_buffer_length.is_default(&D::Int(0)) { e.raw(b"\xb9output_text_buffer_length"); WireType::encode(&self.output_text_buffer_length, rel, e).at(".output_text_buffer_length")?; }
-        if !self.eos_token_id.is_default(&D::Nil) { e.raw(b"\xad_eos_token_id"); WireType::encode(&self.eos_token_id, rel, e).at("._eos_token_id")?; }
-        if !self.all_stop_token_ids.is_default(&D::EmptySet) { e.raw(b"\xb3_all_stop_token_ids"); WireType::encode(&self.all_stop_token_ids, rel, e).at("._all_stop_token_ids")?; }
-        if !self.watermarking_skipped.is_default(&D::Bool(false)) { e.raw(b"\xb5_watermarking_skipped"); WireType::encode(&self.watermarking_skipped, rel, e).at("._watermarking_skipped")?; }
-        if !self.structured_outputs.is_default(&D::Nil) { e.raw(b"\xb2structured_outputs"); WireType::encode(&self.structured_outputs, rel, e).at(".structured_outputs")?; }
-        if !self.logit_bias.is_default(&D::Nil) { e.raw(b"\xaalogit_bias"); WireType::encode(&self.logit_bias, rel, e).at(".logit_bias")?; }
-        if !self.allowed_token_ids.is_default(&D::Nil) { e.raw(b"\xb1allowed_token_ids"); WireType::encode(&self.allowed_token_ids, rel, e).at(".allowed_token_ids")?; }
-        if !self.extra_args.is_default(&D::Nil) { e.raw(b"\xaaextra_args"); WireType::encode(&self.extra_args, rel, e).at(".extra_args")?; }
-        if !self.bad_words.is_default(&D::Nil) { e.raw(b"\xa9bad_words"); WireType::encode(&self.bad_words, rel, e).at(".bad_words")?; }
-        if !self.bad_words_token_ids.is_default(&D::Nil) { e.raw(b"\xb4_bad_words_token_ids"); WireType::encode(&self.bad_words_token_ids, rel, e).at("._bad_words_token_ids")?; }
-        if !self.skip_reading_prefix_cache.is_default(&D::Nil) { e.raw(b"\xb9skip_reading_prefix_cache"); WireType::encode(&self.skip_reading_prefix_cache, rel, e).at(".skip_reading_prefix_cache")?; }
-        if !self.thinking_token_budget.is_default(&D::Nil) { e.raw(b"\xb5thinking_token_budget"); WireType::encode(&self.thinking_token_budget, rel, e).at(".thinking_token_budget")?; }
-        if !self.repetition_detection.is_default(&D::Nil) { e.raw(b"\xb4repetition_detection"); WireType::encode(&self.repetition_detection, rel, e).at(".repetition_detection")?; }
-        if !self.routed_experts_prompt_start.is_default(&D::Int(0)) { e.raw(b"\xbbrouted_experts_prompt_start"); WireType::encode(&self.routed_experts_prompt_start, rel, e).at(".routed_experts_prompt_start")?; }
-        if !self.trace_decode_token_ids.is_default(&D::Nil) { e.raw(b"\xb6trace_decode_token_ids"); WireType::encode(&self.trace_decode_token_ids, rel, e).at(".trace_decode_token_ids")?; }
+        if !self.n.is_default(&D::Int(1)) { e.raw(b"\xa1n"); WireType::encode(&self.n, rel, e).at(".n")?; count += 1; }
+        if !self.presence_penalty.is_default(&D::Float(0.0)) { e.raw(b"\xb0presence_penalty"); WireType::encode(&self.presence_penalty, rel, e).at(".presence_penalty")?; count += 1; }
+        if !self.frequency_penalty.is_default(&D::Float(0.0)) { e.raw(b"\xb1frequency_penalty"); WireType::encode(&self.frequency_penalty, rel, e).at(".frequency_penalty")?; count += 1; }
+        if !self.repetition_penalty.is_default(&D::Float(1.0)) { e.raw(b"\xb2repetition_penalty"); WireType::encode(&self.repetition_penalty, rel, e).at(".repetition_penalty")?; count += 1; }
+        if !self.temperature.is_default(&D::Float(1.0)) { e.raw(b"\xabtemperature"); WireType::encode(&self.temperature, rel, e).at(".temperature")?; count += 1; }
+        if !self.watermarking.is_default(&D::Nil) { e.raw(b"\xacwatermarking"); WireType::encode(&self.watermarking, rel, e).at(".watermarking")?; count += 1; }
+        if !self.top_p.is_default(&D::Float(1.0)) { e.raw(b"\xa5top_p"); WireType::encode(&self.top_p, rel, e).at(".top_p")?; count += 1; }
+        if !self.top_k.is_default(&D::Int(0)) { e.raw(b"\xa5top_k"); WireType::encode(&self.top_k, rel, e).at(".top_k")?; count += 1; }
+        if !self.min_p.is_default(&D::Float(0.0)) { e.raw(b"\xa5min_p"); WireType::encode(&self.min_p, rel, e).at(".min_p")?; count += 1; }
+        if !self.seed.is_default(&D::Nil) { e.raw(b"\xa4seed"); WireType::encode(&self.seed, rel, e).at(".seed")?; count += 1; }
+        if !self.stop.is_default(&D::Nil) { e.raw(b"\xa4stop"); WireType::encode(&self.stop, rel, e).at(".stop")?; count += 1; }
+        if !self.stop_token_ids.is_default(&D::Nil) { e.raw(b"\xaestop_token_ids"); WireType::encode(&self.stop_token_ids, rel, e).at(".stop_token_ids")?; count += 1; }
+        if !self.ignore_eos.is_default(&D::Bool(false)) { e.raw(b"\xaaignore_eos"); WireType::encode(&self.ignore_eos, rel, e).at(".ignore_eos")?; count += 1; }
+        if !self.max_tokens.is_default(&D::Int(16)) { e.raw(b"\xaamax_tokens"); WireType::encode(&self.max_tokens, rel, e).at(".max_tokens")?; count += 1; }
+        if !self.min_tokens.is_default(&D::Int(0)) { e.raw(b"\xaamin_tokens"); WireType::encode(&self.min_tokens, rel, e).at(".min_tokens")?; count += 1; }
+        if !self.logprobs.is_default(&D::Nil) { e.raw(b"\xa8logprobs"); WireType::encode(&self.logprobs, rel, e).at(".logprobs")?; count += 1; }
+        if !self.prompt_logprobs.is_default(&D::Nil) { e.raw(b"\xafprompt_logprobs"); WireType::encode(&self.prompt_logprobs, rel, e).at(".prompt_logprobs")?; count += 1; }
+        if !self.prompt_logprob_token_ids.is_default(&D::Nil) { e.raw(b"\xb8prompt_logprob_token_ids"); WireType::encode(&self.prompt_logprob_token_ids, rel, e).at(".prompt_logprob_token_ids")?; count += 1; }
+        if !self.prompt_logprob_start.is_default(&D::Nil) { e.raw(b"\xb4prompt_logprob_start"); WireType::encode(&self.prompt_logprob_start, rel, e).at(".prompt_logprob_start")?; count += 1; }
+        if !self.logprob_token_ids.is_default(&D::Nil) { e.raw(b"\xb1logprob_token_ids"); WireType::encode(&self.logprob_token_ids, rel, e).at(".logprob_token_ids")?; count += 1; }
+        if !self.flat_logprobs.is_default(&D::Bool(false)) { e.raw(b"\xadflat_logprobs"); WireType::encode(&self.flat_logprobs, rel, e).at(".flat_logprobs")?; count += 1; }
+        if !self.detokenize.is_default(&D::Bool(true)) { e.raw(b"\xaadetokenize"); WireType::encode(&self.detokenize, rel, e).at(".detokenize")?; count += 1; }
+        if !self.skip_special_tokens.is_default(&D::Bool(true)) { e.raw(b"\xb3skip_special_tokens"); WireType::encode(&self.skip_special_tokens, rel, e).at(".skip_special_tokens")?; count += 1; }
+        if !self.spaces_between_special_tokens.is_default(&D::Bool(true)) { e.raw(b"\xbdspaces_between_special_tokens"); WireType::encode(&self.spaces_between_special_tokens, rel, e).at(".spaces_between_special_tokens")?; count += 1; }
+        if !self.include_stop_str_in_output.is_default(&D::Bool(false)) { e.raw(b"\xbainclude_stop_str_in_output"); WireType::encode(&self.include_stop_str_in_output, rel, e).at(".include_stop_str_in_output")?; count += 1; }
+        if !self.output_kind.is_default(&D::Int(0)) { e.raw(b"\xaboutput_kind"); WireType::encode(&self.output_kind, rel, e).at(".output_kind")?; count += 1; }
+        if !self.stream_interval.is_default(&D::Nil) { e.raw(b"\xafstream_interval"); WireType::encode(&self.stream_interval, rel, e).at(".stream_interval")?; count += 1; }
+        if !self.skip_clone.is_default(&D::Bool(false)) { e.raw(b"\xaaskip_clone"); WireType::encode(&self.skip_clone, rel, e).at(".skip_clone")?; count += 1; }
+        if !self.output_text_buffer_length.is_default(&D::Int(0)) { e.raw(b"\xb9output_text_buffer_length"); WireType::encode(&self.output_text_buffer_length, rel, e).at(".output_text_buffer_length")?; count += 1; }
+        if !self.eos_token_id.is_default(&D::Nil) { e.raw(b"\xad_eos_token_id"); WireType::encode(&self.eos_token_id, rel, e).at("._eos_token_id")?; count += 1; }
+        if !self.all_stop_token_ids.is_default(&D::EmptySet) { e.raw(b"\xb3_all_stop_token_ids"); WireType::encode(&self.all_stop_token_ids, rel, e).at("._all_stop_token_ids")?; count += 1; }
+        if !self.watermarking_skipped.is_default(&D::Bool(false)) { e.raw(b"\xb5_watermarking_skipped"); WireType::encode(&self.watermarking_skipped, rel, e).at("._watermarking_skipped")?; count += 1; }
+        if !self.structured_outputs.is_default(&D::Nil) { e.raw(b"\xb2structured_outputs"); WireType::encode(&self.structured_outputs, rel, e).at(".structured_outputs")?; count += 1; }
+        if !self.logit_bias.is_default(&D::Nil) { e.raw(b"\xaalogit_bias"); WireType::encode(&self.logit_bias, rel, e).at(".logit_bias")?; count += 1; }
+        if !self.allowed_token_ids.is_default(&D::Nil) { e.raw(b"\xb1allowed_token_ids"); WireType::encode(&self.allowed_token_ids, rel, e).at(".allowed_token_ids")?; count += 1; }
+        if !self.extra_args.is_default(&D::Nil) { e.raw(b"\xaaextra_args"); WireType::encode(&self.extra_args, rel, e).at(".extra_args")?; count += 1; }
+        if !self.bad_words.is_default(&D::Nil) { e.raw(b"\xa9bad_words"); WireType::encode(&self.bad_words, rel, e).at(".bad_words")?; count += 1; }
+        if !self.bad_words_token_ids.is_default(&D::Nil) { e.raw(b"\xb4_bad_words_token_ids"); WireType::encode(&self.bad_words_token_ids, rel, e).at("._bad_words_token_ids")?; count += 1; }
+        if !self.skip_reading_prefix_cache.is_default(&D::Nil) { e.raw(b"\xb9skip_reading_prefix_cache"); WireType::encode(&self.skip_reading_prefix_cache, rel, e).at(".skip_reading_prefix_cache")?; count += 1; }
+        if !self.thinking_token_budget.is_default(&D::Nil) { e.raw(b"\xb5thinking_token_budget"); WireType::encode(&self.thinking_token_budget, rel, e).at(".thinking_token_budget")?; count += 1; }
+        if !self.repetition_detection.is_default(&D::Nil) { e.raw(b"\xb4repetition_detection"); WireType::encode(&self.repetition_detection, rel, e).at(".repetition_detection")?; count += 1; }
+        if !self.routed_experts_prompt_start.is_default(&D::Int(0)) { e.raw(b"\xbbrouted_experts_prompt_start"); WireType::encode(&self.routed_experts_prompt_start, rel, e).at(".routed_experts_prompt_start")?; count += 1; }
+        if !self.trace_decode_token_ids.is_default(&D::Nil) { e.raw(b"\xb6trace_decode_token_ids"); WireType::encode(&self.trace_decode_token_ids, rel, e).at(".trace_decode_token_ids")?; count += 1; }
         encode_extra_keys(&self.unknown, e)?;
+        e.patch_struct_map(header, n, count);
         Ok(())
     }
 }

@@ -79,6 +79,35 @@ impl Enc {
         }
     }
 
+    /// [`Enc::struct_map`] with a count of 0, for a sparse struct whose
+    /// count is known only once its fields are written: the header's size
+    /// depends on `fields` alone. Returns where it starts, for
+    /// [`Enc::patch_struct_map`].
+    #[inline]
+    pub fn struct_map_placeholder(&mut self, fields: usize) -> usize {
+        let at = self.out.len();
+        self.struct_map(fields, 0);
+        at
+    }
+
+    /// Makes the header [`Enc::struct_map_placeholder`] wrote at `at` the
+    /// header [`Enc::struct_map`] writes for `fields` and `n`: the count is
+    /// patched in place, except in the rare case of a struct of at most 15
+    /// fields with unknown keys taking the count past 15, whose header
+    /// grows (the body moves).
+    #[inline]
+    pub fn patch_struct_map(&mut self, at: usize, fields: usize, n: usize) {
+        if fields > 15 {
+            self.out[at + 1..at + 3].copy_from_slice(&(n as u16).to_be_bytes());
+        } else if n < 16 {
+            self.out[at] = 0x80 | n as u8;
+        } else {
+            let mut header = Vec::with_capacity(5);
+            write::map_len(&mut header, n as u32);
+            self.out.splice(at..at + 1, header);
+        }
+    }
+
     pub fn tensor(&mut self, t: &Tensor) {
         crate::encode::write_tensor(&mut self.out, &mut self.aux, t);
     }
@@ -658,3 +687,26 @@ macro_rules! int_enum_wire {
     };
 }
 pub(crate) use int_enum_wire;
+
+#[cfg(test)]
+mod tests {
+    use super::Enc;
+
+    #[test]
+    fn a_patched_struct_map_header_is_the_header_struct_map_writes() {
+        // Both header forms, and a small struct whose unknown keys take the
+        // count past 15 (its header grows from a fixmap to a map16).
+        for fields in [0, 1, 5, 15, 16, 43] {
+            for n in [0, 1, 15, 16, 17, 300, 65535] {
+                let mut direct = Enc { out: vec![0x42], aux: Vec::new() };
+                direct.struct_map(fields, n);
+                direct.out.extend_from_slice(b"body");
+                let mut patched = Enc { out: vec![0x42], aux: Vec::new() };
+                let at = patched.struct_map_placeholder(fields);
+                patched.out.extend_from_slice(b"body");
+                patched.patch_struct_map(at, fields, n);
+                assert_eq!(patched.out, direct.out, "{fields} fields, count {n}");
+            }
+        }
+    }
+}
