@@ -43,7 +43,6 @@ scratch; nothing else is touched.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -60,28 +59,11 @@ import msgspec  # noqa: E402
 
 import verdict  # noqa: E402
 import view  # noqa: E402
+from records import load_record  # noqa: E402
 
 SENTINEL = b"ENGINE_CORE_DEAD"
 # Outputs shown step by step (first, middle, last) for these scenarios.
 STEP_BY_STEP = {"greedy_determinism"}
-
-
-def load_record(root: str) -> list[dict]:
-    """Every recorded frame set under root, in recording order."""
-    out = []
-    for path in glob.glob(os.path.join(root, "**", "*.json"), recursive=True):
-        name = os.path.basename(path)
-        if not re.match(r"\d+-", name):
-            continue
-        with open(path) as f:
-            d = json.load(f)
-        if "case" not in d or "frames" not in d:
-            continue
-        d["_seq"] = int(name.split("-", 1)[0])
-        d["_frames"] = [bytes.fromhex(h) for h in d["frames"]]
-        out.append(d)
-    out.sort(key=lambda d: d["_seq"])
-    return out
 
 
 class Info:

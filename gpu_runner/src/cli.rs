@@ -546,20 +546,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         m.stop().await;
     }
     if let Some(r) = recorder.as_mut() {
-        r.flush("shutdown")?;
-        let run = serde_json::json!({
-            "engine": args.engine.name(),
-            "launcher": r.meta.launcher,
-            "engine_version": r.meta.engine_version,
-            "model": {"path": r.meta.model_path, "fingerprint": r.meta.model_fingerprint},
-            "frame_sets": r.written(),
-            "wall_s": started.elapsed().as_secs_f64(),
-            "results": serde_json::from_str::<serde_json::Value>(&report::json(args.engine.name(), &results)).unwrap_or_default(),
-        });
-        let p = r.dir().join("run.json");
-        std::fs::write(&p, serde_json::to_string_pretty(&run).unwrap_or_default() + "\n")
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-        eprintln!("recorded {} frame sets in {}", r.written(), r.dir().display());
+        r.finish(args.engine.name(), started.elapsed().as_secs_f64(), &report::json(args.engine.name(), &results))?;
     }
     print!("{}", report::text(&results));
     if let Some(p) = &args.report_json {
@@ -870,9 +857,6 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         }
     };
     let deadline_at = args.deadline.map(|d| Instant::now() + Duration::from_secs(d));
-    if args.record.is_some() {
-        return Err("--record is not supported with --dialect tokenspeed yet (docs/runner.md \"TokenSpeed\")".into());
-    }
     let shard = args.shard.as_deref().map(report::parse_shard).transpose()?;
     let model = match (&args.model, args.engine) {
         (Some(m), _) => m.clone(),
@@ -912,6 +896,7 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         work_dir: work.0.clone(),
         deadline_at,
         shard,
+        record: args.record.clone(),
     };
     let (results, main_error) = run_all(&opts, &tokenizer).await?;
     let name = format!("tokenspeed-{engine}");

@@ -15,6 +15,13 @@
 //! from the engine: HELLO or READY; to it: INIT; input from the engine:
 //! the registration; to it: by the request-type byte; output: an
 //! `EngineCoreOutputs` batch, the `ENGINE_CORE_DEAD` sentinel included).
+//!
+//! Both dialects record: the recorder's release says which. A TokenSpeed
+//! run's files carry `dialect: "tokenspeed"` and TokenSpeed's message names
+//! (`TokenizedGenerateReqInput` for an ADD, `BatchTokenIDOutSlim` for an
+//! output batch; its input socket has only ADD `00` and ABORT `01`,
+//! docs/tokenspeed-wire.md §2), and `golden/generate/tokenspeed/live_cases.py`
+//! finishes them with TokenSpeed's own decoder.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -94,6 +101,27 @@ impl Recorder {
         self.written
     }
 
+    /// Ends the recording: writes what is left (under `shutdown`) and
+    /// `run.json` (the engine, launcher, engine release, model, the number
+    /// of frame sets, the wall time and `results`, the run's JSON report).
+    pub fn finish(&mut self, engine: &str, wall_s: f64, results: &str) -> Result<(), String> {
+        self.flush("shutdown")?;
+        let run = json!({
+            "engine": engine,
+            "launcher": self.meta.launcher,
+            "engine_version": self.meta.engine_version,
+            "model": {"path": self.meta.model_path, "fingerprint": self.meta.model_fingerprint},
+            "frame_sets": self.written,
+            "wall_s": wall_s,
+            "results": serde_json::from_str::<Json>(results).unwrap_or_default(),
+        });
+        let p = self.dir.join("run.json");
+        std::fs::write(&p, serde_json::to_string_pretty(&run).unwrap_or_default() + "\n")
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        eprintln!("recorded {} frame sets in {}", self.written, self.dir.display());
+        Ok(())
+    }
+
     /// Writes every frame set tapped so far. Each goes under the scenario
     /// its request ids name, else under `label` (the scenario that was
     /// running, or `handshake` for the engine's start).
@@ -117,13 +145,13 @@ impl Recorder {
             .find_map(|id| id.split_once('.').map(|(s, _)| s).filter(|s| self.scenarios.contains(*s)))
             .unwrap_or(label)
             .to_string();
-        let name = format!("{:05}-{}", self.seq, message.name());
+        let name = format!("{:05}-{}", self.seq, message.name_in(self.release));
         let case = format!("{scenario}/{name}");
         let direction = if t.from_engine { "engine->gateway" } else { "gateway->engine" };
-        let doc = doc_of(message, t.from_engine, &scenario, &summary);
+        let doc = doc_of(self.release, message, t.from_engine, &scenario, &summary);
         let d = json!({
             "case": case,
-            "dialect": "vllm",
+            "dialect": self.release.dialect,
             "version": self.meta.engine_version,
             "kind": "message",
             "doc": doc,
@@ -140,9 +168,9 @@ impl Recorder {
                 "recorded_at": rfc3339(t.at),
                 "recorded_by": "gpu-runner run --record",
             },
-            "message": message.name(),
+            "message": message.name_in(self.release),
             "frames": t.frames.iter().map(|f| hex(f)).collect::<Vec<_>>(),
-            "volatile": volatile(message, &summary),
+            "volatile": volatile(self.release, message, &summary),
         });
         let dir = self.dir.join(&scenario);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -168,6 +196,8 @@ pub fn message_of(release: &'static ReleaseSchema, t: &Tapped) -> MessageKind {
         (TapSocket::Input, true) => MessageKind::EngineCoreReadyResponse,
         (TapSocket::Input, false) => match t.frames.first().map(Vec::as_slice) {
             Some([1]) => MessageKind::AbortRequest,
+            // TokenSpeed's input socket takes ADD and ABORT only.
+            _ if release.is_tokenspeed() => MessageKind::EngineCoreRequest,
             Some([2]) => MessageKind::StartDpWave,
             Some([3]) => MessageKind::UtilityRequest,
             _ => MessageKind::EngineCoreRequest,
@@ -200,6 +230,10 @@ fn summarize(release: &'static ReleaseSchema, kind: MessageKind, frames: &[&[u8]
         s.undecodable = true;
         return s;
     };
+    if release.is_tokenspeed() {
+        summarize_tokenspeed(kind, &d.value, &mut s);
+        return s;
+    }
     match (kind, &d.value) {
         (MessageKind::EngineCoreRequest, Value::Struct(r)) => {
             s.request_ids.extend(r.str_field("request_id").map(str::to_string));
@@ -230,13 +264,54 @@ fn summarize(release: &'static ReleaseSchema, kind: MessageKind, frames: &[&[u8]
     s
 }
 
-fn doc_of(kind: MessageKind, from_engine: bool, scenario: &str, s: &Summary) -> String {
+/// The strings of an array value (others skipped).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    match v {
+        Some(Value::Array(xs)) => {
+            xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.clone()) } else { None }).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// [`summarize`] for TokenSpeed: the ADD's `rid` (one or a list), the
+/// ABORT's rids, the batch's `rids` and the rows whose finish string is
+/// not empty.
+fn summarize_tokenspeed(kind: MessageKind, v: &Value, s: &mut Summary) {
+    match (kind, v) {
+        (MessageKind::EngineCoreRequest, Value::Struct(r)) => match r.get("rid") {
+            Some(Value::Str(rid)) => s.request_ids.push(rid.clone()),
+            other => s.request_ids.extend(strings(other)),
+        },
+        (MessageKind::AbortRequest, v @ Value::Array(_)) => s.request_ids.extend(strings(Some(v))),
+        (MessageKind::HandshakeHello | MessageKind::HandshakeReady, Value::Struct(h)) => {
+            s.status = h.str_field("status").map(str::to_string);
+        }
+        (MessageKind::EngineCoreOutputs, Value::Struct(b)) => {
+            let rids = strings(b.get("rids"));
+            let fins = strings(b.get("finished_reasons"));
+            s.outputs = rids.len();
+            for (rid, fin) in rids.iter().zip(&fins) {
+                if !fin.is_empty() {
+                    s.finished.push(format!("{rid} {fin}"));
+                }
+            }
+            s.request_ids = rids;
+        }
+        _ => {}
+    }
+}
+
+fn doc_of(release: &ReleaseSchema, kind: MessageKind, from_engine: bool, scenario: &str, s: &Summary) -> String {
     let who = if from_engine { "the engine sent" } else { "the gateway sent" };
     let what = match kind {
         MessageKind::HandshakeHello | MessageKind::HandshakeReady => {
             format!("{} on the handshake socket", s.status.as_deref().unwrap_or("a handshake status"))
         }
         MessageKind::HandshakeInit => "INIT (EngineHandshakeMetadata) on the handshake socket".into(),
+        MessageKind::EngineCoreReadyResponse if release.is_tokenspeed() => {
+            "its input-socket registration (WireEngineCoreReadyResponse)".into()
+        }
         MessageKind::EngineCoreReadyResponse => "its input-socket registration (EngineCoreReadyResponse)".into(),
         MessageKind::EngineCoreRequest if s.undecodable => "input frames that are no valid ADD".into(),
         MessageKind::EngineCoreRequest => format!("ADD {}", s.request_ids.join(", ")),
@@ -251,7 +326,8 @@ fn doc_of(kind: MessageKind, from_engine: bool, scenario: &str, s: &Summary) -> 
         MessageKind::EngineCoreOutputs => {
             let fin =
                 if s.finished.is_empty() { String::new() } else { format!("; finished: {}", s.finished.join(", ")) };
-            format!("an output batch with {} output(s) ({}){fin}", s.outputs, s.request_ids.join(", "))
+            let rows = if release.is_tokenspeed() { "row(s)" } else { "output(s)" };
+            format!("an output batch with {} {rows} ({}){fin}", s.outputs, s.request_ids.join(", "))
         }
         other => other.name().to_string(),
     };
@@ -264,7 +340,42 @@ fn doc_of(kind: MessageKind, from_engine: bool, scenario: &str, s: &Summary) -> 
 /// utility call ids (the gateway's counter), and, in a batch of several
 /// outputs, which requests share the step and in what order (timing).
 /// Request ids are the runner's own (`<scenario>.<id>`) and do not vary.
-fn volatile(kind: MessageKind, s: &Summary) -> Vec<&'static str> {
+///
+/// TokenSpeed's ADD has no arrival time; its batch carries the engine's
+/// load (`num_running`, `num_waiting`, `kv_active_pages`), which depends on
+/// timing, and which rows share a batch (docs/tokenspeed-wire.md §7.1).
+const TS_ROW_COLUMNS: [&str; 8] = [
+    "BatchTokenIDOutSlim.rids",
+    "BatchTokenIDOutSlim.output_ids",
+    "BatchTokenIDOutSlim.finished_reasons",
+    "BatchTokenIDOutSlim.prompt_tokens",
+    "BatchTokenIDOutSlim.completion_tokens",
+    "BatchTokenIDOutSlim.cached_tokens",
+    "BatchTokenIDOutSlim.output_token_logprobs_val",
+    "BatchTokenIDOutSlim.output_token_logprobs_idx",
+];
+
+fn volatile(release: &ReleaseSchema, kind: MessageKind, s: &Summary) -> Vec<&'static str> {
+    if release.is_tokenspeed() {
+        return match kind {
+            MessageKind::HandshakeInit => vec!["HandshakeInit.addresses.inputs", "HandshakeInit.addresses.outputs"],
+            MessageKind::EngineCoreReadyResponse => vec!["EngineCoreReadyResponse.instance_id"],
+            MessageKind::EngineCoreOutputs if s.sentinel || s.undecodable => vec![],
+            MessageKind::EngineCoreOutputs => {
+                let mut v = vec![
+                    "BatchTokenIDOutSlim.num_running",
+                    "BatchTokenIDOutSlim.num_waiting",
+                    "BatchTokenIDOutSlim.kv_active_pages",
+                ];
+                if s.outputs > 1 {
+                    // Which requests share a batch, and their order, is timing.
+                    v.extend(TS_ROW_COLUMNS.iter().copied());
+                }
+                v
+            }
+            _ => vec![],
+        };
+    }
     match kind {
         MessageKind::HandshakeInit => vec!["HandshakeInit.addresses.inputs", "HandshakeInit.addresses.outputs"],
         MessageKind::EngineCoreReadyResponse => vec!["EngineCoreReadyResponse.instance_id"],
@@ -456,6 +567,49 @@ mod tests {
         let dead = tap(TapSocket::Output, true, vec![engine_protocol::frames::ENGINE_CORE_DEAD.to_vec()]);
         assert_eq!(message_of(release, &dead), MessageKind::EngineCoreOutputs);
         let s = summarize(release, MessageKind::EngineCoreOutputs, &[engine_protocol::frames::ENGINE_CORE_DEAD]);
-        assert!(s.sentinel && volatile(MessageKind::EngineCoreOutputs, &s).is_empty());
+        assert!(s.sentinel && volatile(release, MessageKind::EngineCoreOutputs, &s).is_empty());
+    }
+
+    #[test]
+    fn tokenspeed_frame_sets_take_tokenspeeds_names_and_request_ids() {
+        let ts = engine_protocol::release("tokenspeed", "0.1.1").unwrap();
+        let tap = |socket, frames: Vec<Vec<u8>>| Tapped {
+            socket,
+            from_engine: false,
+            engine: Some(0),
+            frames,
+            at: SystemTime::now(),
+        };
+        // TokenSpeed's input socket has ADD 00 and ABORT 01 only.
+        let abort = engine_protocol::typed::tokenspeed::encode_abort(&["s.a", "s.b"]);
+        assert_eq!(message_of(ts, &tap(TapSocket::Input, abort.clone())), MessageKind::AbortRequest);
+        assert_eq!(message_of(ts, &tap(TapSocket::Input, vec![vec![3], vec![0x90]])), MessageKind::EngineCoreRequest);
+        let refs: Vec<&[u8]> = abort.iter().map(Vec::as_slice).collect();
+        let s = summarize(ts, MessageKind::AbortRequest, &refs);
+        assert_eq!(s.request_ids, ["s.a", "s.b"]);
+        assert_eq!(
+            doc_of(ts, MessageKind::AbortRequest, false, "s", &s),
+            "Recorded live: the gateway sent ABORT s.a, s.b, in scenario s."
+        );
+        // A batch: its rows' rids, the finished ones, and the columns
+        // whose order is timing when it has more than one row.
+        use engine_protocol::typed::tokenspeed::{BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
+        let row = |rid: &str, finish| BatchRow { rid: rid.into(), output_ids: vec![5], finish, ..BatchRow::default() };
+        let batch = BatchTokenIDOutSlim::from_rows(
+            &[row("s.a", Finish::Running), row("s.b", Finish::Length)],
+            0,
+            LoadTail::default(),
+        )
+        .encode(ts)
+        .unwrap();
+        let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+        let s = summarize(ts, MessageKind::EngineCoreOutputs, &refs);
+        assert_eq!(
+            (s.request_ids.as_slice(), s.finished.as_slice()),
+            (&["s.a".to_string(), "s.b".into()][..], &["s.b length".to_string()][..])
+        );
+        let v = volatile(ts, MessageKind::EngineCoreOutputs, &s);
+        assert!(v.contains(&"BatchTokenIDOutSlim.num_running") && v.contains(&"BatchTokenIDOutSlim.rids"), "{v:?}");
+        assert_eq!(MessageKind::EngineCoreOutputs.name_in(ts), "BatchTokenIDOutSlim");
     }
 }

@@ -25,9 +25,7 @@ fn tokenizer() -> GatewayTokenizer {
 
 async fn up(script: TsScript) -> (tempfile::TempDir, TsGateway, TsMock) {
     let dir = tempfile::tempdir().unwrap();
-    let gw = TsGateway::bind(TsGatewayConfig { handshake: "tcp://127.0.0.1:0".into(), ipc_dir: dir.path().into() })
-        .await
-        .unwrap();
+    let gw = TsGateway::bind(TsGatewayConfig::new("tcp://127.0.0.1:0", dir.path())).await.unwrap();
     let mock = TsMock::spawn(gw.handshake_endpoint(), script);
     (dir, gw, mock)
 }
@@ -193,6 +191,7 @@ async fn every_tokenspeed_scenario_passes_against_the_mock() {
         work_dir: work.path().into(),
         deadline_at: None,
         shard: None,
+        record: None,
     };
     let (results, main_error) = run_all(&opts, &tokenizer()).await.unwrap();
     assert!(!main_error);
@@ -232,6 +231,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
         work_dir: work.path().join("w"),
         deadline_at: None,
         shard: None,
+        record: None,
     };
     let (results, _) = run_all(&opts, &tokenizer()).await.unwrap();
     let Verdict::Fail(why) = &results[0].verdict else { panic!("{:?}", results[0].verdict) };
@@ -239,13 +239,16 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
 }
 
 #[test]
-fn the_cli_runs_the_tokenspeed_scenarios_against_the_mock_with_a_report() {
+fn the_cli_runs_the_tokenspeed_scenarios_against_the_mock_with_a_report_and_a_recording() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("ts.json");
+    let rec = dir.path().join("rec");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-runner"))
         .current_dir(repo())
         .args(["run", "--engine", "mock", "--dialect", "tokenspeed", "--report-json"])
         .arg(&report)
+        .arg("--record")
+        .arg(&rec)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -253,6 +256,69 @@ fn the_cli_runs_the_tokenspeed_scenarios_against_the_mock_with_a_report() {
     let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(j["engine"], "tokenspeed-mock", "{j}");
     assert!(stdout.contains("ts_abort"), "{stdout}");
+
+    // The recording: every frame set, in TokenSpeed's names, each one the
+    // bytes that travelled (they decode as the message their file names).
+    let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(rec.join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        (run["engine"].as_str(), run["engine_version"].as_str()),
+        (Some("tokenspeed-mock"), Some("0.1.1")),
+        "{run}"
+    );
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut files = 0;
+    for entry in walk(&rec) {
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "run.json" || name == "results.json" {
+            continue;
+        }
+        let case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&entry).unwrap()).unwrap();
+        assert_eq!((case["dialect"].as_str(), case["version"].as_str()), (Some("tokenspeed"), Some("0.1.1")), "{name}");
+        assert!(case.get("expect").is_none(), "{name}: a verdict is TokenSpeed's to give");
+        let message = case["message"].as_str().unwrap().to_string();
+        let kind = engine_protocol::MessageKind::parse(&message).unwrap_or_else(|| panic!("{name}: {message}"));
+        let frames = engine_testkit::hex::decode_frames(&case["frames"]).unwrap();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        // What the mock engine sent is valid (the gateway's side may be a
+        // scenario's deliberately bad request).
+        let from_engine = case["provenance"]["direction"] == "engine->gateway";
+        if from_engine && !engine_protocol::frames::is_engine_dead(&refs) {
+            engine_protocol::decode_message(release(), kind, &refs, &engine_protocol::Limits::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        *seen.entry(message).or_default() += 1;
+        files += 1;
+    }
+    assert_eq!(run["frame_sets"].as_u64(), Some(files as u64));
+    for m in [
+        "HandshakeHello",
+        "HandshakeInit",
+        "HandshakeReady",
+        "EngineCoreReadyResponse",
+        "TokenizedGenerateReqInput",
+        "AbortRequest",
+        "BatchTokenIDOutSlim",
+    ] {
+        assert!(seen.get(m).is_some_and(|&n| n > 0), "no {m} recorded: {seen:?}");
+    }
+    // ADDs go under the scenario their rid names.
+    assert!(walk(&rec.join("ts_abort"))
+        .iter()
+        .any(|p| p.to_string_lossy().ends_with("-TokenizedGenerateReqInput.json")));
+}
+
+/// Every file under `dir`, depth first.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[test]

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use engine_protocol::frames::{engine_index, is_engine_dead};
@@ -41,7 +41,7 @@ use zeromq::{PullSocket, RouterSendHalf, RouterSocket, Socket, SocketEvent, Sock
 
 use super::mock::release;
 use crate::handshake::{self, EngineFacts};
-use crate::transport::{ipc_path, remove_stale_socket};
+use crate::transport::{ipc_path, remove_stale_socket, TapSocket, Tapped};
 
 /// One row of a `BatchTokenIDOutSlim` for one request, with when it
 /// arrived; reads as the [`BatchRow`] it holds.
@@ -95,6 +95,16 @@ pub struct TsGatewayConfig {
     /// The handshake endpoint (`tcp://127.0.0.1:0` picks a port).
     pub handshake: String,
     pub ipc_dir: PathBuf,
+    /// Where to copy every frame set sent or received (record mode,
+    /// `crate::record`), routing identity removed.
+    pub tap: Option<mpsc::UnboundedSender<Tapped>>,
+}
+
+impl TsGatewayConfig {
+    /// Binds `handshake` with ipc sockets under `ipc_dir`, no tap.
+    pub fn new(handshake: impl Into<String>, ipc_dir: impl Into<PathBuf>) -> TsGatewayConfig {
+        TsGatewayConfig { handshake: handshake.into(), ipc_dir: ipc_dir.into(), tap: None }
+    }
 }
 
 /// Counters of what the gateway saw.
@@ -217,6 +227,7 @@ impl TsGateway {
             state_tx,
             tasks,
             paths,
+            tap: cfg.tap,
         };
         let actor = tokio::spawn(actor.run(cmd_rx, in_rx));
         Ok(TsGateway { cmd: cmd_tx, state: state_rx, handshake_endpoint, actor: Some(actor) })
@@ -325,6 +336,7 @@ struct Actor {
     state_tx: watch::Sender<TsEngineState>,
     tasks: Vec<JoinHandle<()>>,
     paths: Vec<String>,
+    tap: Option<mpsc::UnboundedSender<Tapped>>,
 }
 
 async fn send_router(s: &mut RouterSendHalf, frames: Vec<Vec<u8>>) -> Result<(), String> {
@@ -336,6 +348,28 @@ async fn send_router(s: &mut RouterSendHalf, frames: Vec<Vec<u8>>) -> Result<(),
 }
 
 impl Actor {
+    /// Copies a frame set the gateway sends to the engine to the tap, if
+    /// any.
+    fn tap_sent<F: AsRef<[u8]>>(&self, socket: TapSocket, frames: &[F]) {
+        let engine = self.identity.as_deref().and_then(|id| engine_index(id).ok());
+        self.tap(socket, false, engine, frames);
+    }
+
+    /// Copies a frame set received with a routing identity (first) to the
+    /// tap, if any, without the identity.
+    fn tap_routed(&self, socket: TapSocket, frames: &[Bytes]) {
+        if let Some((id, rest)) = frames.split_first() {
+            self.tap(socket, true, engine_index(id).ok(), rest);
+        }
+    }
+
+    fn tap<F: AsRef<[u8]>>(&self, socket: TapSocket, from_engine: bool, engine: Option<u16>, frames: &[F]) {
+        if let Some(t) = &self.tap {
+            let frames = frames.iter().map(|f| f.as_ref().to_vec()).collect();
+            let _ = t.send(Tapped { socket, from_engine, engine, frames, at: SystemTime::now() });
+        }
+    }
+
     async fn run(mut self, mut cmd: mpsc::UnboundedReceiver<Cmd>, mut inbound: mpsc::UnboundedReceiver<Inbound>) {
         loop {
             tokio::select! {
@@ -391,6 +425,7 @@ impl Actor {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         self.streams.insert(rid.clone(), tx);
+        self.tap_sent(TapSocket::Input, &frames);
         let mut all = vec![id];
         all.extend(frames);
         if let Err(e) = send_router(&mut self.input_send, all).await {
@@ -407,8 +442,10 @@ impl Actor {
             return Ok(());
         }
         let Some(id) = self.identity.clone() else { return Err("no engine".into()) };
+        let abort = ts::encode_abort(rids);
+        self.tap_sent(TapSocket::Input, &abort);
         let mut all = vec![id];
-        all.extend(ts::encode_abort(rids));
+        all.extend(abort);
         send_router(&mut self.input_send, all).await.map_err(|e| format!("send ABORT: {e}"))
     }
 
@@ -417,6 +454,7 @@ impl Actor {
             Inbound::Handshake(frames) => self.on_handshake(frames).await,
             Inbound::Input(frames) => {
                 // The only thing an engine sends on input is its registration.
+                self.tap_routed(TapSocket::Input, &frames);
                 let [id, payload] = frames.as_slice() else { return };
                 let Ok(index) = engine_index(id) else { return };
                 match handshake::decode_registration(release(), index, payload) {
@@ -435,6 +473,7 @@ impl Actor {
     }
 
     async fn on_handshake(&mut self, frames: Vec<Bytes>) {
+        self.tap_routed(TapSocket::Handshake, &frames);
         let [id, payload] = frames.as_slice() else { return };
         let status = match handshake::decode_status(release(), payload) {
             Ok(s) => s,
@@ -453,6 +492,7 @@ impl Actor {
                         return;
                     }
                 };
+                self.tap(TapSocket::Handshake, false, engine_index(id).ok(), std::slice::from_ref(&init));
                 if let Err(e) = send_router(&mut self.hs_send, vec![id.to_vec(), init]).await {
                     self.die(TsDeath::Handshake(format!("send INIT: {e}")));
                 }
@@ -483,6 +523,9 @@ impl Actor {
     }
 
     fn on_output(&mut self, frames: Vec<Bytes>) {
+        // One engine: the output socket names none, the registration does.
+        let engine = self.identity.as_deref().and_then(|id| engine_index(id).ok());
+        self.tap(TapSocket::Output, true, engine, &frames);
         let slices: Vec<&[u8]> = frames.iter().map(|b| b.as_ref()).collect();
         if is_engine_dead(&slices) {
             self.die(TsDeath::Sentinel);

@@ -19,7 +19,17 @@ use super::mock::{TsMock, TsScript};
 use super::scenario::{self, TsContext, TsScenario};
 use crate::handshake::EngineFacts;
 use crate::launcher::{self, EngineProcess};
-use crate::report::{deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::record::{self, RecordMeta, Recorder};
+use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::transport::Tapped;
+
+type Tap = tokio::sync::mpsc::UnboundedSender<Tapped>;
+
+/// The release named in recorded files: the engine's `vllm_version`
+/// (`tokenspeed-0.1.1`) without its prefix, as the golden trees name it.
+fn recorded_version(vllm_version: &str) -> String {
+    vllm_version.strip_prefix("tokenspeed-").unwrap_or(vllm_version).to_string()
+}
 
 /// What a TokenSpeed run needs.
 #[derive(Debug, Clone)]
@@ -49,6 +59,9 @@ pub struct TsRunOptions {
     /// `--shard i/n`: run only the scenarios whose position (in the run
     /// order) is `i-1` modulo `n`.
     pub shard: Option<(usize, usize)>,
+    /// `--record DIR`: every frame set the gateway sent or received,
+    /// written as a golden case without a verdict (`crate::record`).
+    pub record: Option<PathBuf>,
 }
 
 enum Engine {
@@ -107,10 +120,10 @@ pub fn require_gpu() -> Result<(), String> {
     }
 }
 
-async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>) -> Result<Session, String> {
+async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: Option<Tap>) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
-    let gw = TsGateway::bind(TsGatewayConfig { handshake, ipc_dir: dir.to_path_buf() }).await?;
+    let gw = TsGateway::bind(TsGatewayConfig { tap, ..TsGatewayConfig::new(handshake, dir) }).await?;
     let engine = match opts.engine.as_str() {
         "mock" => {
             let s = script
@@ -201,10 +214,25 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     // The mock runs with output logprobs on; a live engine as launched
     // (`--enable-output-logprobs` is passed by the launcher).
     let logprobs = opts.mock_script.as_ref().is_none_or(|s| s.enable_output_logprobs);
+    let started = Instant::now();
+    let mut recorder = match &opts.record {
+        Some(d) => {
+            let meta = RecordMeta {
+                engine_version: super::mock::release().version.to_string(),
+                model_path: opts.model.display().to_string(),
+                model_fingerprint: record::model_fingerprint(&opts.model),
+                launcher: if opts.engine == "tokenspeed" { "ts serve".into() } else { opts.engine.clone() },
+                engine: format!("tokenspeed-{}", opts.engine),
+            };
+            Some(Recorder::new(d, super::mock::release(), scenarios.iter().map(|s| s.name.clone()), meta)?)
+        }
+        None => None,
+    };
+    let tap = || recorder.as_ref().map(Recorder::tap);
     let needs_main =
         scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(&opts.engine)) && !deadline_passed(opts.deadline_at);
     let (mut main, main_error) = if needs_main {
-        match start(opts, &opts.work_dir.join("main"), None).await {
+        match start(opts, &opts.work_dir.join("main"), None, tap()).await {
             Ok(m) => (Some(m), None),
             Err(e) => {
                 eprintln!("gpu-runner: the TokenSpeed engine did not come up: {e}");
@@ -214,6 +242,12 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     } else {
         (None, None)
     };
+    if let (Some(r), Some(m)) = (recorder.as_mut(), main.as_ref()) {
+        r.meta.engine_version = recorded_version(&m.facts.vllm_version);
+    }
+    if let Some(r) = recorder.as_mut() {
+        r.flush("handshake")?;
+    }
     let mut results = Vec::new();
     for s in &scenarios {
         let t0 = Instant::now();
@@ -234,7 +268,8 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                 _ => None,
             };
             let lp = script.as_ref().map_or(logprobs, |x| x.enable_output_logprobs);
-            match start(opts, &opts.work_dir.join(format!("fresh-{}", s.name)), script).await {
+            let tap = recorder.as_ref().map(Recorder::tap);
+            match start(opts, &opts.work_dir.join(format!("fresh-{}", s.name)), script, tap).await {
                 Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
                 Ok(session) => {
                     let v = run_one(&session, tok, s, opts, lp).await;
@@ -251,6 +286,9 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                 },
             }
         };
+        if let Some(r) = recorder.as_mut() {
+            r.flush(&s.name)?;
+        }
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
         opts.expectations.apply(&mut res);
         eprintln!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
@@ -258,6 +296,10 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     }
     if let Some(m) = main.take() {
         m.stop().await;
+    }
+    if let Some(r) = recorder.as_mut() {
+        let name = format!("tokenspeed-{}", opts.engine);
+        r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results))?;
     }
     Ok((results, main_error.is_some()))
 }

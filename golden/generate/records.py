@@ -1,0 +1,29 @@
+"""Reading what `gpu-runner run --record DIR` wrote: the frame sets of a
+live run, one JSON file each (`<scenario>/<seq>-<message>.json`), shared
+by the vLLM and TokenSpeed finishing scripts (live_cases.py,
+tokenspeed/live_cases.py)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+
+def load_record(root: str) -> list[dict]:
+    """Every recorded frame set under root, in recording order."""
+    out = []
+    for path in glob.glob(os.path.join(root, "**", "*.json"), recursive=True):
+        name = os.path.basename(path)
+        if not re.match(r"\d+-", name):
+            continue
+        with open(path) as f:
+            d = json.load(f)
+        if "case" not in d or "frames" not in d:
+            continue
+        d["_seq"] = int(name.split("-", 1)[0])
+        d["_frames"] = [bytes.fromhex(h) for h in d["frames"]]
+        out.append(d)
+    out.sort(key=lambda d: d["_seq"])
+    return out
