@@ -130,6 +130,41 @@ fn typed_decode(c: &mut Criterion) {
     g.finish();
 }
 
+/// `tokenspeed_decode/<case>/{value,typed,direct}`: TokenSpeed 0.1.1's
+/// output batch (goldens made by TokenSpeed's own encoder) through
+/// `decode_message` (the value tree), the typed API's `decode_typed` (the
+/// value tree, then the conversion) and `decode_batch` (the direct
+/// decoder into the typed struct).
+fn tokenspeed_decode(c: &mut Criterion) {
+    use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+    use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
+    let rel = release("tokenspeed", "0.1.1").expect("0.1.1");
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("tokenspeed_decode");
+    for id in ["output/many_rows", "output/logprobs_multi"] {
+        let path = format!("{}/../golden/tokenspeed/0.1.1/{id}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let j: serde_json::Value = serde_json::from_str(&text).expect("golden JSON");
+        let frames: Vec<Vec<u8>> =
+            j["frames"].as_array().expect("frames").iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let name = id.trim_start_matches("output/");
+        g.throughput(Throughput::Bytes(frames.iter().map(Vec::len).sum::<usize>() as u64));
+        assert!(decode_batch_direct(rel, &refs, &limits).is_some(), "{id}: direct path");
+        let kind = MessageKind::EngineCoreOutputs;
+        g.bench_function(format!("{name}/value"), |b| {
+            b.iter(|| decode_message(rel, kind, black_box(&refs), &limits).unwrap())
+        });
+        g.bench_function(format!("{name}/typed"), |b| {
+            b.iter(|| decode_typed::<BatchTokenIDOutSlim>(rel, black_box(&refs), &limits).unwrap())
+        });
+        g.bench_function(format!("{name}/direct"), |b| {
+            b.iter(|| decode_batch(rel, black_box(&refs), &limits).unwrap())
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(benches, codec, typed_encode, typed_decode);
-criterion_group!(hot_benches, hot_decode);
+criterion_group!(hot_benches, hot_decode, tokenspeed_decode);
 criterion_main!(benches, hot_benches);

@@ -322,7 +322,7 @@ pub mod write {
     /// An array of integers (token ids): one reservation, then each value
     /// in its smallest form. A value in `0..2^32` (every token id) is
     /// written without a branch on its form: its highest bit indexes
-    /// [`UINT_FORMS`], the marker and big-endian body are assembled in one
+    /// `UINT_FORMS`, the marker and big-endian body are assembled in one
     /// `u64` by a byte swap, a shift and an or, and stored as eight bytes,
     /// of which the form's length are kept (the reservation leaves room
     /// for the overhang). A branching writer pays a mispredicted branch a

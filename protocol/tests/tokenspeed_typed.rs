@@ -6,9 +6,10 @@
 //! per-request rows and back, and a ragged batch is refused naming its
 //! column (docs/tokenspeed-wire.md §3, §7, §8, §12).
 
+use engine_protocol::hot::tokenspeed::decode_batch_direct;
 use engine_protocol::typed::tokenspeed::{
-    decode_abort, decode_typed, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, RaggedBatch,
-    TokenSpeedMessage, TokenizedGenerateReqInput, WireEngineCoreReadyResponse, WireHandshakeInitMessage,
+    decode_abort, decode_batch, decode_typed, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail,
+    RaggedBatch, TokenSpeedMessage, TokenizedGenerateReqInput, WireEngineCoreReadyResponse, WireHandshakeInitMessage,
     WireReadyMessage,
 };
 use engine_protocol::{decode_message, release, Error, Limits, MessageKind, RejectClass, ReleaseSchema};
@@ -125,6 +126,35 @@ fn typed_decoding_has_the_value_decoders_verdict_and_drift_on_every_golden() {
         }
         assert!(seen > 300, "{}: only {seen} cases compared", rel.version);
         assert!(out_of_range <= 3, "{}: {out_of_range} cases refused for an integer above i64::MAX", rel.version);
+    }
+}
+
+#[test]
+fn the_direct_batch_decoder_gives_the_typed_decoders_result_on_every_golden() {
+    for (rel, _) in versions() {
+        let cases = message_cases(&golden_dir().join("tokenspeed").join(rel.version)).expect("goldens load");
+        let (mut seen, mut direct) = (0, 0);
+        for case in cases {
+            let Body::Message { message: MessageKind::EngineCoreOutputs, frames, .. } = &case.body else { continue };
+            seen += 1;
+            let refs = refs(frames);
+            let reference = decode_typed::<BatchTokenIDOutSlim>(rel, &refs, &Limits::default());
+            let got = decode_batch(rel, &refs, &Limits::default());
+            // Debug text: floats compared by what they print (NaN included).
+            match (&reference, &got) {
+                (Ok(a), Ok(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{}", case.id),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{}", case.id),
+                _ => panic!("{}: typed {:?}, direct {:?}", case.id, reference.map(|r| r.1), got.map(|r| r.1)),
+            }
+            if let Some(b) = decode_batch_direct(rel, &refs, &Limits::default()) {
+                assert_eq!(format!("{:?}", reference.as_ref().map(|r| &r.0)), format!("{:?}", Ok::<_, ()>(&b)));
+                direct += 1;
+            }
+        }
+        // Every plain batch is read directly: the 8 columns (0.1.1: and the
+        // tail), float64 logprobs, nothing after the batch.
+        assert!(seen >= 40, "{}: only {seen} output cases", rel.version);
+        assert!(direct >= 25, "{}: only {direct} of {seen} batches read directly", rel.version);
     }
 }
 

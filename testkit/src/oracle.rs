@@ -735,10 +735,56 @@ pub fn tokenspeed_abort<P: Probe>(data: &[u8], p: &mut P) {
 }
 
 /// `[payload, aux...]`: a TokenSpeed output batch (`BatchTokenIDOutSlim`),
-/// with the checks of [`message`] and [`tokenspeed_frame_rules`].
+/// with the checks of [`message`] and [`tokenspeed_frame_rules`], and the
+/// direct batch decoder against the typed API (both versions, the default
+/// limits and tight ones: depth 3, 1 frame, 256-byte frames):
+/// - whenever the direct path (`hot::tokenspeed::decode_batch_direct`)
+///   reads a batch itself, the typed API (`typed::tokenspeed::decode_typed`)
+///   accepts it without drift and builds the same struct (NaN equal to
+///   itself);
+/// - `decode_batch`, the direct path with its hand-over, has the typed
+///   API's result: the same struct and drift, or the same error.
+///
+/// The direct decode gets the allocation bound.
 pub fn tokenspeed_outputs<P: Probe>(data: &[u8], p: &mut P) {
+    use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+    use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
     let owned = split(data);
-    tokenspeed_frame_rules(p, MessageKind::EngineCoreOutputs, &refs(&owned));
+    let frames = refs(&owned);
+    tokenspeed_frame_rules(p, MessageKind::EngineCoreOutputs, &frames);
+    let limits = [
+        Limits::default(),
+        Limits { max_depth: 3, ..Limits::default() },
+        Limits { max_frames: 1, ..Limits::default() },
+        Limits { max_frame_bytes: 256, ..Limits::default() },
+    ];
+    for release in TOKENSPEED_RELEASES {
+        for limits in &limits {
+            let v = release.version;
+            let reference = decode_typed::<BatchTokenIDOutSlim>(release, &frames, limits);
+            // Outcome, drift or error: the struct itself is compared below
+            // only where the direct path built it (a drifting struct may
+            // nest too deep for Debug).
+            let brief = |r: &Result<(BatchTokenIDOutSlim, Vec<String>), engine_protocol::Error>| match r {
+                Ok((_, drift)) => Ok(drift.clone()),
+                Err(e) => Err(e.clone()),
+            };
+            let combined = decode_batch(release, &frames, limits);
+            assert_eq!(brief(&combined), brief(&reference), "({v} {limits:?})");
+            if let Some(d) = p.decode(&frames, || decode_batch_direct(release, &frames, limits)) {
+                match &reference {
+                    Ok((r, drift)) => {
+                        assert!(drift.is_empty(), "the direct path read a batch with drift ({v} {limits:?})");
+                        assert!(r.unknown.is_empty());
+                        assert_eq!(format!("{d:?}"), format!("{r:?}"), "structs differ ({v} {limits:?})");
+                        let c = combined.as_ref().map(|c| format!("{:?}", c.0)).unwrap_or_default();
+                        assert_eq!(c, format!("{d:?}"), "decode_batch is not the direct path ({v} {limits:?})");
+                    }
+                    Err(e) => panic!("the direct path accepts what the typed API rejects: {e} ({v} {limits:?})"),
+                }
+            }
+        }
+    }
 }
 
 /// One payload, read as TokenSpeed's HELLO/READY and INIT, with the checks

@@ -18,8 +18,8 @@
 //!   delta ids and cumulative counts; a row whose finish string is not
 //!   empty is terminal; a ragged batch (a column whose length differs from
 //!   `rids`) is refused whole and counted. Batches are read as the typed
-//!   `BatchTokenIDOutSlim` and split into rows by its `rows()`
-//!   (`engine_protocol::typed::tokenspeed`);
+//!   `BatchTokenIDOutSlim` (the direct decoder `decode_batch`) and split
+//!   into rows by its `rows()` (`engine_protocol::typed::tokenspeed`);
 //! - a client ABORT gets no row back: the gateway ends such requests itself.
 //!
 //! One engine only (TokenSpeed over msgpack is one engine per gateway in
@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use engine_protocol::frames::{engine_index, is_engine_dead};
-use engine_protocol::typed::tokenspeed::{self as ts, BatchRow, BatchTokenIDOutSlim};
+use engine_protocol::typed::tokenspeed::{self as ts, BatchRow};
 use engine_protocol::Limits;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -536,8 +536,7 @@ impl Actor {
         }
         self.stats.batches += 1;
         // Aux frames are ignored: the slim batch has no tensors.
-        let (batch, drift) = match ts::decode_typed::<BatchTokenIDOutSlim>(release(), &slices[..1], &Limits::default())
-        {
+        let (batch, drift) = match ts::decode_batch(release(), &slices[..1], &Limits::default()) {
             Ok(d) => d,
             Err(e) => {
                 self.stats.bad_batches.push(e.to_string());

@@ -7,7 +7,10 @@
 //! - [`decode_request`]: a direct decoder of `EngineCoreRequest` into the
 //!   typed struct (for an engine, a mock engine or a recorder reading ADDs;
 //!   `typed::decode_typed::<EngineCoreRequest>` runs it), with the verdicts
-//!   of `decode_message` plus the typed conversion (module `request`).
+//!   of `decode_message` plus the typed conversion (module `request`);
+//! - [`tokenspeed::decode_batch`]: TokenSpeed's output batch straight into
+//!   the typed `BatchTokenIDOutSlim`, with the result of the typed
+//!   TokenSpeed API's `decode_typed`.
 //!
 //! [`decode_outputs`] gives the verdict [`decode_message`] gives on the same
 //! frames and limits (accept or reject, the same reject class and error, the
@@ -51,6 +54,7 @@
 //! of three numpy tensors `[dtype, shape, data]` and an optional list.
 
 pub(crate) mod request;
+pub mod tokenspeed;
 
 pub use request::{decode_request, decode_request_direct};
 

@@ -43,6 +43,11 @@ pub mod generated;
 
 pub use generated::*;
 
+/// The output batch straight from the bytes, with [`decode_typed`]'s
+/// result: what a gateway's output loop calls (module
+/// [`crate::hot::tokenspeed`]).
+pub use crate::hot::tokenspeed::decode_batch;
+
 use crate::decode::{decode_payload, Limits};
 use crate::error::{Error, RejectClass};
 use crate::message::{decode_message, decode_message_with, MessageKind};
