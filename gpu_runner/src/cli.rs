@@ -483,6 +483,9 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     for s in &scenarios {
         progress.set_message(s.name.clone());
         let t0 = Instant::now();
+        // Whether the scenario ran on an engine (an expectations listing
+        // covers only what ran: `Expectations::apply_if_ran`).
+        let mut ran = false;
         let verdict = if !s.runs_on(args.engine.name()) {
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
         } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
@@ -502,6 +505,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
                     if let Some(r) = recorder.as_mut() {
                         r.meta.engine_version = session.facts.vllm_version.clone();
                     }
+                    ran = true;
                     let v = run_one(
                         &session,
                         &tokenizer,
@@ -521,6 +525,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
                 Some(m) => match engine_gone(&mut m.engine) {
                     Some(dead) => Verdict::Fail(dead),
                     None => {
+                        ran = true;
                         run_one(m, &tokenizer, s, args.engine.name(), recorder.as_ref().map(Recorder::dir), deadline_at)
                             .await?
                     }
@@ -531,7 +536,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
             r.flush(&s.name)?;
         }
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
-        expectations.apply(&mut res);
+        expectations.apply_if_ran(&mut res, ran);
         let line = format!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
         if progress.is_hidden() {
             eprintln!("{line}");

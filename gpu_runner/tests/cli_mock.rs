@@ -205,6 +205,9 @@ fn an_engine_that_never_says_hello_fails_the_run_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("s.json");
     std::fs::write(&script, r#"{"fault": {"kind": "no_hello"}}"#).unwrap();
+    // A listed scenario is not excused: it never ran.
+    let expectations = dir.path().join("x.txt");
+    std::fs::write(&expectations, "greedy_determinism a known finding\n").unwrap();
     let json = dir.path().join("r.json");
     let out = run(
         &[
@@ -215,6 +218,8 @@ fn an_engine_that_never_says_hello_fails_the_run_with_a_clear_error() {
             script.to_str().unwrap(),
             "--startup-timeout",
             "1",
+            "--expectations",
+            expectations.to_str().unwrap(),
             "--report-json",
             json.to_str().unwrap(),
         ],
@@ -225,6 +230,9 @@ fn an_engine_that_never_says_hello_fails_the_run_with_a_clear_error() {
     assert!(stderr.contains("no engine said HELLO"), "{stderr}");
     let report = std::fs::read_to_string(&json).expect("a report is written although the engine never came up");
     assert!(report.contains("the engine did not come up"), "{report}");
+    let failed = failed_cases(&json);
+    let greedy = failed.iter().find(|(n, _)| n == "greedy_determinism").expect("greedy_determinism fails");
+    assert!(greedy.1.contains("listed as an expected failure, \"a known finding\", but it never ran"), "{greedy:?}");
 }
 
 /// The failed scenarios of a JSON report, with their details.

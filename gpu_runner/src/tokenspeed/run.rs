@@ -251,6 +251,8 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     let mut results = Vec::new();
     for s in &scenarios {
         let t0 = Instant::now();
+        // Whether the scenario ran on an engine (`Expectations::apply_if_ran`).
+        let mut ran = false;
         let verdict = if !s.runs_on(&opts.engine) {
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
         } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
@@ -272,6 +274,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
             match start(opts, &opts.work_dir.join(format!("fresh-{}", s.name)), script, tap).await {
                 Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
                 Ok(session) => {
+                    ran = true;
                     let v = run_one(&session, tok, s, opts, lp).await;
                     session.stop().await;
                     v
@@ -282,7 +285,10 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                 None => Verdict::Fail("no engine (stopped for a fresh-engine scenario)".into()),
                 Some(m) => match m.gone() {
                     Some(why) => Verdict::Fail(why),
-                    None => run_one(m, tok, s, opts, logprobs).await,
+                    None => {
+                        ran = true;
+                        run_one(m, tok, s, opts, logprobs).await
+                    }
                 },
             }
         };
@@ -290,7 +296,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
             r.flush(&s.name)?;
         }
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
-        opts.expectations.apply(&mut res);
+        opts.expectations.apply_if_ran(&mut res, ran);
         eprintln!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
         results.push(res);
     }
