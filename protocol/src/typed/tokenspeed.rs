@@ -30,6 +30,42 @@
 //!   column lengths (§7.2): [`BatchTokenIDOutSlim::rows`] does, and refuses
 //!   a ragged batch with a [`RaggedBatch`] naming the column.
 //!
+//! A gateway's codec path: an ADD written from the struct, an ABORT, and
+//! an output batch read straight into the struct ([`decode_batch`]) and
+//! split into per-request rows (here the batch is built from rows, as the
+//! runner's mock engine builds it):
+//!
+//! ```
+//! use engine_protocol::typed::tokenspeed::{
+//!     decode_batch, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, SamplingParams,
+//!     TokenizedGenerateReqInput,
+//! };
+//! use engine_protocol::{release, Limits};
+//!
+//! let ts = release("tokenspeed", "0.1.1").expect("a known release");
+//! let add = TokenizedGenerateReqInput {
+//!     rid: Some(Rid::One("r1".into())),
+//!     input_ids: Some(vec![1, 2, 3]),
+//!     sampling_params: SamplingParams { max_new_tokens: Some(8), temperature: 0.0, ..SamplingParams::default() },
+//!     stream: true,
+//!     ..TokenizedGenerateReqInput::default()
+//! };
+//! let frames = add.encode(ts)?; // [type byte 00, payload]
+//! assert_eq!(frames[0], [0x00]);
+//! assert_eq!(encode_abort(&["r1"])[0], [0x01]);
+//!
+//! let row = BatchRow { rid: "r1".into(), output_ids: vec![7], finish: Finish::Length, ..BatchRow::default() };
+//! let batch = BatchTokenIDOutSlim::from_rows(&[row], 0, LoadTail::default()).encode(ts)?;
+//! let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+//! let (batch, drift) = decode_batch(ts, &refs, &Limits::default())?;
+//! assert!(drift.is_empty());
+//! for row in batch.into_rows()? {
+//!     assert_eq!((row.rid.as_str(), row.output_ids.as_slice()), ("r1", &[7][..]));
+//!     assert!(row.finish.is_terminal());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Decoding ([`decode_typed`]) has the verdicts and drift of
 //! [`crate::decode_message_with`] (and so runs TokenSpeed's receive path
 //! when given an engine configuration); encoding is the direct encoder of
