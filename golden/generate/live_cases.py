@@ -59,7 +59,7 @@ import msgspec  # noqa: E402
 
 import verdict  # noqa: E402
 import view  # noqa: E402
-from records import load_record  # noqa: E402
+from records import load_record, recorded_fields  # noqa: E402
 
 SENTINEL = b"ENGINE_CORE_DEAD"
 # Outputs shown step by step (first, middle, last) for these scenarios.
@@ -267,10 +267,7 @@ def finish(env, role: str, info: Info, group: str, gen: dict) -> dict:
         c["expect"] = {"reject": cls}
         err = f"{type(info.exc).__name__}: {info.exc}"
         prov["engine_error"] = err if len(err) <= 300 else err[:297] + "..."
-    c["volatile"] = d.get("volatile", [])
-    c["capture"] = (f"gpu-runner run --record, {rec.get('engine', '?')} ({rec.get('launcher', '?')} launcher),"
-                    f" {rec.get('recorded_at', '?')}")
-    c["engine_version"] = engine_version
+    c.update(recorded_fields(d))
     return c
 
 

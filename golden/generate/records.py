@@ -27,3 +27,16 @@ def load_record(root: str) -> list[dict]:
         out.append(d)
     out.sort(key=lambda d: d["_seq"])
     return out
+
+
+def recorded_fields(d: dict) -> dict:
+    """What a finished case keeps of its record: `volatile`, `capture` (how
+    and when it was recorded) and `engine_version` (the release of the
+    engine that sent or received the bytes)."""
+    rec = d["provenance"]
+    return {
+        "volatile": d.get("volatile", []),
+        "capture": (f"gpu-runner run --record, {rec.get('engine', '?')} ({rec.get('launcher', '?')} launcher),"
+                    f" {rec.get('recorded_at', '?')}"),
+        "engine_version": rec.get("engine_version", d.get("version")),
+    }

@@ -334,16 +334,7 @@ fn doc_of(release: &ReleaseSchema, kind: MessageKind, from_engine: bool, scenari
     format!("Recorded live: {who} {what}, in scenario {scenario}.")
 }
 
-/// The paths (docs/case-format.md §7.1 syntax) whose values differ from
-/// run to run: the ipc paths in INIT (a temporary directory), the
-/// engine's instance id, arrival times and output timestamps (clocks),
-/// utility call ids (the gateway's counter), and, in a batch of several
-/// outputs, which requests share the step and in what order (timing).
-/// Request ids are the runner's own (`<scenario>.<id>`) and do not vary.
-///
-/// TokenSpeed's ADD has no arrival time; its batch carries the engine's
-/// load (`num_running`, `num_waiting`, `kv_active_pages`), which depends on
-/// timing, and which rows share a batch (docs/tokenspeed-wire.md §7.1).
+/// The columns of a TokenSpeed batch, one entry per row.
 const TS_ROW_COLUMNS: [&str; 8] = [
     "BatchTokenIDOutSlim.rids",
     "BatchTokenIDOutSlim.output_ids",
@@ -355,6 +346,16 @@ const TS_ROW_COLUMNS: [&str; 8] = [
     "BatchTokenIDOutSlim.output_token_logprobs_idx",
 ];
 
+/// The paths (docs/case-format.md §7.1 syntax) whose values differ from
+/// run to run: the ipc paths in INIT (a temporary directory), the
+/// engine's instance id, arrival times and output timestamps (clocks),
+/// utility call ids (the gateway's counter), and, in a batch of several
+/// outputs, which requests share the step and in what order (timing).
+/// Request ids are the runner's own (`<scenario>.<id>`) and do not vary.
+///
+/// TokenSpeed's ADD has no arrival time; its batch carries the engine's
+/// load (`num_running`, `num_waiting`, `kv_active_pages`), which depends on
+/// timing, and which rows share a batch (docs/tokenspeed-wire.md §7.1).
 fn volatile(release: &ReleaseSchema, kind: MessageKind, s: &Summary) -> Vec<&'static str> {
     if release.is_tokenspeed() {
         return match kind {

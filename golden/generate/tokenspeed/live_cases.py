@@ -53,7 +53,7 @@ import tsenv  # noqa: E402  (installs the kernel-package shim first)
 import msgspec  # noqa: E402
 
 from generate_tokenspeed import verdict  # noqa: E402
-from records import load_record  # noqa: E402
+from records import load_record, recorded_fields  # noqa: E402
 
 SENTINEL = b"ENGINE_CORE_DEAD"
 
@@ -95,10 +95,7 @@ def finish(env, d: dict, group: str, gen: dict) -> dict:
             c["encode_note"] = notes
         else:
             c.pop("encode_note", None)
-    c["volatile"] = d.get("volatile", [])
-    c["capture"] = (f"gpu-runner run --record, {rec.get('engine', '?')} ({rec.get('launcher', '?')} launcher),"
-                    f" {rec.get('recorded_at', '?')}")
-    c["engine_version"] = d.get("version")
+    c.update(recorded_fields(d))
     return c
 
 

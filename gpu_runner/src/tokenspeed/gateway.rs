@@ -348,11 +348,15 @@ async fn send_router(s: &mut RouterSendHalf, frames: Vec<Vec<u8>>) -> Result<(),
 }
 
 impl Actor {
+    /// The engine's index, from its routing identity once it has one.
+    fn engine(&self) -> Option<u16> {
+        self.identity.as_deref().and_then(|id| engine_index(id).ok())
+    }
+
     /// Copies a frame set the gateway sends to the engine to the tap, if
     /// any.
     fn tap_sent<F: AsRef<[u8]>>(&self, socket: TapSocket, frames: &[F]) {
-        let engine = self.identity.as_deref().and_then(|id| engine_index(id).ok());
-        self.tap(socket, false, engine, frames);
+        self.tap(socket, false, self.engine(), frames);
     }
 
     /// Copies a frame set received with a routing identity (first) to the
@@ -524,8 +528,7 @@ impl Actor {
 
     fn on_output(&mut self, frames: Vec<Bytes>) {
         // One engine: the output socket names none, the registration does.
-        let engine = self.identity.as_deref().and_then(|id| engine_index(id).ok());
-        self.tap(TapSocket::Output, true, engine, &frames);
+        self.tap(TapSocket::Output, true, self.engine(), &frames);
         let slices: Vec<&[u8]> = frames.iter().map(|b| b.as_ref()).collect();
         if is_engine_dead(&slices) {
             self.die(TsDeath::Sentinel);

@@ -228,11 +228,10 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
         }
         None => None,
     };
-    let tap = || recorder.as_ref().map(Recorder::tap);
     let needs_main =
         scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(&opts.engine)) && !deadline_passed(opts.deadline_at);
     let (mut main, main_error) = if needs_main {
-        match start(opts, &opts.work_dir.join("main"), None, tap()).await {
+        match start(opts, &opts.work_dir.join("main"), None, recorder.as_ref().map(Recorder::tap)).await {
             Ok(m) => (Some(m), None),
             Err(e) => {
                 eprintln!("gpu-runner: the TokenSpeed engine did not come up: {e}");

@@ -19,8 +19,8 @@
 //!   level 2, a row's ids level 3) and no bytes after the batch.
 //!
 //! Both versions' goldens and a fuzz target (`tokenspeed_outputs`, oracle
-//! `engine_testkit::oracle::tokenspeed_frame_rules`) hold the two paths to
-//! the same result.
+//! `engine_testkit::oracle::tokenspeed_outputs`) hold the two paths to the
+//! same result.
 
 use crate::decode::Limits;
 use crate::error::Error;
@@ -72,7 +72,7 @@ pub fn decode_batch_direct(
         return None;
     }
     let mut p = Parser { r: Reader::new(payload) };
-    let b = p.batch(fields, tail).ok()?;
+    let b = p.batch(schema.tag()?, fields, tail).ok()?;
     (p.r.remaining() == 0).then_some(b)
 }
 
@@ -128,8 +128,9 @@ impl<'a> Parser<'a> {
         })
     }
 
-    fn batch(&mut self, fields: usize, tail: bool) -> P<BatchTokenIDOutSlim> {
-        if self.array()? != fields + 1 || self.str()? != "BatchTokenIDOutSlim" {
+    /// The tagged array: `tag`, then `fields` fields.
+    fn batch(&mut self, tag: &str, fields: usize, tail: bool) -> P<BatchTokenIDOutSlim> {
+        if self.array()? != fields + 1 || self.str()? != tag {
             return Err(Bail);
         }
         let rids = if self.r.peek_byte() == Some(0xc0) {
