@@ -7,6 +7,7 @@ import uuid
 
 import msgspec
 
+import intrange
 import mutants
 from verdict import Case, Env
 
@@ -64,6 +65,7 @@ def build_all(env: Env) -> list[Case]:
     build_outputs(b)
     build_depth(b)
     mutants.build(b)
+    intrange.build(b)
     return b.cases
 
 

@@ -22,7 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-GROUPS = {"handshake", "request", "abort", "utility", "output", "ready", "mutant", "live", "stop", "logprobs", "translation"}
+GROUPS = {"handshake", "request", "abort", "utility", "output", "ready", "mutant", "intrange", "live", "stop", "logprobs", "translation"}
 MESSAGES = {"EngineCoreRequest", "EngineCoreOutputs", "UtilityOutput", "AbortRequest", "UtilityRequest", "StartDpWave",
             "EngineCoreReadyResponse", "HandshakeHello", "HandshakeInit", "HandshakeReady"}
 CLASSES = {"malformed", "type", "missing-field", "enum", "validation", "limits", "frames"}

@@ -34,11 +34,11 @@ async fn up(script: TsScript) -> (tempfile::TempDir, TsGateway, TsMock) {
 fn add(rid: &str, ids: &[i64], max_new: i64, stream: bool) -> Vec<Vec<u8>> {
     let mut r = TokenizedGenerateReqInput {
         rid: Some(Rid::One(rid.into())),
-        input_ids: Some(ids.to_vec()),
+        input_ids: Some(ids.into()),
         stream,
         ..Default::default()
     };
-    r.sampling_params.max_new_tokens = Some(max_new);
+    r.sampling_params.max_new_tokens = Some(max_new.into());
     r.sampling_params.ignore_eos = true;
     r.encode(release()).unwrap()
 }
@@ -73,7 +73,7 @@ async fn rows_are_deltas_with_cumulative_counts_and_a_length_finish() {
     gw.wait_ready(Duration::from_secs(10)).await.unwrap();
     let mut rx = gw.add_frames("r1", add("r1", &[1, 2, 3], 4, true)).await.unwrap();
     let got = rows(&mut rx, Duration::from_secs(5)).await;
-    let completions: Vec<i64> = got.iter().map(|r| r.completion_tokens).collect();
+    let completions: Vec<i128> = got.iter().map(|r| r.completion_tokens).collect();
     assert_eq!(completions, [1, 2, 3, 4]);
     assert!(got.iter().all(|r| r.output_ids.len() == 1 && r.prompt_tokens == 3));
     let finishes: Vec<&str> = got.iter().map(|r| r.finish.as_str()).collect();
@@ -102,7 +102,7 @@ async fn a_request_asking_for_logprobs_of_an_engine_without_them_gets_one_abort_
     gw.wait_ready(Duration::from_secs(10)).await.unwrap();
     let mut r = TokenizedGenerateReqInput {
         rid: Some(Rid::One("lp".into())),
-        input_ids: Some(vec![1, 2, 3]),
+        input_ids: Some(vec![1, 2, 3].into()),
         return_logprob: true,
         stream: true,
         ..Default::default()
@@ -153,7 +153,7 @@ async fn a_stalled_engine_sends_nothing_more_but_stays_connected() {
 
 #[test]
 fn a_ragged_batch_is_refused_whole() {
-    let row = |rid: &str| BatchRow { rid: rid.into(), output_ids: vec![5], ..BatchRow::default() };
+    let row = |rid: &str| BatchRow { rid: rid.into(), output_ids: vec![5].into(), ..BatchRow::default() };
     let mut b = BatchTokenIDOutSlim::from_rows(&[row("a"), row("b")], 0, LoadTail::default());
     b.output_ids.pop();
     let err = b.rows().unwrap_err();

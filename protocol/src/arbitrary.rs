@@ -400,13 +400,17 @@ impl Gen<'_, '_> {
 
 /// A value of `field` that breaks single-field `rule` (a relation gives
 /// [`arbitrary::Error::IncorrectFormat`]), drawn from the rule's own bounds:
-/// an integer below its minimum; a number below or above its range, or NaN;
+/// an integer below its minimum or above its maximum; a number below or above its range, or NaN;
 /// an empty string (in a list when the field takes one).
 pub fn breaking_value(u: &mut Unstructured<'_>, field: &Field, rule: &Rule) -> Result<Value> {
     Ok(match rule.check {
         Check::IntAtLeast(min) => {
             let below = min.checked_sub(1).ok_or(ArbError::IncorrectFormat)?;
             Value::Int(if u.ratio(1, 2)? { below } else { u.int_in_range(i64::MIN..=below)? })
+        }
+        Check::IntAtMost(max) => {
+            let above = max.checked_add(1).ok_or(ArbError::IncorrectFormat)?;
+            Value::Int(if u.ratio(1, 2)? { above } else { u.int_in_range(above..=i64::MAX)? })
         }
         Check::Range { lo, lo_open, hi, hi_open } => {
             let step = f64::from(u.int_in_range(1u32..=1_000_000)?) / 1000.0;

@@ -41,7 +41,7 @@
 //! // 2. Build.
 //! let request = EngineCoreRequest {
 //!     request_id: "req-1".into(),
-//!     prompt_token_ids: Some(vec![1, 15043, 29892]),
+//!     prompt_token_ids: Some(vec![1, 15043, 29892].into()),
 //!     sampling_params: Some(SamplingParams {
 //!         // vLLM's default max_tokens (16) is never what a gateway wants.
 //!         max_tokens: Some(64),

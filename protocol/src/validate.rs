@@ -50,6 +50,8 @@ pub fn check(s: &StructSchema, v: &StructValue) -> Result<(), Violation> {
 pub enum Check {
     /// An integer at least this; nil passes.
     IntAtLeast(i64),
+    /// An integer at most this; nil passes.
+    IntAtMost(i64),
     /// A number (float or integer) within bounds; NaN fails, nil passes.
     Range {
         /// Lower bound.
@@ -97,6 +99,10 @@ const fn range(lo: f64, lo_open: bool, hi: f64, hi_open: bool) -> Check {
     Check::Range { lo, lo_open, hi, hi_open }
 }
 
+/// vLLM's default `VLLM_MAX_N_SEQUENCES`: the most sequences (`n`) one
+/// request may ask for (`_verify_num_sequences`, vLLM 0.32/0.33).
+pub const MAX_N_SEQUENCES: i64 = 16384;
+
 /// vLLM's `_SAMPLING_EPS`: a temperature below it is greedy sampling.
 pub const SAMPLING_EPS: f64 = 1e-5;
 
@@ -104,6 +110,9 @@ pub const SAMPLING_EPS: f64 = 1e-5;
 /// order vLLM runs them (docs/wire-protocol.md §10.2).
 pub static SAMPLING_PARAMS_RULES: &[Rule] = &[
     rule("n", Check::IntAtLeast(1), "must be at least 1"),
+    // `VLLM_MAX_N_SEQUENCES`, 16384 unless the engine's environment says
+    // otherwise (`intrange/sp_n_*` goldens).
+    rule("n", Check::IntAtMost(MAX_N_SEQUENCES), "must be at most 16384 (VLLM_MAX_N_SEQUENCES)"),
     rule("presence_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
     rule("frequency_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
     rule("repetition_penalty", range(0.0, true, f64::INFINITY, true), "must be a finite number greater than zero"),
@@ -143,9 +152,12 @@ pub(crate) fn num(v: Option<&Value>) -> Option<f64> {
     }
 }
 
-fn int(v: Option<&Value>) -> Option<i64> {
+/// An integer field's value: any of -2^63 ..= 2^64-1 (msgspec's `int`),
+/// so `uint 64` values are compared by value too.
+fn int(v: Option<&Value>) -> Option<i128> {
     match v? {
-        Value::Int(i) => Some(*i),
+        Value::Int(i) => Some(i128::from(*i)),
+        Value::UInt(u) => Some(i128::from(*u)),
         _ => None,
     }
 }
@@ -172,7 +184,11 @@ impl Rule {
         let fail = |message: String| Err(Violation::new(self.field, message));
         match self.check {
             Check::IntAtLeast(min) => match int(Some(x)) {
-                Some(i) if i < min => fail(format!("{}, got {i}", self.message)),
+                Some(i) if i < i128::from(min) => fail(format!("{}, got {i}", self.message)),
+                _ => Ok(()),
+            },
+            Check::IntAtMost(max) => match int(Some(x)) {
+                Some(i) if i > i128::from(max) => fail(format!("{}, got {i}", self.message)),
                 _ => Ok(()),
             },
             Check::Range { lo, lo_open, hi, hi_open } => match num(Some(x)) {
@@ -404,9 +420,9 @@ pub fn lora_request(v: &StructValue) -> Result<(), Violation> {
 
 /// `RepetitionDetectionParams.__post_init__`.
 pub fn repetition_detection_params(v: &StructValue) -> Result<(), Violation> {
-    let max = v.int_field("max_pattern_size").unwrap_or(0);
-    let min = v.int_field("min_pattern_size").unwrap_or(0);
-    let count = v.int_field("min_count").unwrap_or(0);
+    let max = int(v.get("max_pattern_size")).unwrap_or(0);
+    let min = int(v.get("min_pattern_size")).unwrap_or(0);
+    let count = int(v.get("min_count")).unwrap_or(0);
     if max < 0 || min < 0 || count < 0 {
         return Err(Violation::new("", "pattern sizes and min_count must be non-negative"));
     }

@@ -104,7 +104,7 @@ fn same_output(
             }
             "stop_reason" => match (o.stop_reason_owned(), v) {
                 (None, v) => same_other(o.other_field(i), v),
-                (Some(StopReason::TokenId(t)), Value::Int(x)) if t == *x => Ok(()),
+                (Some(StopReason::TokenId(t)), Value::Int(x)) if t == i128::from(*x) => Ok(()),
                 (Some(StopReason::Text(t)), Value::Str(x)) if t == *x => Ok(()),
                 (got, v) => Err(format!("stop {got:?} vs {v:?}")),
             },

@@ -373,8 +373,8 @@ fn translation_builds_the_typed_request_its_value_form_mirrors() {
     assert_eq!(t.requests.len(), 2);
     for (i, er) in t.requests.iter().enumerate() {
         let sp = er.typed.sampling_params.as_ref().expect("sampling params");
-        assert_eq!(sp.seed, Some(7 + i as i64));
-        assert_eq!(sp.max_tokens, Some(t.max_tokens));
+        assert_eq!(sp.seed, Some(7 + i as i128));
+        assert_eq!(sp.max_tokens, Some(i128::from(t.max_tokens)));
         // The value form is the typed request, field for field.
         let back = engine_protocol::typed::EngineCoreRequest::from_value(rel, &er.request).expect("typed reads it");
         assert_eq!(back, er.typed);

@@ -9,7 +9,7 @@ use common::*;
 use engine_protocol::typed::{
     self, decode_typed, EngineCoreOutput, EngineCoreOutputs, EngineCoreReadyResponse, EngineCoreRequest,
     EngineHandshakeMetadata, FinishReason, HandshakeStatus, Message, RequestError, SamplingParams, StartDpWave,
-    StopStrings, UtilityOutput, UtilityRequest,
+    IntList, StopStrings, UtilityOutput, UtilityRequest,
 };
 use engine_protocol::value::Value;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};
@@ -190,10 +190,10 @@ fn a_request_built_with_the_typed_api_is_vllms_add_default() {
     // skip_reading_prefix_cache=False).
     let req = EngineCoreRequest {
         request_id: "req-default".into(),
-        prompt_token_ids: Some(vec![1, 2, 3, 4]),
+        prompt_token_ids: Some(vec![1, 2, 3, 4].into()),
         sampling_params: Some(SamplingParams {
             stop: Some(StopStrings::Many(vec![])),
-            stop_token_ids: Some(vec![]),
+            stop_token_ids: Some(IntList::new()),
             bad_words: Some(vec![]),
             skip_reading_prefix_cache: Some(false),
             ..SamplingParams::default()
@@ -337,7 +337,7 @@ fn a_request_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_frames() 
             .unwrap();
         let typed = EngineCoreRequest {
             request_id: "req-b".into(),
-            prompt_token_ids: Some(vec![7, 8, 9]),
+            prompt_token_ids: Some(vec![7, 8, 9].into()),
             sampling_params: Some(SamplingParams {
                 max_tokens: Some(4),
                 temperature: 0.0,
@@ -364,10 +364,10 @@ fn an_output_batch_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_fra
             engine_index: 1,
             timestamp: 1.0,
             outputs: vec![
-                EngineCoreOutput { request_id: "a".into(), new_token_ids: vec![1, 2], ..Default::default() },
+                EngineCoreOutput { request_id: "a".into(), new_token_ids: vec![1, 2].into(), ..Default::default() },
                 EngineCoreOutput {
                     request_id: "b".into(),
-                    new_token_ids: vec![3],
+                    new_token_ids: vec![3].into(),
                     finish_reason: Some(FinishReason::Stop),
                     ..Default::default()
                 },

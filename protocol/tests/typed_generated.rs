@@ -209,7 +209,9 @@ fn rust_ty(ty: &Ty) -> String {
     match ty {
         Ty::Any | Ty::NestedTensors => "Value".into(),
         Ty::Bool => "bool".into(),
-        Ty::Int => "i64".into(),
+        // msgspec takes any integer MessagePack carries for `int`
+        // (-2^63 ..= 2^64-1): neither `i64` nor `u64` holds them all.
+        Ty::Int => "i128".into(),
         Ty::Float => "f64".into(),
         Ty::Str | Ty::StrLiteral(_) => "String".into(),
         Ty::Bytes => panic!("no typed form for bytes fields yet"),
@@ -218,6 +220,8 @@ fn rust_ty(ty: &Ty) -> String {
             other => panic!("no typed enum for {other}: add one to typed/mod.rs"),
         },
         Ty::Optional(t) => format!("Option<{}>", rust_ty(t)),
+        // Token ids: held as `i64`s unless one is above `i64::MAX`.
+        Ty::List(Ty::Int) | Ty::Set(Ty::Int) => "IntList".into(),
         Ty::List(t) | Ty::Set(t) => format!("Vec<{}>", rust_ty(t)),
         Ty::Dict(k, v) => format!("Vec<({}, {})>", rust_ty(k), rust_ty(v)),
         Ty::Union(_) => match python_type(ty).as_str() {
@@ -233,10 +237,10 @@ fn rust_ty(ty: &Ty) -> String {
     }
 }
 
-/// Call ids span both signs and the whole unsigned 64-bit range: vLLM's
-/// client draws them as unsigned 64-bit values (often at or above 2^63) and
-/// -1, -2 are reserved for unsolicited engine messages (docs/wire-protocol.md
-/// §7.11), so neither `i64` nor `u64` holds them all.
+/// Call ids use the whole integer range in practice: vLLM's client draws
+/// them as unsigned 64-bit values (often at or above 2^63) and -1, -2 are
+/// reserved for unsolicited engine messages (docs/wire-protocol.md §7.11).
+/// Their docs say so; their type is every `int`'s.
 fn is_call_id(f: &UField) -> bool {
     f.name == "call_id" && matches!(f.ty, Ty::Int)
 }
@@ -272,9 +276,6 @@ impl UStruct {
     }
 
     fn field_ty(&self, f: &UField) -> String {
-        if is_call_id(f) {
-            return "i128".into();
-        }
         if is_rid_union(f) {
             return "Option<Rid>".into();
         }
@@ -320,6 +321,7 @@ fn zero(ty: &Ty) -> String {
         Ty::Str | Ty::StrLiteral(_) => "String::new()".into(),
         Ty::IntEnum(e) => format!("{}::{}", e.name, camel(e.values[0].1)),
         Ty::Optional(_) => "None".into(),
+        Ty::List(Ty::Int) | Ty::Set(Ty::Int) => "IntList::new()".into(),
         Ty::List(_) | Ty::Set(_) | Ty::Dict(..) => "Vec::new()".into(),
         Ty::Struct(s) => format!("{}::default()", rust_name(s.name)),
         Ty::Tensor(_) => "empty_tensor()".into(),
@@ -346,6 +348,7 @@ fn default_expr(u: &UStruct, f: &UField) -> String {
         },
         D::Float(x) => format!("{x:?}"),
         D::Str(s) => format!("{s:?}.to_owned()"),
+        D::EmptyList | D::EmptySet if matches!(inner, Ty::List(Ty::Int) | Ty::Set(Ty::Int)) => "IntList::new()".into(),
         D::EmptyList | D::EmptySet | D::EmptyDict => "Vec::new()".into(),
         D::NewStruct => format!("{}::default()", rust_ty(inner)),
     };
@@ -526,7 +529,7 @@ pub fn generate_tokenspeed() -> String {
          use crate::msgpack::write;\n\
          use crate::schema::{Default as D, Ty};\n\
          use crate::typed::wire::*;\n\
-         use crate::typed::StopStrings;\n\
+         use crate::typed::{IntList, StopStrings};\n\
          use crate::value::{StructValue, Tensor, Value};\n",
     );
     gen_structs(&mut o, &structs);

@@ -223,10 +223,7 @@ pub fn hot_request<P: Probe>(data: &[u8], p: &mut P) {
             match (&reference, &message) {
                 (Ok((_, a)), Ok(d)) => assert_eq!(a, &d.drift, "drift differs ({v} {limits:?})"),
                 (Err(a), Err(b)) => assert_eq!(a, b, "errors differ ({v} {limits:?})"),
-                (Err(a), Ok(_)) => assert!(
-                    a.class == RejectClass::Type && a.detail.contains("out of range for i64"),
-                    "the conversion refuses an accepted request: {a} ({v} {limits:?})"
-                ),
+                (Err(a), Ok(_)) => panic!("the conversion refuses an accepted request: {a} ({v} {limits:?})"),
                 (Ok(_), Err(b)) => panic!("the reference accepts a rejected request: {b} ({v} {limits:?})"),
             }
             if let Some(d) = p.decode(&frames, || decode_request_direct(release, &frames, limits)) {

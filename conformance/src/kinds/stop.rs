@@ -50,7 +50,8 @@ fn stop_reason_of(v: &Json) -> Result<Option<StopReason>, String> {
     match v {
         Json::Null => Ok(None),
         Json::Number(n) => {
-            n.as_i64().map(|i| Some(StopReason::TokenId(i))).ok_or_else(|| format!("bad stop_reason {n}"))
+            let id = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+            id.map(|i| Some(StopReason::TokenId(i))).ok_or_else(|| format!("bad stop_reason {n}"))
         }
         Json::String(s) => Ok(Some(StopReason::Text(s.clone()))),
         other => Err(format!("bad stop_reason {other}")),
@@ -77,6 +78,15 @@ pub fn steps_of(input: &Json) -> Result<Vec<EngineStep>, String> {
         .collect()
 }
 
+/// A wire integer (-2^63 ..= 2^64-1) as a JSON number.
+fn int_json(i: i128) -> Json {
+    match (i64::try_from(i), u64::try_from(i)) {
+        (Ok(x), _) => Json::from(x),
+        (_, Ok(x)) => Json::from(x),
+        _ => Json::from(i.to_string()),
+    }
+}
+
 /// The JSON form of one client output (as in `expected.outputs`).
 pub fn render(o: &Option<StepOutput>) -> Json {
     match o {
@@ -87,7 +97,7 @@ pub fn render(o: &Option<StepOutput>) -> Json {
             "finish_reason": o.finish_reason.map(|f| f.as_str()),
             "stop_reason": match &o.stop_reason {
                 None => Json::Null,
-                Some(StopReason::TokenId(i)) => Json::from(*i),
+                Some(StopReason::TokenId(i)) => int_json(*i),
                 Some(StopReason::Text(s)) => Json::from(s.clone()),
             },
             "abort_engine": o.abort_engine,

@@ -515,7 +515,7 @@ impl Engine<'_> {
                     return Vec::new();
                 }
                 note(log, |l| l.finished.push((rid.clone(), "abort".into(), 0)));
-                vec![BatchRow { rid, finish: Finish::Abort, prompt_tokens: input_len, ..BatchRow::default() }]
+                vec![BatchRow { rid, finish: Finish::Abort, prompt_tokens: input_len.into(), ..BatchRow::default() }]
             }
             Err(e) => {
                 note(log, |l| l.dropped.push(e.to_string()));
@@ -577,7 +577,7 @@ impl Engine<'_> {
         if r.max_new <= 0 {
             // Nothing to generate: finished at admission.
             let row =
-                BatchRow { rid, finish: Finish::Length, prompt_tokens: r.prompt.len() as i64, ..BatchRow::default() };
+                BatchRow { rid, finish: Finish::Length, prompt_tokens: r.prompt.len() as i128, ..BatchRow::default() };
             return Ok(vec![row]);
         }
         self.running.push(r);
@@ -626,13 +626,13 @@ impl Engine<'_> {
                 };
                 rows.push(BatchRow {
                     rid: r.rid.clone(),
-                    output_ids: ids,
+                    output_ids: ids.into(),
                     finish: Finish::from_wire(r.finish.unwrap_or("")),
-                    prompt_tokens: r.prompt.len() as i64,
-                    completion_tokens: len as i64,
+                    prompt_tokens: r.prompt.len() as i128,
+                    completion_tokens: len as i128,
                     cached_tokens: 0,
                     logprob_vals: logprobs,
-                    logprob_ids,
+                    logprob_ids: logprob_ids.into(),
                 });
             }
         }
@@ -666,7 +666,7 @@ pub fn token_logprob(tok: i64, vocab: i64) -> f64 {
 /// `BatchTokenIDOutSlim::from_rows`, load tail: `running` requests, 1000
 /// KV pages).
 fn encode_batch(rows: &[BatchRow], engine_index: u16, running: i64) -> Result<Vec<Vec<u8>>, String> {
-    let load = LoadTail { num_running: running, kv_total_pages: 1000, ..LoadTail::default() };
+    let load = LoadTail { num_running: running.into(), kv_total_pages: 1000, ..LoadTail::default() };
     BatchTokenIDOutSlim::from_rows(rows, i64::from(engine_index), load).encode(release()).map_err(|e| e.to_string())
 }
 

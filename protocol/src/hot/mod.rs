@@ -144,7 +144,7 @@ pub enum StopRef<'a> {
 impl StopRef<'_> {
     pub fn to_owned(self) -> StopReason {
         match self {
-            StopRef::TokenId(t) => StopReason::TokenId(t),
+            StopRef::TokenId(t) => StopReason::TokenId(i128::from(t)),
             StopRef::Text(s) => StopReason::Text(s.to_string()),
         }
     }

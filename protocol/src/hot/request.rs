@@ -52,7 +52,9 @@ use crate::error::Error;
 use crate::frames::RequestType;
 use crate::schema::{vllm, ReleaseSchema, StructSchema, Ty};
 use crate::typed::wire::{Rel, WireType};
-use crate::typed::{decode_typed_via_value, EngineCoreRequest, RequestOutputKind, SamplingParams, StopStrings};
+use crate::typed::{
+    decode_typed_via_value, EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopStrings,
+};
 use crate::validate::{self, Check};
 
 /// Decodes the frames (`[type byte, payload, aux...]`) of one ADD of
@@ -299,17 +301,23 @@ impl Parser<'_, '_, '_> {
         self.bool().map(Some)
     }
 
-    /// An integer that fits `i64` (one above it is handed over: the typed
-    /// struct cannot hold it, and the reference path says so).
+    /// An integer that fits `i64` (one above it, rare on the wire, is
+    /// handed over: the reference path reads it into the struct's `i128`).
     #[inline]
-    fn int(&mut self) -> P<i64> {
+    fn int64(&mut self) -> P<i64> {
         let (v, k) = read_int(self.buf, self.pos)?;
         self.pos += k;
         Ok(v)
     }
 
+    /// An `int` field's value, read by [`Self::int64`].
     #[inline]
-    fn opt_int(&mut self) -> P<Option<i64>> {
+    fn int(&mut self) -> P<i128> {
+        self.int64().map(i128::from)
+    }
+
+    #[inline]
+    fn opt_int(&mut self) -> P<Option<i128>> {
         if self.nil_next() {
             return Ok(None);
         }
@@ -336,11 +344,12 @@ impl Parser<'_, '_, '_> {
                 self.pos += 9;
                 Ok(u as f64)
             }
-            _ => self.int().map(|i| i as f64),
+            _ => self.int64().map(|i| i as f64),
         }
     }
 
-    /// A `list[int]` one level down.
+    /// A `list[int]` one level down, every element fitting `i64` (one
+    /// above it is handed over, as by [`Self::int64`]).
     fn int_list(&mut self) -> P<Vec<i64>> {
         let n = self.array_len()?;
         self.enter()?;
@@ -354,11 +363,11 @@ impl Parser<'_, '_, '_> {
     }
 
     #[inline]
-    fn opt_int_list(&mut self) -> P<Option<Vec<i64>>> {
+    fn opt_int_list(&mut self) -> P<Option<IntList>> {
         if self.nil_next() {
             return Ok(None);
         }
-        self.int_list().map(Some)
+        self.int_list().map(|xs| Some(IntList::from(xs)))
     }
 
     /// A `list[str]` one level down.
@@ -483,7 +492,7 @@ impl Parser<'_, '_, '_> {
                 b"skip_special_tokens" => sp.skip_special_tokens = self.bool()?,
                 b"spaces_between_special_tokens" => sp.spaces_between_special_tokens = self.bool()?,
                 b"include_stop_str_in_output" => sp.include_stop_str_in_output = self.bool()?,
-                b"output_kind" => sp.output_kind = RequestOutputKind::from_wire(self.int()?).ok_or(Bail)?,
+                b"output_kind" => sp.output_kind = RequestOutputKind::from_wire(self.int64()?).ok_or(Bail)?,
                 b"stream_interval" => sp.stream_interval = self.opt_int()?,
                 b"skip_clone" => sp.skip_clone = self.bool()?,
                 b"output_text_buffer_length" => sp.output_text_buffer_length = self.int()?,
@@ -491,7 +500,7 @@ impl Parser<'_, '_, '_> {
                 b"_all_stop_token_ids" => {
                     let mut ids = self.int_list()?;
                     dedup(&mut ids);
-                    sp.all_stop_token_ids = ids;
+                    sp.all_stop_token_ids = IntList::from(ids);
                 }
                 b"_watermarking_skipped" => sp.watermarking_skipped = self.bool()?,
                 b"structured_outputs" => sp.structured_outputs = self.opt_sub(ty(32))?,
@@ -626,7 +635,7 @@ fn dedup(xs: &mut Vec<i64>) {
 #[derive(Clone, Copy)]
 enum Field<'a> {
     Nil,
-    Int(i64),
+    Int(i128),
     Num(f64),
     Bool(bool),
     Str(&'a str),
@@ -635,7 +644,7 @@ enum Field<'a> {
 
 type Get = for<'a> fn(&'a SamplingParams) -> Field<'a>;
 
-fn opt_int(v: Option<i64>) -> Field<'static> {
+fn opt_int(v: Option<i128>) -> Field<'static> {
     v.map_or(Field::Nil, Field::Int)
 }
 
@@ -723,7 +732,8 @@ fn passes(check: Check, x: Field<'_>, other: Field<'_>) -> Option<bool> {
         _ => None,
     };
     Some(match check {
-        Check::IntAtLeast(min) => int(x).is_none_or(|i| i >= min),
+        Check::IntAtLeast(min) => int(x).is_none_or(|i| i >= i128::from(min)),
+        Check::IntAtMost(max) => int(x).is_none_or(|i| i <= i128::from(max)),
         Check::Range { lo, lo_open, hi, hi_open } => num(x).is_none_or(|f| {
             let above = if lo_open { f > lo } else { f >= lo };
             let below = if hi_open { f < hi } else { f <= hi };

@@ -27,6 +27,7 @@ use crate::error::Error;
 use crate::msgpack::{Reader, Token};
 use crate::schema::ReleaseSchema;
 use crate::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
+use crate::typed::IntList;
 
 /// "Not read here": the frames go to the reference path.
 struct Bail;
@@ -117,8 +118,14 @@ impl<'a> Parser<'a> {
         Ok(out)
     }
 
-    fn ints(&mut self) -> P<Vec<i64>> {
-        self.list(Self::int)
+    /// A `list[int]` whose elements fit `i64` (one above it, rare, goes to
+    /// the reference path).
+    fn ints(&mut self) -> P<IntList> {
+        self.list(Self::int).map(IntList::from)
+    }
+
+    fn wide_int(&mut self) -> P<Option<i128>> {
+        self.int().map(|v| Some(i128::from(v)))
     }
 
     fn floats(&mut self) -> P<Vec<f64>> {
@@ -151,11 +158,11 @@ impl<'a> Parser<'a> {
             ..BatchTokenIDOutSlim::default()
         };
         if tail {
-            b.engine_index = Some(self.int()?);
-            b.num_running = Some(self.int()?);
-            b.num_waiting = Some(self.int()?);
-            b.kv_active_pages = Some(self.int()?);
-            b.kv_total_pages = Some(self.int()?);
+            b.engine_index = self.wide_int()?;
+            b.num_running = self.wide_int()?;
+            b.num_waiting = self.wide_int()?;
+            b.kv_active_pages = self.wide_int()?;
+            b.kv_total_pages = self.wide_int()?;
         }
         Ok(b)
     }

@@ -17,8 +17,8 @@ use super::stop::{StopParams, StopSemantics};
 use super::tokenizer::GatewayTokenizer;
 use crate::schema::ReleaseSchema;
 use crate::typed::{
-    Constraint, EngineCoreRequest, JsonSchema, RequestOutputKind, SamplingParams, StopStrings, StructuredOutputs,
-    StructuredOutputsParams,
+    Constraint, EngineCoreRequest, IntList, JsonSchema, RequestOutputKind, SamplingParams, StopStrings,
+    StructuredOutputs, StructuredOutputsParams, WIRE_INT_MAX, WIRE_INT_MIN,
 };
 use crate::validate::{self, ConstraintCount};
 use crate::value::{StructValue, Value};
@@ -521,18 +521,18 @@ pub fn sampling_draft(req: &GenerateRequest) -> SamplingParams {
         temperature = MAX_TEMP;
     }
     SamplingParams {
-        n: req.n.unwrap_or(1),
+        n: req.n.map_or(1, i128::from),
         presence_penalty: or_default(req.presence_penalty.unwrap_or(0.0), 0.0),
         frequency_penalty: or_default(req.frequency_penalty.unwrap_or(0.0), 0.0),
         repetition_penalty: or_default(req.repetition_penalty.unwrap_or(1.0), 1.0),
         temperature: or_default(temperature, 1.0),
         top_p: or_default(req.top_p.unwrap_or(1.0), 1.0),
-        top_k: req.top_k.unwrap_or(0),
+        top_k: req.top_k.map_or(0, i128::from),
         min_p: or_default(req.min_p.unwrap_or(0.0), 0.0),
-        max_tokens: req.max_tokens,
-        min_tokens: req.min_tokens.unwrap_or(0),
-        logprobs: req.logprobs,
-        prompt_logprobs: req.prompt_logprobs,
+        max_tokens: req.max_tokens.map(i128::from),
+        min_tokens: req.min_tokens.map_or(0, i128::from),
+        logprobs: req.logprobs.map(i128::from),
+        prompt_logprobs: req.prompt_logprobs.map(i128::from),
         stop: Some(StopStrings::Many(req.stop.clone())),
         ..SamplingParams::default()
     }
@@ -806,11 +806,11 @@ pub fn build_sampling_params(
         top_k: if greedy { 0 } else { draft.top_k },
         min_p: if greedy { 0.0 } else { draft.min_p },
         seed: None,
-        max_tokens: Some(max_tokens),
+        max_tokens: Some(i128::from(max_tokens)),
         // vLLM's input processor sends the stop strings on the wire too
         // (the engine does not read them; the frontend's detector does).
         stop: Some(StopStrings::Many(req.stop.clone())),
-        stop_token_ids: Some(stops.stop_token_ids.clone()),
+        stop_token_ids: Some(IntList::from(stops.stop_token_ids.clone())),
         ignore_eos: req.ignore_eos,
         skip_reading_prefix_cache: Some(req.prompt_logprobs.is_some()),
         skip_special_tokens: req.skip_special_tokens.unwrap_or(true),
@@ -821,12 +821,16 @@ pub fn build_sampling_params(
         watermarking: Some(false),
         // `__post_init__`: `bad_words` None becomes [].
         bad_words: Some(Vec::new()),
-        output_text_buffer_length,
-        eos_token_id: stops.eos_token_id,
+        output_text_buffer_length: i128::from(output_text_buffer_length),
+        eos_token_id: stops.eos_token_id.map(i128::from),
         all_stop_token_ids: stops.all_stop_token_ids.iter().copied().collect(),
         structured_outputs,
-        logit_bias: req.logit_bias.clone().filter(|lb| !lb.is_empty()),
-        allowed_token_ids: req.allowed_token_ids.clone(),
+        logit_bias: req
+            .logit_bias
+            .as_ref()
+            .filter(|lb| !lb.is_empty())
+            .map(|lb| lb.iter().map(|&(k, b)| (i128::from(k), b)).collect()),
+        allowed_token_ids: req.allowed_token_ids.clone().map(IntList::from),
         ..draft.clone()
     })
 }
@@ -843,8 +847,8 @@ pub fn fan_out(
 ) -> Result<Vec<EngineRequest>, TranslateError> {
     let n = req.n.unwrap_or(1);
     let seed = req.seed.filter(|&s| s != -1);
-    let prompt: Vec<i64> = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
-    let child = |request_id: String, seed: Option<i64>, index: usize| -> Result<EngineRequest, TranslateError> {
+    let prompt: IntList = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
+    let child = |request_id: String, seed: Option<i128>, index: usize| -> Result<EngineRequest, TranslateError> {
         let typed = EngineCoreRequest {
             request_id: request_id.clone(),
             prompt_token_ids: Some(prompt.clone()),
@@ -856,7 +860,7 @@ pub fn fan_out(
         Ok(EngineRequest { request_id, typed, request, index })
     };
     if n == 1 {
-        return Ok(vec![child(req.request_id.clone(), seed, 0)?]);
+        return Ok(vec![child(req.request_id.clone(), seed.map(i128::from), 0)?]);
     }
     let n = usize::try_from(n).unwrap_or(usize::MAX);
     let mut requests = Vec::with_capacity(n.min(1024));
@@ -868,16 +872,8 @@ pub fn fan_out(
         };
         // Python ints do not wrap: seed + i up to u64 on the wire.
         let v = i128::from(s) + i as i128;
-        if let Ok(x) = i64::try_from(v) {
-            requests.push(child(rid, Some(x), i)?);
-        } else if let Ok(x) = u64::try_from(v) {
-            let mut r = child(rid, None, i)?;
-            if let Value::Struct(s) = &mut r.request {
-                if let Some(Value::Struct(sp)) = s.get_mut("sampling_params") {
-                    sp.set("seed", Value::UInt(x));
-                }
-            }
-            requests.push(r);
+        if (WIRE_INT_MIN..=WIRE_INT_MAX).contains(&v) {
+            requests.push(child(rid, Some(v), i)?);
         } else {
             return err("seed", format!("seed {s} + {i} does not fit the wire's 64-bit integers"));
         }

@@ -55,7 +55,7 @@ use super::stop::{StopParams, StopSemantics};
 use super::tokenizer::GatewayTokenizer;
 use crate::schema::tokenspeed::{RECEIVE_0_1_1, V0_1_1};
 use crate::typed::tokenspeed::{Rid, SamplingParams, TokenizedGenerateReqInput};
-use crate::typed::StopStrings;
+use crate::typed::{IntList, StopStrings};
 use crate::validate::tokenspeed as ts;
 use crate::value::{StructValue, Value};
 
@@ -342,7 +342,7 @@ pub fn translate(
         let mut ids = req.stop_token_ids.clone();
         ids.sort_unstable();
         ids.dedup();
-        ids
+        IntList::from(ids)
     });
     let logit_bias = req.logit_bias.as_ref().map(|bias| {
         // A dict: a repeated key keeps its first place and its last value.
@@ -360,17 +360,17 @@ pub fn translate(
         m
     });
     let typed_sp = SamplingParams {
-        max_new_tokens: Some(max_new_tokens),
+        max_new_tokens: Some(i128::from(max_new_tokens)),
         stop: (opts.send_stop_strings && !req.stop.is_empty()).then(|| StopStrings::Many(req.stop.clone())),
         stop_token_ids,
         temperature: req.temperature.unwrap_or(1.0),
         top_p: req.top_p.unwrap_or(1.0),
-        top_k: req.top_k.unwrap_or(-1),
+        top_k: req.top_k.map_or(-1, i128::from),
         min_p: req.min_p.unwrap_or(0.0),
         frequency_penalty: req.frequency_penalty.unwrap_or(0.0),
         presence_penalty: req.presence_penalty.unwrap_or(0.0),
         repetition_penalty: req.repetition_penalty.unwrap_or(1.0),
-        min_new_tokens: req.min_tokens.unwrap_or(0),
+        min_new_tokens: req.min_tokens.map_or(0, i128::from),
         json_schema,
         regex,
         ebnf,
@@ -380,8 +380,8 @@ pub fn translate(
         spaces_between_special_tokens: req.spaces_between_special_tokens.unwrap_or(true),
         no_stop_trim: req.include_stop_str_in_output,
         logit_bias,
-        seed: req.seed,
-        logprobs,
+        seed: req.seed.map(i128::from),
+        logprobs: logprobs.map(i128::from),
         ..SamplingParams::default()
     };
     let internal =
@@ -421,11 +421,11 @@ pub fn translate(
         input_ids: Some(req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect()),
         sampling_params: SamplingParams::from_struct(&V0_1_1, &sp).map_err(internal)?,
         return_logprob,
-        logprob_start_len: (prompt - 1).max(0),
+        logprob_start_len: i128::from((prompt - 1).max(0)),
         top_logprobs_num: 0,
         stream: opts.stream,
         created_time: opts.created_time,
-        data_parallel_rank: opts.data_parallel_rank,
+        data_parallel_rank: opts.data_parallel_rank.map(i128::from),
         ..TokenizedGenerateReqInput::default()
     };
     let request = typed.to_value(&V0_1_1).map_err(internal)?;

@@ -22,7 +22,7 @@ pub struct EngineCoreRequest {
     /// `request_id: str`, required.
     pub request_id: String,
     /// `prompt_token_ids: list[int] | None`, required.
-    pub prompt_token_ids: Option<Vec<i64>>,
+    pub prompt_token_ids: Option<IntList>,
     /// `mm_features: list[MultiModalFeatureSpec] | None`, required.
     pub mm_features: Option<Vec<MultiModalFeatureSpec>>,
     /// `sampling_params: SamplingParams | None`, required.
@@ -36,17 +36,17 @@ pub struct EngineCoreRequest {
     /// `cache_salt: str | None`, required.
     pub cache_salt: Option<String>,
     /// `data_parallel_rank: int | None`, required.
-    pub data_parallel_rank: Option<i64>,
+    pub data_parallel_rank: Option<i128>,
     /// `prompt_embeds: torch.Tensor | None`, default `Nil`.
     pub prompt_embeds: Option<Tensor>,
     /// `prompt_is_token_ids: list[bool] | None`, default `Nil`.
     pub prompt_is_token_ids: Option<Vec<bool>>,
     /// `client_index: int`, default `Int(0)`.
-    pub client_index: i64,
+    pub client_index: i128,
     /// `current_wave: int`, default `Int(0)`.
-    pub current_wave: i64,
+    pub current_wave: i128,
     /// `priority: int`, default `Int(0)`.
-    pub priority: i64,
+    pub priority: i128,
     /// `trace_headers: dict[str, str] | None`, default `Nil`. A dict: its entries in wire order.
     pub trace_headers: Option<Vec<(String, String)>>,
     /// `resumable: bool`, default `Bool(false)`.
@@ -340,9 +340,9 @@ impl WireType for MultiModalFieldElem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlaceholderRange {
     /// `offset: int`, required.
-    pub offset: i64,
+    pub offset: i128,
     /// `length: int`, required.
-    pub length: i64,
+    pub length: i128,
     /// `is_embed: torch.Tensor | None`, default `Nil`.
     pub is_embed: Option<Tensor>,
     /// Keys this crate's tables do not know (a newer release's fields),
@@ -401,7 +401,7 @@ impl WireType for PlaceholderRange {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
     /// `n: int`, default `Int(1)`.
-    pub n: i64,
+    pub n: i128,
     /// `presence_penalty: float`, default `Float(0.0)`.
     pub presence_penalty: f64,
     /// `frequency_penalty: float`, default `Float(0.0)`.
@@ -415,31 +415,31 @@ pub struct SamplingParams {
     /// `top_p: float`, default `Float(1.0)`.
     pub top_p: f64,
     /// `top_k: int`, default `Int(0)`.
-    pub top_k: i64,
+    pub top_k: i128,
     /// `min_p: float`, default `Float(0.0)`.
     pub min_p: f64,
     /// `seed: int | None`, default `Nil`.
-    pub seed: Option<i64>,
+    pub seed: Option<i128>,
     /// `stop: str | list[str] | None`, default `Nil`.
     pub stop: Option<StopStrings>,
     /// `stop_token_ids: list[int] | None`, default `Nil`.
-    pub stop_token_ids: Option<Vec<i64>>,
+    pub stop_token_ids: Option<IntList>,
     /// `ignore_eos: bool`, default `Bool(false)`.
     pub ignore_eos: bool,
     /// `max_tokens: int | None`, default `Int(16)`.
-    pub max_tokens: Option<i64>,
+    pub max_tokens: Option<i128>,
     /// `min_tokens: int`, default `Int(0)`.
-    pub min_tokens: i64,
+    pub min_tokens: i128,
     /// `logprobs: int | None`, default `Nil`.
-    pub logprobs: Option<i64>,
+    pub logprobs: Option<i128>,
     /// `prompt_logprobs: int | None`, default `Nil`.
-    pub prompt_logprobs: Option<i64>,
+    pub prompt_logprobs: Option<i128>,
     /// `prompt_logprob_token_ids: numpy.ndarray | None`, default `Nil`.
     pub prompt_logprob_token_ids: Option<Tensor>,
     /// `prompt_logprob_start: int | None`, default `Nil`.
-    pub prompt_logprob_start: Option<i64>,
+    pub prompt_logprob_start: Option<i128>,
     /// `logprob_token_ids: list[int] | None`, default `Nil`.
-    pub logprob_token_ids: Option<Vec<i64>>,
+    pub logprob_token_ids: Option<IntList>,
     /// `flat_logprobs: bool`, default `Bool(false)`.
     pub flat_logprobs: bool,
     /// `detokenize: bool`, default `Bool(true)`.
@@ -453,39 +453,39 @@ pub struct SamplingParams {
     /// `output_kind: enum RequestOutputKind`, default `Int(0)`.
     pub output_kind: RequestOutputKind,
     /// `stream_interval: int | None`, default `Nil`.
-    pub stream_interval: Option<i64>,
+    pub stream_interval: Option<i128>,
     /// `skip_clone: bool`, default `Bool(false)`.
     pub skip_clone: bool,
     /// `output_text_buffer_length: int`, default `Int(0)`.
-    pub output_text_buffer_length: i64,
+    pub output_text_buffer_length: i128,
     /// `_eos_token_id: int | None`, default `Nil`.
-    pub eos_token_id: Option<i64>,
+    pub eos_token_id: Option<i128>,
     /// `_all_stop_token_ids: set[int]`, default `EmptySet`. A set on the Python side: an array on the wire, kept in wire order.
-    pub all_stop_token_ids: Vec<i64>,
+    pub all_stop_token_ids: IntList,
     /// `_watermarking_skipped: bool`, default `Bool(false)`.
     pub watermarking_skipped: bool,
     /// `structured_outputs: StructuredOutputsParams | None`, default `Nil`.
     pub structured_outputs: Option<StructuredOutputsParams>,
     /// `logit_bias: dict[int, float] | None`, default `Nil`. A dict: its entries in wire order.
-    pub logit_bias: Option<Vec<(i64, f64)>>,
+    pub logit_bias: Option<Vec<(i128, f64)>>,
     /// `allowed_token_ids: list[int] | None`, default `Nil`.
-    pub allowed_token_ids: Option<Vec<i64>>,
+    pub allowed_token_ids: Option<IntList>,
     /// `extra_args: dict[str, any] | None`, default `Nil`. A dict: its entries in wire order.
     pub extra_args: Option<Vec<(String, Value)>>,
     /// `bad_words: list[str] | None`, default `Nil`.
     pub bad_words: Option<Vec<String>>,
     /// `_bad_words_token_ids: list[list[int]] | None`, default `Nil`.
-    pub bad_words_token_ids: Option<Vec<Vec<i64>>>,
+    pub bad_words_token_ids: Option<Vec<IntList>>,
     /// `skip_reading_prefix_cache: bool | None`, default `Nil`.
     pub skip_reading_prefix_cache: Option<bool>,
     /// `thinking_token_budget: int | None`, default `Nil`.
-    pub thinking_token_budget: Option<i64>,
+    pub thinking_token_budget: Option<i128>,
     /// `repetition_detection: RepetitionDetectionParams | None`, default `Nil`.
     pub repetition_detection: Option<RepetitionDetectionParams>,
     /// `routed_experts_prompt_start: int`, default `Int(0)`.
-    pub routed_experts_prompt_start: i64,
+    pub routed_experts_prompt_start: i128,
     /// `trace_decode_token_ids: list[int] | None`, default `Nil`.
-    pub trace_decode_token_ids: Option<Vec<i64>>,
+    pub trace_decode_token_ids: Option<IntList>,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -524,7 +524,7 @@ impl Default for SamplingParams {
             skip_clone: false,
             output_text_buffer_length: 0,
             eos_token_id: None,
-            all_stop_token_ids: Vec::new(),
+            all_stop_token_ids: IntList::new(),
             watermarking_skipped: false,
             structured_outputs: None,
             logit_bias: None,
@@ -813,11 +813,11 @@ impl WireType for StructuredOutputsParams {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepetitionDetectionParams {
     /// `max_pattern_size: int`, default `Int(0)`.
-    pub max_pattern_size: i64,
+    pub max_pattern_size: i128,
     /// `min_pattern_size: int`, default `Int(0)`.
-    pub min_pattern_size: i64,
+    pub min_pattern_size: i128,
     /// `min_count: int`, default `Int(0)`.
-    pub min_count: i64,
+    pub min_count: i128,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -876,11 +876,11 @@ pub struct PoolingParams {
     /// `use_activation: bool | None`, default `Nil`.
     pub use_activation: Option<bool>,
     /// `dimensions: int | None`, default `Nil`.
-    pub dimensions: Option<i64>,
+    pub dimensions: Option<i128>,
     /// `step_tag_id: int | None`, default `Nil`.
-    pub step_tag_id: Option<i64>,
+    pub step_tag_id: Option<i128>,
     /// `returned_token_ids: list[int] | None`, default `Nil`.
-    pub returned_token_ids: Option<Vec<i64>>,
+    pub returned_token_ids: Option<IntList>,
     /// `task: Literal['classify', 'embed', 'embed&token_classify', 'plugin', 'token_classify', 'token_embed'] | None`, default `Nil`. One of ["classify", "embed", "embed&token_classify", "plugin", "token_classify", "token_embed"].
     pub task: Option<String>,
     /// `requires_token_ids: bool`, default `Bool(false)`.
@@ -998,7 +998,7 @@ pub struct LateInteractionParams {
     /// `query_key: str`, required.
     pub query_key: String,
     /// `query_uses: int | None`, default `Nil`.
-    pub query_uses: Option<i64>,
+    pub query_uses: Option<i128>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,
@@ -1059,7 +1059,7 @@ pub struct LoRARequest {
     /// `lora_name: str`, required.
     pub lora_name: String,
     /// `lora_int_id: int`, required.
-    pub lora_int_id: i64,
+    pub lora_int_id: i128,
     /// `lora_path: str`, default `Str("")`.
     pub lora_path: String,
     /// `base_model_name: str | None`, default `Nil`.
@@ -1266,7 +1266,7 @@ impl WireType for KvHintAction {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineCoreOutputs {
     /// `engine_index: int`, default `Int(0)`.
-    pub engine_index: i64,
+    pub engine_index: i128,
     /// `outputs: list[EngineCoreOutput]`, default `EmptyList`.
     pub outputs: Vec<EngineCoreOutput>,
     /// `scheduler_stats: SchedulerStats | None`, default `Nil`.
@@ -1278,9 +1278,9 @@ pub struct EngineCoreOutputs {
     /// `finished_requests: set[str] | None`, default `Nil`. A set on the Python side: an array on the wire, kept in wire order.
     pub finished_requests: Option<Vec<String>>,
     /// `wave_complete: int | None`, default `Nil`.
-    pub wave_complete: Option<i64>,
+    pub wave_complete: Option<i128>,
     /// `start_wave: int | None`, default `Nil`.
-    pub start_wave: Option<i64>,
+    pub start_wave: Option<i128>,
     /// `weight_version: str | None`, default `Nil`.
     pub weight_version: Option<String>,
     /// Trailing elements this crate's tables do not know (a newer
@@ -1367,7 +1367,7 @@ pub struct EngineCoreOutput {
     /// `request_id: str`, required.
     pub request_id: String,
     /// `new_token_ids: list[int]`, required.
-    pub new_token_ids: Vec<i64>,
+    pub new_token_ids: IntList,
     /// `new_logprobs: LogprobsLists | None`, default `Nil`.
     pub new_logprobs: Option<LogprobsLists>,
     /// `new_prompt_logprobs_tensors: LogprobsTensors | None`, default `Nil`.
@@ -1391,7 +1391,7 @@ pub struct EngineCoreOutput {
     /// `routed_experts: numpy.ndarray | None`, default `Nil`.
     pub routed_experts: Option<Tensor>,
     /// `num_nans_in_logits: int`, default `Int(0)`.
-    pub num_nans_in_logits: i64,
+    pub num_nans_in_logits: i128,
     /// `mm_cache_miss_hashes: list[str] | None`, default `Nil`.
     pub mm_cache_miss_hashes: Option<Vec<String>>,
     /// `new_sampling_mask: SamplingMaskLists | None`, default `Nil`.
@@ -1411,7 +1411,7 @@ impl Default for EngineCoreOutput {
     fn default() -> Self {
         EngineCoreOutput {
             request_id: String::new(),
-            new_token_ids: Vec::new(),
+            new_token_ids: IntList::new(),
             new_logprobs: None,
             new_prompt_logprobs_tensors: None,
             pooling_output: None,
@@ -1538,7 +1538,7 @@ pub struct LogprobsLists {
     /// `sampled_token_ranks: numpy.ndarray`, required.
     pub sampled_token_ranks: Tensor,
     /// `cu_num_generated_tokens: list[int] | None`, default `Nil`.
-    pub cu_num_generated_tokens: Option<Vec<i64>>,
+    pub cu_num_generated_tokens: Option<IntList>,
 }
 
 impl Default for LogprobsLists {
@@ -1599,7 +1599,7 @@ pub struct LogprobsTensors {
     /// `selected_token_ranks: torch.Tensor`, required.
     pub selected_token_ranks: Tensor,
     /// `cu_num_generated_tokens: list[int] | None`, default `Nil`.
-    pub cu_num_generated_tokens: Option<Vec<i64>>,
+    pub cu_num_generated_tokens: Option<IntList>,
     /// `cu_num_generated_tokens_tensor: torch.Tensor | None`, default `Nil`.
     pub cu_num_generated_tokens_tensor: Option<Tensor>,
 }
@@ -1715,17 +1715,17 @@ impl WireType for EngineCoreEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrefillStats {
     /// `num_prompt_tokens: int`, default `Int(0)`.
-    pub num_prompt_tokens: i64,
+    pub num_prompt_tokens: i128,
     /// `num_computed_tokens: int`, default `Int(0)`.
-    pub num_computed_tokens: i64,
+    pub num_computed_tokens: i128,
     /// `num_cached_tokens: int`, default `Int(0)`.
-    pub num_cached_tokens: i64,
+    pub num_cached_tokens: i128,
     /// `num_local_cached_tokens: int`, default `Int(0)`.
-    pub num_local_cached_tokens: i64,
+    pub num_local_cached_tokens: i128,
     /// `num_external_cached_tokens: int`, default `Int(0)`.
-    pub num_external_cached_tokens: i64,
+    pub num_external_cached_tokens: i128,
     /// `num_cache_creation_tokens: int`, default `Int(0)`.
-    pub num_cache_creation_tokens: i64,
+    pub num_cache_creation_tokens: i128,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -1798,7 +1798,7 @@ pub struct SamplingMaskLists {
     /// `offsets: numpy.ndarray | None`, default `Nil`.
     pub offsets: Option<Tensor>,
     /// `cu_num_generated_tokens: list[int] | None`, default `Nil`.
-    pub cu_num_generated_tokens: Option<Vec<i64>>,
+    pub cu_num_generated_tokens: Option<IntList>,
 }
 
 impl Default for SamplingMaskLists {
@@ -1849,15 +1849,15 @@ impl WireType for SamplingMaskLists {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestSpecDecodeMetrics {
     /// `num_spec_tokens: int`, required.
-    pub num_spec_tokens: i64,
+    pub num_spec_tokens: i128,
     /// `histogram: list[int]`, default `EmptyList`.
-    pub histogram: Vec<i64>,
+    pub histogram: IntList,
     /// `num_draft_tokens: int`, default `Int(0)`.
-    pub num_draft_tokens: i64,
+    pub num_draft_tokens: i128,
     /// `per_step_accepted: list[int]`, default `EmptyList`.
-    pub per_step_accepted: Vec<i64>,
+    pub per_step_accepted: IntList,
     /// `per_step_drafted: list[int]`, default `EmptyList`.
-    pub per_step_drafted: Vec<i64>,
+    pub per_step_drafted: IntList,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -1867,10 +1867,10 @@ impl Default for RequestSpecDecodeMetrics {
     fn default() -> Self {
         RequestSpecDecodeMetrics {
             num_spec_tokens: 0,
-            histogram: Vec::new(),
+            histogram: IntList::new(),
             num_draft_tokens: 0,
-            per_step_accepted: Vec::new(),
-            per_step_drafted: Vec::new(),
+            per_step_accepted: IntList::new(),
+            per_step_drafted: IntList::new(),
             unknown: Vec::new(),
         }
     }
@@ -1922,17 +1922,17 @@ impl WireType for RequestSpecDecodeMetrics {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchedulerStats {
     /// `num_running_reqs: int`, default `Int(0)`.
-    pub num_running_reqs: i64,
+    pub num_running_reqs: i128,
     /// `num_waiting_reqs: int`, default `Int(0)`.
-    pub num_waiting_reqs: i64,
+    pub num_waiting_reqs: i128,
     /// `num_skipped_waiting_reqs: int`, default `Int(0)`.
-    pub num_skipped_waiting_reqs: i64,
+    pub num_skipped_waiting_reqs: i128,
     /// `num_kv_fetch_reqs_by_stage: dict[str, int]`, default `EmptyDict`. A dict: its entries in wire order.
-    pub num_kv_fetch_reqs_by_stage: Vec<(String, i64)>,
+    pub num_kv_fetch_reqs_by_stage: Vec<(String, i128)>,
     /// `step_counter: int`, default `Int(0)`.
-    pub step_counter: i64,
+    pub step_counter: i128,
     /// `current_wave: int`, default `Int(0)`.
-    pub current_wave: i64,
+    pub current_wave: i128,
     /// `kv_cache_usage: float`, default `Float(0.0)`.
     pub kv_cache_usage: f64,
     /// `iteration_details: SchedulerIterationDetails | None`, default `Nil`.
@@ -1950,9 +1950,9 @@ pub struct SchedulerStats {
     /// `ec_connector_stats: dict[str, any] | None`, default `Nil`. A dict: its entries in wire order.
     pub ec_connector_stats: Option<Vec<(String, Value)>>,
     /// `waiting_lora_adapters: dict[str, int]`, default `EmptyDict`. A dict: its entries in wire order.
-    pub waiting_lora_adapters: Vec<(String, i64)>,
+    pub waiting_lora_adapters: Vec<(String, i128)>,
     /// `running_lora_adapters: dict[str, int]`, default `EmptyDict`. A dict: its entries in wire order.
-    pub running_lora_adapters: Vec<(String, i64)>,
+    pub running_lora_adapters: Vec<(String, i128)>,
     /// `cudagraph_stats: CUDAGraphStat | None`, default `Nil`.
     pub cudagraph_stats: Option<CUDAGraphStat>,
     /// `perf_stats: PerfStats | None`, default `Nil`.
@@ -2073,21 +2073,21 @@ impl WireType for SchedulerStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchedulerIterationDetails {
     /// `iteration_index: int`, required.
-    pub iteration_index: i64,
+    pub iteration_index: i128,
     /// `num_ctx_requests: int`, required.
-    pub num_ctx_requests: i64,
+    pub num_ctx_requests: i128,
     /// `num_ctx_tokens: int`, required.
-    pub num_ctx_tokens: i64,
+    pub num_ctx_tokens: i128,
     /// `num_generation_requests: int`, required.
-    pub num_generation_requests: i64,
+    pub num_generation_requests: i128,
     /// `num_generation_tokens: int`, required.
-    pub num_generation_tokens: i64,
+    pub num_generation_tokens: i128,
     /// `elapsed_ms: float`, required.
     pub elapsed_ms: f64,
     /// `num_encoder_inputs: int`, default `Int(0)`.
-    pub num_encoder_inputs: i64,
+    pub num_encoder_inputs: i128,
     /// `num_encoder_output_tokens: int`, default `Int(0)`.
-    pub num_encoder_output_tokens: i64,
+    pub num_encoder_output_tokens: i128,
     /// `is_dummy: bool`, default `Bool(false)`.
     pub is_dummy: bool,
     /// Keys this crate's tables do not know (a newer release's fields),
@@ -2172,19 +2172,19 @@ pub struct PrefixCacheStats {
     /// `reset: bool`, default `Bool(false)`.
     pub reset: bool,
     /// `requests: int`, default `Int(0)`.
-    pub requests: i64,
+    pub requests: i128,
     /// `queries: int`, default `Int(0)`.
-    pub queries: i64,
+    pub queries: i128,
     /// `hits: int`, default `Int(0)`.
-    pub hits: i64,
+    pub hits: i128,
     /// `preempted_requests: int`, default `Int(0)`.
-    pub preempted_requests: i64,
+    pub preempted_requests: i128,
     /// `preempted_queries: int`, default `Int(0)`.
-    pub preempted_queries: i64,
+    pub preempted_queries: i128,
     /// `preempted_hits: int`, default `Int(0)`.
-    pub preempted_hits: i64,
+    pub preempted_hits: i128,
     /// `hits_by_source: dict[Literal['device', 'host', 'p2p', 'disk', 'external_unspecified'], int]`, default `EmptyDict`. A dict: its entries in wire order.
-    pub hits_by_source: Vec<(String, i64)>,
+    pub hits_by_source: Vec<(String, i128)>,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -2322,17 +2322,17 @@ impl WireType for KVCacheEvictionEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpecDecodingStats {
     /// `num_spec_tokens: int`, required.
-    pub num_spec_tokens: i64,
+    pub num_spec_tokens: i128,
     /// `num_drafts: int`, default `Int(0)`.
-    pub num_drafts: i64,
+    pub num_drafts: i128,
     /// `num_draft_tokens: int`, default `Int(0)`.
-    pub num_draft_tokens: i64,
+    pub num_draft_tokens: i128,
     /// `num_accepted_tokens: int`, default `Int(0)`.
-    pub num_accepted_tokens: i64,
+    pub num_accepted_tokens: i128,
     /// `num_accepted_tokens_per_pos: list[int]`, default `EmptyList`.
-    pub num_accepted_tokens_per_pos: Vec<i64>,
+    pub num_accepted_tokens_per_pos: IntList,
     /// `num_draft_tokens_per_pos: list[int]`, default `EmptyList`.
-    pub num_draft_tokens_per_pos: Vec<i64>,
+    pub num_draft_tokens_per_pos: IntList,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -2345,8 +2345,8 @@ impl Default for SpecDecodingStats {
             num_drafts: 0,
             num_draft_tokens: 0,
             num_accepted_tokens: 0,
-            num_accepted_tokens_per_pos: Vec::new(),
-            num_draft_tokens_per_pos: Vec::new(),
+            num_accepted_tokens_per_pos: IntList::new(),
+            num_draft_tokens_per_pos: IntList::new(),
             unknown: Vec::new(),
         }
     }
@@ -2401,11 +2401,11 @@ impl WireType for SpecDecodingStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CUDAGraphStat {
     /// `num_unpadded_tokens: int`, required.
-    pub num_unpadded_tokens: i64,
+    pub num_unpadded_tokens: i128,
     /// `num_padded_tokens: int`, required.
-    pub num_padded_tokens: i64,
+    pub num_padded_tokens: i128,
     /// `num_paddings: int`, required.
-    pub num_paddings: i64,
+    pub num_paddings: i128,
     /// `runtime_mode: str`, required.
     pub runtime_mode: String,
     /// Keys this crate's tables do not know (a newer release's fields),
@@ -2468,11 +2468,11 @@ impl WireType for CUDAGraphStat {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerfStats {
     /// `num_flops_per_gpu: int`, default `Int(0)`.
-    pub num_flops_per_gpu: i64,
+    pub num_flops_per_gpu: i128,
     /// `num_read_bytes_per_gpu: int`, default `Int(0)`.
-    pub num_read_bytes_per_gpu: i64,
+    pub num_read_bytes_per_gpu: i128,
     /// `num_write_bytes_per_gpu: int`, default `Int(0)`.
-    pub num_write_bytes_per_gpu: i64,
+    pub num_write_bytes_per_gpu: i128,
     /// `debug_stats: DebugPerfStats | None`, default `Nil`.
     pub debug_stats: Option<DebugPerfStats>,
     /// Keys this crate's tables do not know (a newer release's fields),
@@ -2537,17 +2537,17 @@ pub struct DebugPerfStats {
     /// `calc_duration: float`, default `Float(0.0)`.
     pub calc_duration: f64,
     /// `num_prefill_requests: int`, default `Int(0)`.
-    pub num_prefill_requests: i64,
+    pub num_prefill_requests: i128,
     /// `num_decode_requests: int`, default `Int(0)`.
-    pub num_decode_requests: i64,
+    pub num_decode_requests: i128,
     /// `context_breakdown: dict[str, int] | None`, default `Nil`. A dict: its entries in wire order.
-    pub context_breakdown: Option<Vec<(String, i64)>>,
+    pub context_breakdown: Option<Vec<(String, i128)>>,
     /// `num_flops_per_gpu_breakdown: dict[str, int] | None`, default `Nil`. A dict: its entries in wire order.
-    pub num_flops_per_gpu_breakdown: Option<Vec<(String, i64)>>,
+    pub num_flops_per_gpu_breakdown: Option<Vec<(String, i128)>>,
     /// `num_read_bytes_per_gpu_breakdown: dict[str, int] | None`, default `Nil`. A dict: its entries in wire order.
-    pub num_read_bytes_per_gpu_breakdown: Option<Vec<(String, i64)>>,
+    pub num_read_bytes_per_gpu_breakdown: Option<Vec<(String, i128)>>,
     /// `num_write_bytes_per_gpu_breakdown: dict[str, int] | None`, default `Nil`. A dict: its entries in wire order.
-    pub num_write_bytes_per_gpu_breakdown: Option<Vec<(String, i64)>>,
+    pub num_write_bytes_per_gpu_breakdown: Option<Vec<(String, i128)>>,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -2683,7 +2683,7 @@ impl WireType for UtilityOutput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UtilityRequest {
     /// `client_index: int`, required.
-    pub client_index: i64,
+    pub client_index: i128,
     /// `call_id: int`, required. Any of -2^63 ..= 2^64-1: vLLM draws call ids as unsigned 64-bit values and reserves -1 and -2 (docs/wire-protocol.md §7.11).
     pub call_id: i128,
     /// `method_name: str`, required.
@@ -2744,9 +2744,9 @@ impl WireType for UtilityRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartDpWave {
     /// `wave: int`, required.
-    pub wave: i64,
+    pub wave: i128,
     /// `exclude_engine_index: int | None`, required.
-    pub exclude_engine_index: Option<i64>,
+    pub exclude_engine_index: Option<i128>,
 }
 
 impl Default for StartDpWave {
@@ -2793,11 +2793,11 @@ impl WireType for StartDpWave {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineCoreReadyResponse {
     /// `max_model_len: int`, required.
-    pub max_model_len: i64,
+    pub max_model_len: i128,
     /// `num_gpu_blocks: int`, required.
-    pub num_gpu_blocks: i64,
+    pub num_gpu_blocks: i128,
     /// `block_size: int`, required.
-    pub block_size: i64,
+    pub block_size: i128,
     /// `dp_stats_address: str | None`, required.
     pub dp_stats_address: Option<String>,
     /// `dtype: str`, required.
@@ -2805,31 +2805,31 @@ pub struct EngineCoreReadyResponse {
     /// `vllm_version: str`, required.
     pub vllm_version: String,
     /// `world_size: int`, required.
-    pub world_size: i64,
+    pub world_size: i128,
     /// `data_parallel_size: int`, required.
-    pub data_parallel_size: i64,
+    pub data_parallel_size: i128,
     /// `tensor_parallel_size: int`, required.
-    pub tensor_parallel_size: i64,
+    pub tensor_parallel_size: i128,
     /// `pipeline_parallel_size: int`, required.
-    pub pipeline_parallel_size: i64,
+    pub pipeline_parallel_size: i128,
     /// `decode_context_parallel_size: int`, required.
-    pub decode_context_parallel_size: i64,
+    pub decode_context_parallel_size: i128,
     /// `data_parallel_rank: int`, required.
-    pub data_parallel_rank: i64,
+    pub data_parallel_rank: i128,
     /// `max_num_seqs: int`, required.
-    pub max_num_seqs: i64,
+    pub max_num_seqs: i128,
     /// `max_num_batched_tokens: int`, required.
-    pub max_num_batched_tokens: i64,
+    pub max_num_batched_tokens: i128,
     /// `instance_id: str`, required.
     pub instance_id: String,
     /// `supports_lora: bool`, required.
     pub supports_lora: bool,
     /// `max_loras: int`, required.
-    pub max_loras: i64,
+    pub max_loras: i128,
     /// `mamba_block_size: int | None`, default `Nil`.
-    pub mamba_block_size: Option<i64>,
+    pub mamba_block_size: Option<i128>,
     /// `kv_cache_size_tokens: int | None`, default `Nil`.
-    pub kv_cache_size_tokens: Option<i64>,
+    pub kv_cache_size_tokens: Option<i128>,
     /// `kv_cache_max_concurrency: float | None`, default `Nil`.
     pub kv_cache_max_concurrency: Option<f64>,
     /// `kv_events_config: KVEventsConfig | None`, default `Nil`.
@@ -2841,9 +2841,9 @@ pub struct EngineCoreReadyResponse {
     /// `supports_draft_weight_updates: bool`, default `Bool(false)`.
     pub supports_draft_weight_updates: bool,
     /// `effective_attention_block_size: int | None`, default `Nil`.
-    pub effective_attention_block_size: Option<i64>,
+    pub effective_attention_block_size: Option<i128>,
     /// `coord_store_port: int`, default `Int(0)`. Since 0.33.0 (releases: 0.33.0). `None`: the default (or absent).
-    pub coord_store_port: Option<i64>,
+    pub coord_store_port: Option<i128>,
     /// `coordinator_input_address: str | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0).
     pub coordinator_input_address: Option<String>,
     /// `coordinator_output_address: str | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0).
@@ -3036,11 +3036,11 @@ pub struct KVEventsConfig {
     /// `replay_endpoint: str | None`, default `Nil`.
     pub replay_endpoint: Option<String>,
     /// `buffer_steps: int`, default `Int(10000)`.
-    pub buffer_steps: i64,
+    pub buffer_steps: i128,
     /// `hwm: int`, default `Int(100000)`.
-    pub hwm: i64,
+    pub hwm: i128,
     /// `max_queue_size: int`, default `Int(100000)`.
-    pub max_queue_size: i64,
+    pub max_queue_size: i128,
     /// `topic: str`, default `Str("")`.
     pub topic: String,
     /// Keys this crate's tables do not know (a newer release's fields),
@@ -3344,7 +3344,7 @@ impl WireType for HandshakeStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LateChunkingParams {
     /// `chunk_size: int`, required.
-    pub chunk_size: i64,
+    pub chunk_size: i128,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,

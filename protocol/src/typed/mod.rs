@@ -86,6 +86,9 @@ pub mod tokenspeed;
 
 pub use generated::*;
 
+mod int_list;
+pub use int_list::{IntList, Iter as IntListIter, WIRE_INT_MAX, WIRE_INT_MIN};
+
 use crate::decode::{decode_payload, Limits};
 use crate::message::{decode_message, MessageKind};
 use crate::schema::Ty;
@@ -167,8 +170,8 @@ impl RequestOutputKind {
 /// `EngineCoreOutput.stop_reason`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
-    /// A stop token id.
-    TokenId(i64),
+    /// A stop token id (an `int`: -2^63 ..= 2^64-1 on the wire).
+    TokenId(i128),
     /// A string.
     Text(String),
 }
@@ -427,15 +430,9 @@ impl<'a> OutputView<'a> {
         self.0.str_field("request_id").unwrap_or("")
     }
 
-    /// `new_token_ids`.
-    pub fn new_token_ids(&self) -> Vec<i64> {
-        match self.0.get("new_token_ids") {
-            Some(Value::IntArray(xs)) => xs.clone(),
-            Some(Value::Array(xs)) => {
-                xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-            }
-            _ => Vec::new(),
-        }
+    /// `new_token_ids` (every element, those above `i64::MAX` included).
+    pub fn new_token_ids(&self) -> IntList {
+        self.0.get("new_token_ids").and_then(|v| IntList::from_plain_value(v).ok()).unwrap_or_default()
     }
 
     /// `finish_reason`.
@@ -446,7 +443,8 @@ impl<'a> OutputView<'a> {
     /// `stop_reason`.
     pub fn stop_reason(&self) -> Option<StopReason> {
         match self.0.get("stop_reason") {
-            Some(Value::Int(i)) => Some(StopReason::TokenId(*i)),
+            Some(Value::Int(i)) => Some(StopReason::TokenId(i128::from(*i))),
+            Some(Value::UInt(u)) => Some(StopReason::TokenId(i128::from(*u))),
             Some(Value::Str(s)) => Some(StopReason::Text(s.clone())),
             _ => None,
         }
@@ -550,12 +548,12 @@ pub enum JsonSchema {
 /// list[int]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParallelValue {
-    /// An integer.
-    Int(i64),
+    /// An integer (-2^63 ..= 2^64-1).
+    Int(i128),
     /// A string.
     Str(String),
     /// A list of integers.
-    Ints(Vec<i64>),
+    Ints(IntList),
 }
 
 /// vLLM's `UtilityResult`: `[type_info | nil, value]` on the wire.
@@ -582,18 +580,18 @@ fn members(ty: &'static Ty) -> &'static [Ty] {
 }
 
 impl WireType for StopReason {
-    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+    fn from_value(v: &Value, _: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         match v {
-            Value::Int(i) => Ok(StopReason::TokenId(*i)),
+            Value::Int(_) | Value::UInt(_) => Ok(StopReason::TokenId(i128::from_value(v, None, rel)?)),
             Value::Str(s) => Ok(StopReason::Text(s.clone())),
             other => Err(type_error("int | str", other)),
         }
     }
-    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
-        Ok(match self {
-            StopReason::TokenId(i) => Value::Int(*i),
-            StopReason::Text(s) => Value::Str(s.clone()),
-        })
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        match self {
+            StopReason::TokenId(i) => i.to_value(ty, rel),
+            StopReason::Text(s) => Ok(Value::Str(s.clone())),
+        }
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> wire::EncodeResult {
         match self {
@@ -650,18 +648,18 @@ impl WireType for JsonSchema {
 impl WireType for ParallelValue {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         match v {
-            Value::Int(i) => Ok(ParallelValue::Int(*i)),
+            Value::Int(_) | Value::UInt(_) => Ok(ParallelValue::Int(i128::from_value(v, raw, rel)?)),
             Value::Str(s) => Ok(ParallelValue::Str(s.clone())),
             Value::Array(_) | Value::IntArray(_) => Ok(ParallelValue::Ints(WireType::from_value(v, raw, rel)?)),
             other => Err(type_error("int | str | list[int]", other)),
         }
     }
-    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
-        Ok(match self {
-            ParallelValue::Int(i) => Value::Int(*i),
-            ParallelValue::Str(s) => Value::Str(s.clone()),
-            ParallelValue::Ints(xs) => Value::IntArray(xs.clone()),
-        })
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        match self {
+            ParallelValue::Int(i) => i.to_value(ty, rel),
+            ParallelValue::Str(s) => Ok(Value::Str(s.clone())),
+            ParallelValue::Ints(xs) => Ok(xs.to_plain_value()),
+        }
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> wire::EncodeResult {
         match self {

@@ -45,7 +45,7 @@
 //! let ts = release("tokenspeed", "0.1.1").expect("a known release");
 //! let add = TokenizedGenerateReqInput {
 //!     rid: Some(Rid::One("r1".into())),
-//!     input_ids: Some(vec![1, 2, 3]),
+//!     input_ids: Some(vec![1, 2, 3].into()),
 //!     sampling_params: SamplingParams { max_new_tokens: Some(8), temperature: 0.0, ..SamplingParams::default() },
 //!     stream: true,
 //!     ..TokenizedGenerateReqInput::default()
@@ -54,7 +54,7 @@
 //! assert_eq!(frames[0], [0x00]);
 //! assert_eq!(encode_abort(&["r1"])[0], [0x01]);
 //!
-//! let row = BatchRow { rid: "r1".into(), output_ids: vec![7], finish: Finish::Length, ..BatchRow::default() };
+//! let row = BatchRow { rid: "r1".into(), output_ids: vec![7].into(), finish: Finish::Length, ..BatchRow::default() };
 //! let batch = BatchTokenIDOutSlim::from_rows(&[row], 0, LoadTail::default()).encode(ts)?;
 //! let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
 //! let (batch, drift) = decode_batch(ts, &refs, &Limits::default())?;
@@ -93,6 +93,7 @@ use crate::validate::tokenspeed::EngineConfig;
 use crate::value::{StructValue, Value};
 
 use super::wire::{self, At, Enc, IntEnum, Rel, WireType};
+use super::IntList;
 
 /// The TokenSpeed releases the typed structs are generated over, in the
 /// order of the generated per-release tables (oldest first).
@@ -383,33 +384,33 @@ pub struct BatchRow {
     /// The request id (`rids`).
     pub rid: String,
     /// The ids generated since the request's previous row (`output_ids`).
-    pub output_ids: Vec<i64>,
+    pub output_ids: IntList,
     /// `finished_reasons`.
     pub finish: Finish,
     /// `prompt_tokens` (cumulative).
-    pub prompt_tokens: i64,
+    pub prompt_tokens: i128,
     /// `completion_tokens` (cumulative).
-    pub completion_tokens: i64,
+    pub completion_tokens: i128,
     /// `cached_tokens` (cumulative).
-    pub cached_tokens: i64,
+    pub cached_tokens: i128,
     /// `output_token_logprobs_val`: one logprob per entry of
     /// `logprob_ids`.
     pub logprob_vals: Vec<f64>,
     /// `output_token_logprobs_idx`.
-    pub logprob_ids: Vec<i64>,
+    pub logprob_ids: IntList,
 }
 
 /// The batch's load tail (TokenSpeed 0.1.1 on, each defaulting to 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoadTail {
     /// `num_running`.
-    pub num_running: i64,
+    pub num_running: i128,
     /// `num_waiting`.
-    pub num_waiting: i64,
+    pub num_waiting: i128,
     /// `kv_active_pages`.
-    pub kv_active_pages: i64,
+    pub kv_active_pages: i128,
     /// `kv_total_pages`.
-    pub kv_total_pages: i64,
+    pub kv_total_pages: i128,
 }
 
 /// A batch whose columns do not line up: `column` has `entries` entries
@@ -465,9 +466,9 @@ impl BatchTokenIDOutSlim {
                 rid: rid.clone(),
                 output_ids: self.output_ids[i].clone(),
                 finish: Finish::from_wire(&self.finished_reasons[i]),
-                prompt_tokens: self.prompt_tokens[i],
-                completion_tokens: self.completion_tokens[i],
-                cached_tokens: self.cached_tokens[i],
+                prompt_tokens: self.prompt_tokens.get(i).unwrap_or_default(),
+                completion_tokens: self.completion_tokens.get(i).unwrap_or_default(),
+                cached_tokens: self.cached_tokens.get(i).unwrap_or_default(),
                 logprob_vals: self.output_token_logprobs_val[i].clone(),
                 logprob_ids: self.output_token_logprobs_idx[i].clone(),
             })
@@ -491,9 +492,9 @@ impl BatchTokenIDOutSlim {
                 rid,
                 output_ids: ids.next().unwrap_or_default(),
                 finish: Finish::from_wire(&fin.next().unwrap_or_default()),
-                prompt_tokens: self.prompt_tokens[i],
-                completion_tokens: self.completion_tokens[i],
-                cached_tokens: self.cached_tokens[i],
+                prompt_tokens: self.prompt_tokens.get(i).unwrap_or_default(),
+                completion_tokens: self.completion_tokens.get(i).unwrap_or_default(),
+                cached_tokens: self.cached_tokens.get(i).unwrap_or_default(),
                 logprob_vals: vals.next().unwrap_or_default(),
                 logprob_ids: idx.next().unwrap_or_default(),
             })
@@ -533,7 +534,7 @@ impl BatchTokenIDOutSlim {
     /// load tail `load`; `rids` is always written (never nil).
     pub fn from_rows(rows: &[BatchRow], engine_index: i64, load: LoadTail) -> BatchTokenIDOutSlim {
         BatchTokenIDOutSlim {
-            engine_index: Some(engine_index),
+            engine_index: Some(i128::from(engine_index)),
             num_running: Some(load.num_running),
             num_waiting: Some(load.num_waiting),
             kv_active_pages: Some(load.kv_active_pages),
@@ -549,9 +550,9 @@ impl BatchTokenIDOutSlim {
             rids: Some(rows.iter().map(|r| r.rid.clone()).collect()),
             output_ids: rows.iter().map(|r| r.output_ids.clone()).collect(),
             finished_reasons: rows.iter().map(|r| r.finish.as_str().to_string()).collect(),
-            prompt_tokens: rows.iter().map(|r| r.prompt_tokens).collect(),
-            completion_tokens: rows.iter().map(|r| r.completion_tokens).collect(),
-            cached_tokens: rows.iter().map(|r| r.cached_tokens).collect(),
+            prompt_tokens: int_column(rows.iter().map(|r| r.prompt_tokens)),
+            completion_tokens: int_column(rows.iter().map(|r| r.completion_tokens)),
+            cached_tokens: int_column(rows.iter().map(|r| r.cached_tokens)),
             output_token_logprobs_val: rows.iter().map(|r| r.logprob_vals.clone()).collect(),
             output_token_logprobs_idx: rows.iter().map(|r| r.logprob_ids.clone()).collect(),
             engine_index: None,
@@ -572,4 +573,14 @@ impl BatchTokenIDOutSlim {
             kv_total_pages: self.kv_total_pages?,
         })
     }
+}
+
+/// A column of row integers. A value outside -2^63 ..= 2^64-1 (no wire
+/// form) is left out, so that encoding the batch reports the column ragged.
+fn int_column(xs: impl Iterator<Item = i128>) -> IntList {
+    let mut out = IntList::new();
+    for x in xs {
+        let _ = out.push_wide(x);
+    }
+    out
 }

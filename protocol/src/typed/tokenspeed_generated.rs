@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::msgpack::write;
 use crate::schema::{Default as D, Ty};
 use crate::typed::wire::*;
-use crate::typed::StopStrings;
+use crate::typed::{IntList, StopStrings};
 use crate::value::{StructValue, Tensor, Value};
 
 /// `TokenizedGenerateReqInput`: an array of every field in order (msgspec `array_like`); unknown trailing elements are kept in `unknown`.
@@ -30,17 +30,17 @@ pub struct TokenizedGenerateReqInput {
     /// `input_text: str | None`, default `Nil`.
     pub input_text: Option<String>,
     /// `input_ids: list[int] | None`, default `Nil`.
-    pub input_ids: Option<Vec<i64>>,
+    pub input_ids: Option<IntList>,
     /// `sampling_params: SamplingParams`, required.
     pub sampling_params: SamplingParams,
     /// `return_logprob: bool`, default `Bool(false)`.
     pub return_logprob: bool,
     /// `logprob_start_len: int`, default `Int(-1)`.
-    pub logprob_start_len: i64,
+    pub logprob_start_len: i128,
     /// `top_logprobs_num: int`, default `Int(0)`.
-    pub top_logprobs_num: i64,
+    pub top_logprobs_num: i128,
     /// `token_ids_logprob: list[int] | None`, default `Nil`.
-    pub token_ids_logprob: Option<Vec<i64>>,
+    pub token_ids_logprob: Option<IntList>,
     /// `stream: bool`, default `Bool(false)`.
     pub stream: bool,
     /// `input_embeds: list[any] | None`, default `Nil`.
@@ -56,21 +56,21 @@ pub struct TokenizedGenerateReqInput {
     /// `bootstrap_host: str | None`, default `Nil`.
     pub bootstrap_host: Option<String>,
     /// `bootstrap_port: int | None`, default `Nil`.
-    pub bootstrap_port: Option<i64>,
+    pub bootstrap_port: Option<i128>,
     /// `bootstrap_room: int | None`, default `Nil`.
-    pub bootstrap_room: Option<i64>,
+    pub bootstrap_room: Option<i128>,
     /// `input_multi_ids: list[list[int]] | None`, default `Nil`.
-    pub input_multi_ids: Option<Vec<Vec<i64>>>,
+    pub input_multi_ids: Option<Vec<IntList>>,
     /// `input_extra_infos: list[dict[any, any]] | None`, default `Nil`.
     pub input_extra_infos: Option<Vec<Vec<(Value, Value)>>>,
     /// `input_ids_unpadded: list[int] | None`, default `Nil`.
-    pub input_ids_unpadded: Option<Vec<i64>>,
+    pub input_ids_unpadded: Option<IntList>,
     /// `multimodal_inputs: MultimodalInputs | None`, default `Nil`.
     pub multimodal_inputs: Option<MultimodalInputs>,
     /// `validation_error: str | None`, default `Nil`.
     pub validation_error: Option<String>,
     /// `data_parallel_rank: int | None`, default `Nil`. Since 0.1.1 (releases: 0.1.1).
-    pub data_parallel_rank: Option<i64>,
+    pub data_parallel_rank: Option<i128>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,
@@ -222,17 +222,17 @@ impl WireType for TokenizedGenerateReqInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
     /// `max_new_tokens: int | None`, default `Nil`.
-    pub max_new_tokens: Option<i64>,
+    pub max_new_tokens: Option<i128>,
     /// `stop: str | list[str] | None`, default `Nil`.
     pub stop: Option<StopStrings>,
     /// `stop_token_ids: set[int] | None`, default `Nil`. A set on the Python side: an array on the wire, kept in wire order.
-    pub stop_token_ids: Option<Vec<i64>>,
+    pub stop_token_ids: Option<IntList>,
     /// `temperature: float`, default `Float(1.0)`.
     pub temperature: f64,
     /// `top_p: float`, default `Float(1.0)`.
     pub top_p: f64,
     /// `top_k: int`, default `Int(-1)`.
-    pub top_k: i64,
+    pub top_k: i128,
     /// `min_p: float`, default `Float(0.0)`.
     pub min_p: f64,
     /// `frequency_penalty: float`, default `Float(0.0)`.
@@ -242,7 +242,7 @@ pub struct SamplingParams {
     /// `repetition_penalty: float`, default `Float(1.0)`.
     pub repetition_penalty: f64,
     /// `min_new_tokens: int`, default `Int(0)`.
-    pub min_new_tokens: i64,
+    pub min_new_tokens: i128,
     /// `json_schema: str | None`, default `Nil`.
     pub json_schema: Option<String>,
     /// `regex: str | None`, default `Nil`.
@@ -260,23 +260,23 @@ pub struct SamplingParams {
     /// `no_stop_trim: bool`, default `Bool(false)`.
     pub no_stop_trim: bool,
     /// `thinking_budget: int | None`, default `Nil`.
-    pub thinking_budget: Option<i64>,
+    pub thinking_budget: Option<i128>,
     /// `custom_params: dict[str, any] | None`, default `Nil`. A dict: its entries in wire order.
     pub custom_params: Option<Vec<(String, Value)>>,
     /// `stream_interval: int | None`, default `Nil`.
-    pub stream_interval: Option<i64>,
+    pub stream_interval: Option<i128>,
     /// `logit_bias: dict[str, float] | None`, default `Nil`. A dict: its entries in wire order.
     pub logit_bias: Option<Vec<(String, f64)>>,
     /// `seed: int | None`, default `Nil`.
-    pub seed: Option<i64>,
+    pub seed: Option<i128>,
     /// `logprobs: int | None`, default `Nil`.
-    pub logprobs: Option<i64>,
+    pub logprobs: Option<i128>,
     /// `n: int`, default `Int(1)`.
-    pub n: i64,
+    pub n: i128,
     /// `stop_strs: str | list[str] | None`, default `Nil`.
     pub stop_strs: Option<StopStrings>,
     /// `stop_str_max_len: int`, default `Int(0)`.
-    pub stop_str_max_len: i64,
+    pub stop_str_max_len: i128,
     /// `is_normalized: bool`, default `Bool(false)`.
     pub is_normalized: bool,
     /// Trailing elements this crate's tables do not know (a newer
@@ -445,7 +445,7 @@ pub struct SessionParams {
     /// `rid: str | None`, default `Nil`.
     pub rid: Option<String>,
     /// `offset: int | None`, default `Nil`.
-    pub offset: Option<i64>,
+    pub offset: Option<i128>,
     /// `replace: bool | None`, default `Nil`.
     pub replace: Option<bool>,
     /// Trailing elements this crate's tables do not know (a newer
@@ -512,15 +512,15 @@ pub struct MultimodalInputs {
     /// `mm_items: list[MultimodalDataItem]`, required.
     pub mm_items: Vec<MultimodalDataItem>,
     /// `im_token_id: int | None`, default `Nil`.
-    pub im_token_id: Option<i64>,
+    pub im_token_id: Option<i128>,
     /// `video_token_id: int | None`, default `Nil`.
-    pub video_token_id: Option<i64>,
+    pub video_token_id: Option<i128>,
     /// `mrope_positions: torch.Tensor | None`, default `Nil`.
     pub mrope_positions: Option<Tensor>,
     /// `mrope_position_delta: torch.Tensor | None`, default `Nil`.
     pub mrope_position_delta: Option<Tensor>,
     /// `mrope_position_delta_scalar: int | None`, default `Nil`.
-    pub mrope_position_delta_scalar: Option<i64>,
+    pub mrope_position_delta_scalar: Option<i128>,
     /// `mrope_position_delta_repeated_cache: torch.Tensor | None`, default `Nil`.
     pub mrope_position_delta_repeated_cache: Option<Tensor>,
     /// Trailing elements this crate's tables do not know (a newer
@@ -599,9 +599,9 @@ pub struct MultimodalDataItem {
     /// `modality: enum Modality`, required.
     pub modality: Modality,
     /// `hash: int | None`, default `Nil`.
-    pub hash: Option<i64>,
+    pub hash: Option<i128>,
     /// `pad_value: int | None`, default `Nil`.
-    pub pad_value: Option<i64>,
+    pub pad_value: Option<i128>,
     /// `offsets: list[tuple[int, int]] | None`, default `Nil`.
     pub offsets: Option<Vec<IntPair>>,
     /// `feature: torch.Tensor | None`, default `Nil`.
@@ -702,9 +702,9 @@ impl WireType for MultimodalDataItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct IntPair {
     /// `0: int`, required.
-    pub v0: i64,
+    pub v0: i128,
     /// `1: int`, required.
-    pub v1: i64,
+    pub v1: i128,
 }
 
 impl Default for IntPair {
@@ -753,7 +753,7 @@ pub struct ShmTensorHandle {
     /// `shm_name: str`, required.
     pub shm_name: String,
     /// `shape: list[int]`, required.
-    pub shape: Vec<i64>,
+    pub shape: IntList,
     /// `dtype: torch.Tensor`, required.
     pub dtype: Tensor,
     /// Keys this crate's tables do not know (a newer release's fields),
@@ -765,7 +765,7 @@ impl Default for ShmTensorHandle {
     fn default() -> Self {
         ShmTensorHandle {
             shm_name: String::new(),
-            shape: Vec::new(),
+            shape: IntList::new(),
             dtype: empty_tensor(),
             unknown: Vec::new(),
         }
@@ -816,29 +816,29 @@ pub struct BatchTokenIDOutSlim {
     /// `rids: list[str] | None`, default `Nil`.
     pub rids: Option<Vec<String>>,
     /// `output_ids: list[list[int]]`, required.
-    pub output_ids: Vec<Vec<i64>>,
+    pub output_ids: Vec<IntList>,
     /// `finished_reasons: list[str]`, required.
     pub finished_reasons: Vec<String>,
     /// `prompt_tokens: list[int]`, required.
-    pub prompt_tokens: Vec<i64>,
+    pub prompt_tokens: IntList,
     /// `completion_tokens: list[int]`, required.
-    pub completion_tokens: Vec<i64>,
+    pub completion_tokens: IntList,
     /// `cached_tokens: list[int]`, required.
-    pub cached_tokens: Vec<i64>,
+    pub cached_tokens: IntList,
     /// `output_token_logprobs_val: list[list[float]]`, required.
     pub output_token_logprobs_val: Vec<Vec<f64>>,
     /// `output_token_logprobs_idx: list[list[int]]`, required.
-    pub output_token_logprobs_idx: Vec<Vec<i64>>,
+    pub output_token_logprobs_idx: Vec<IntList>,
     /// `engine_index: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
-    pub engine_index: Option<i64>,
+    pub engine_index: Option<i128>,
     /// `num_running: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
-    pub num_running: Option<i64>,
+    pub num_running: Option<i128>,
     /// `num_waiting: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
-    pub num_waiting: Option<i64>,
+    pub num_waiting: Option<i128>,
     /// `kv_active_pages: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
-    pub kv_active_pages: Option<i64>,
+    pub kv_active_pages: Option<i128>,
     /// `kv_total_pages: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
-    pub kv_total_pages: Option<i64>,
+    pub kv_total_pages: Option<i128>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,
@@ -850,9 +850,9 @@ impl Default for BatchTokenIDOutSlim {
             rids: None,
             output_ids: Vec::new(),
             finished_reasons: Vec::new(),
-            prompt_tokens: Vec::new(),
-            completion_tokens: Vec::new(),
-            cached_tokens: Vec::new(),
+            prompt_tokens: IntList::new(),
+            completion_tokens: IntList::new(),
+            cached_tokens: IntList::new(),
             output_token_logprobs_val: Vec::new(),
             output_token_logprobs_idx: Vec::new(),
             engine_index: None,
@@ -978,13 +978,13 @@ impl WireType for BatchTokenIDOutSlim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WireEngineCoreReadyResponse {
     /// `max_model_len: int`, default `Int(0)`.
-    pub max_model_len: i64,
+    pub max_model_len: i128,
     /// `num_gpu_blocks: int`, default `Int(0)`.
-    pub num_gpu_blocks: i64,
+    pub num_gpu_blocks: i128,
     /// `prefix_granularity: int`, default `Int(0)`. Since 0.1.1 (releases: 0.1.1). `None`: the default (or absent).
-    pub prefix_granularity: Option<i64>,
+    pub prefix_granularity: Option<i128>,
     /// `block_size: int`, default `Int(0)`. Until git-57b49061 (releases: git-57b49061). `None`: the default (or absent).
-    pub block_size: Option<i64>,
+    pub block_size: Option<i128>,
     /// `dp_stats_address: str | None`, default `Nil`.
     pub dp_stats_address: Option<String>,
     /// `dtype: str`, default `Str("bfloat16")`.
@@ -994,25 +994,25 @@ pub struct WireEngineCoreReadyResponse {
     /// `vllm_version: str`, default `Str("")`.
     pub vllm_version: String,
     /// `world_size: int`, default `Int(1)`.
-    pub world_size: i64,
+    pub world_size: i128,
     /// `data_parallel_size: int`, default `Int(1)`.
-    pub data_parallel_size: i64,
+    pub data_parallel_size: i128,
     /// `tensor_parallel_size: int`, default `Int(1)`.
-    pub tensor_parallel_size: i64,
+    pub tensor_parallel_size: i128,
     /// `pipeline_parallel_size: int`, default `Int(1)`.
-    pub pipeline_parallel_size: i64,
+    pub pipeline_parallel_size: i128,
     /// `decode_context_parallel_size: int`, default `Int(1)`.
-    pub decode_context_parallel_size: i64,
+    pub decode_context_parallel_size: i128,
     /// `data_parallel_rank: int`, default `Int(0)`.
-    pub data_parallel_rank: i64,
+    pub data_parallel_rank: i128,
     /// `max_num_seqs: int`, default `Int(0)`.
-    pub max_num_seqs: i64,
+    pub max_num_seqs: i128,
     /// `max_num_batched_tokens: int`, default `Int(0)`.
-    pub max_num_batched_tokens: i64,
+    pub max_num_batched_tokens: i128,
     /// `instance_id: str`, default `Str("")`.
     pub instance_id: String,
     /// `kv_cache_size_tokens: int | None`, default `Nil`.
-    pub kv_cache_size_tokens: Option<i64>,
+    pub kv_cache_size_tokens: Option<i128>,
     /// `kv_cache_max_concurrency: float | None`, default `Nil`.
     pub kv_cache_max_concurrency: Option<f64>,
     /// `kv_events_config: dict[any, any] | None`, default `Nil`. A dict: its entries in wire order.

@@ -398,13 +398,15 @@ impl WireType for i64 {
     }
 }
 
-/// A call id: an integer of either sign up to 2^64-1 (`int` on the Python
-/// side; the wire holds -2^63 ..= 2^64-1).
+/// An `int` field: any integer MessagePack carries, -2^63 ..= 2^64-1, as
+/// msgspec takes for a Python `int` (docs/wire-protocol.md §5.6, §6.4). An
+/// `i128` outside that range has no wire form: encoding it fails (`type`).
 impl WireType for i128 {
+    #[inline]
     fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
         match v {
-            Value::Int(i) => Ok(*i as i128),
-            Value::UInt(u) => Ok(*u as i128),
+            Value::Int(i) => Ok(i128::from(*i)),
+            Value::UInt(u) => Ok(i128::from(*u)),
             other => Err(type_error("int", other)),
         }
     }
@@ -414,7 +416,7 @@ impl WireType for i128 {
         } else if let Ok(u) = u64::try_from(*self) {
             Ok(Value::UInt(u))
         } else {
-            Err(Error::new(RejectClass::Type, "", format!("integer {self} does not fit the wire (-2^63 ..= 2^64-1)")))
+            Err(wire_range_error(*self))
         }
     }
     #[inline]
@@ -424,14 +426,20 @@ impl WireType for i128 {
         } else if let Ok(u) = u64::try_from(*self) {
             write::uint(&mut e.out, u);
         } else {
-            return Err(Box::new(Error::new(
-                RejectClass::Type,
-                "",
-                format!("integer {self} does not fit the wire (-2^63 ..= 2^64-1)"),
-            )));
+            return Err(Box::new(wire_range_error(*self)));
         }
         Ok(())
     }
+    #[inline]
+    fn is_default(&self, d: &FieldDefault) -> bool {
+        matches!(d, FieldDefault::Int(i) if i128::from(*i) == *self)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wire_range_error(v: i128) -> Error {
+    Error::new(RejectClass::Type, "", format!("integer {v} does not fit the wire (-2^63 ..= 2^64-1)"))
 }
 
 impl WireType for f64 {
