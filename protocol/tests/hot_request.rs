@@ -118,7 +118,7 @@ fn tight_limits() -> Vec<Limits> {
 #[test]
 fn direct_request_decoder_gives_the_verdict_drift_and_struct_of_the_reference_on_every_golden_request() {
     let cases = golden_request_cases();
-    assert!(cases.len() >= 440, "only {} EngineCoreRequest cases under golden/vllm", cases.len());
+    assert!(cases.len() >= 740, "only {} EngineCoreRequest cases under golden/vllm", cases.len());
     let (mut direct, mut handed_over, mut rejected) = (0, 0, 0);
     let mut failures = Vec::new();
     for (id, frames) in &cases {
@@ -189,7 +189,8 @@ fn drift_is_handed_over_and_keeps_the_unknown_fields() {
     // A 0.33 request with one trailing element and one unknown sampling key
     // (a newer engine's fields).
     let rel = v033();
-    let mut req = EngineCoreRequest { request_id: "r".into(), prompt_token_ids: Some(vec![7].into()), ..Default::default() };
+    let mut req =
+        EngineCoreRequest { request_id: "r".into(), prompt_token_ids: Some(vec![7].into()), ..Default::default() };
     let mut sp = engine_protocol::typed::SamplingParams { max_tokens: Some(8), ..Default::default() };
     sp.unknown.push(("future_knob".into(), engine_protocol::Value::Int(3)));
     req.sampling_params = Some(sp);

@@ -21,9 +21,8 @@ use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
 use engine_protocol::hot::{decode_outputs, decode_request, decode_request_direct, Outputs};
 use engine_protocol::typed::tokenspeed::BatchTokenIDOutSlim;
 use engine_protocol::typed::{
-    decode_typed, decode_typed_via_value, EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest, IntList,
-    LoRARequest, Message, SamplingParams, StartDpWave, StopReason, UtilityOutput, UtilityRequest, WIRE_INT_MAX,
-    WIRE_INT_MIN,
+    decode_typed, decode_typed_via_value, EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest, IntList, LoRARequest,
+    Message, SamplingParams, StartDpWave, StopReason, UtilityOutput, UtilityRequest, WIRE_INT_MAX, WIRE_INT_MIN,
 };
 use engine_protocol::{decode_message, release, Error, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use proptest::prelude::*;
@@ -57,7 +56,7 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
     for name in path {
         cur = match cur {
             Value::Struct(s) => s.get(name).unwrap_or(&Value::Nil),
-            Value::Array(xs) if *name == "0" => xs.first().unwrap_or(&Value::Nil),
+            Value::Array(xs) => name.parse::<usize>().ok().and_then(|i| xs.get(i)).unwrap_or(&Value::Nil),
             _ => &Value::Nil,
         };
     }
@@ -129,39 +128,63 @@ macro_rules! kind {
 
 fn request_kinds() -> Vec<Kind<EngineCoreRequest>> {
     vec![
-        kind!("prompt_token_ids", ["prompt_token_ids"], |r, v| r.prompt_token_ids = Some(list(v)), |r| ids(&r.prompt_token_ids)),
-        kind!("data_parallel_rank", ["data_parallel_rank"], |r, v| r.data_parallel_rank = Some(v), |r| opt(r.data_parallel_rank)),
+        kind!("prompt_token_ids", ["prompt_token_ids"], |r, v| r.prompt_token_ids = Some(list(v)), |r| ids(
+            &r.prompt_token_ids
+        )),
+        kind!("data_parallel_rank", ["data_parallel_rank"], |r, v| r.data_parallel_rank = Some(v), |r| opt(
+            r.data_parallel_rank
+        )),
         kind!("client_index", ["client_index"], |r, v| r.client_index = v, |r| vec![r.client_index]),
         kind!("current_wave", ["current_wave"], |r, v| r.current_wave = v, |r| vec![r.current_wave]),
         kind!("priority", ["priority"], |r, v| r.priority = v, |r| vec![r.priority]),
         kind!(
             "lora_int_id",
             ["lora_request", "lora_int_id"],
-            |r, v| r.lora_request = Some(LoRARequest { lora_name: "a".into(), lora_int_id: v, lora_path: "/a".into(), ..LoRARequest::default() }),
+            |r, v| r.lora_request = Some(LoRARequest {
+                lora_name: "a".into(),
+                lora_int_id: v,
+                lora_path: "/a".into(),
+                ..LoRARequest::default()
+            }),
             |r| r.lora_request.iter().map(|l| l.lora_int_id).collect()
         ),
         kind!("n", ["sampling_params", "n"], |r, v| sp(r).n = v, |r| vec![sp_of(r).n]),
         kind!("top_k", ["sampling_params", "top_k"], |r, v| sp(r).top_k = v, |r| vec![sp_of(r).top_k]),
         kind!("seed", ["sampling_params", "seed"], |r, v| sp(r).seed = Some(v), |r| opt(sp_of(r).seed)),
-        kind!("max_tokens", ["sampling_params", "max_tokens"], |r, v| sp(r).max_tokens = Some(v), |r| opt(sp_of(r).max_tokens)),
-        kind!("min_tokens", ["sampling_params", "min_tokens"], |r, v| sp(r).min_tokens = v, |r| vec![sp_of(r).min_tokens]),
+        kind!("max_tokens", ["sampling_params", "max_tokens"], |r, v| sp(r).max_tokens = Some(v), |r| opt(
+            sp_of(r).max_tokens
+        )),
+        kind!("min_tokens", ["sampling_params", "min_tokens"], |r, v| sp(r).min_tokens = v, |r| vec![
+            sp_of(r).min_tokens
+        ]),
         kind!("logprobs", ["sampling_params", "logprobs"], |r, v| sp(r).logprobs = Some(v), |r| opt(sp_of(r).logprobs)),
-        kind!("prompt_logprobs", ["sampling_params", "prompt_logprobs"], |r, v| sp(r).prompt_logprobs = Some(v), |r| opt(sp_of(r).prompt_logprobs)),
-        kind!("stream_interval", ["sampling_params", "stream_interval"], |r, v| sp(r).stream_interval = Some(v), |r| opt(sp_of(r).stream_interval)),
+        kind!("prompt_logprobs", ["sampling_params", "prompt_logprobs"], |r, v| sp(r).prompt_logprobs = Some(v), |r| {
+            opt(sp_of(r).prompt_logprobs)
+        }),
+        kind!("stream_interval", ["sampling_params", "stream_interval"], |r, v| sp(r).stream_interval = Some(v), |r| {
+            opt(sp_of(r).stream_interval)
+        }),
         kind!(
             "thinking_token_budget",
             ["sampling_params", "thinking_token_budget"],
             |r, v| sp(r).thinking_token_budget = Some(v),
             |r| opt(sp_of(r).thinking_token_budget)
         ),
-        kind!("eos_token_id", ["sampling_params", "_eos_token_id"], |r, v| sp(r).eos_token_id = Some(v), |r| opt(sp_of(r).eos_token_id)),
+        kind!("eos_token_id", ["sampling_params", "_eos_token_id"], |r, v| sp(r).eos_token_id = Some(v), |r| opt(
+            sp_of(r).eos_token_id
+        )),
         kind!(
             "output_text_buffer_length",
             ["sampling_params", "output_text_buffer_length"],
             |r, v| sp(r).output_text_buffer_length = v,
             |r| vec![sp_of(r).output_text_buffer_length]
         ),
-        kind!("stop_token_ids", ["sampling_params", "stop_token_ids"], |r, v| sp(r).stop_token_ids = Some(list(v)), |r| ids(&sp_of(r).stop_token_ids)),
+        kind!(
+            "stop_token_ids",
+            ["sampling_params", "stop_token_ids"],
+            |r, v| sp(r).stop_token_ids = Some(list(v)),
+            |r| ids(&sp_of(r).stop_token_ids)
+        ),
         kind!(
             "allowed_token_ids",
             ["sampling_params", "allowed_token_ids"],
@@ -184,7 +207,11 @@ fn request_kinds() -> Vec<Kind<EngineCoreRequest>> {
 }
 
 fn base_outputs() -> EngineCoreOutputs {
-    let out = EngineCoreOutput { request_id: "r1".into(), new_token_ids: IntList::from(vec![42]), ..EngineCoreOutput::default() };
+    let out = EngineCoreOutput {
+        request_id: "r1".into(),
+        new_token_ids: IntList::from(vec![42]),
+        ..EngineCoreOutput::default()
+    };
     EngineCoreOutputs { outputs: vec![out], timestamp: 12345.5, ..EngineCoreOutputs::default() }
 }
 
@@ -199,7 +226,9 @@ fn first_mut(o: &mut EngineCoreOutputs) -> &mut EngineCoreOutput {
 fn output_kinds() -> Vec<Kind<EngineCoreOutputs>> {
     vec![
         kind!("engine_index", ["engine_index"], |o, v| o.engine_index = v, |o| vec![o.engine_index]),
-        kind!("new_token_ids", ["outputs", "0", "new_token_ids"], |o, v| first_mut(o).new_token_ids = list(v), |o| first(o).new_token_ids.to_vec()),
+        kind!("new_token_ids", ["outputs", "0", "new_token_ids"], |o, v| first_mut(o).new_token_ids = list(v), |o| {
+            first(o).new_token_ids.to_vec()
+        }),
         kind!(
             "stop_reason",
             ["outputs", "0", "stop_reason"],
@@ -233,7 +262,9 @@ fn hot_output_ints(o: &Outputs<'_>, path: &[&str]) -> Vec<i128> {
     let other = |xs: &[(usize, Value)], pos: usize| xs.iter().find(|(p, _)| *p == pos).map(|(_, v)| ints_of(v));
     match path {
         ["engine_index"] => other(&o.other, 0).unwrap_or_else(|| vec![i128::from(o.engine_index)]),
-        ["wave_complete"] => other(&o.other, 6).unwrap_or_else(|| o.wave_complete.map(i128::from).into_iter().collect()),
+        ["wave_complete"] => {
+            other(&o.other, 6).unwrap_or_else(|| o.wave_complete.map(i128::from).into_iter().collect())
+        }
         ["start_wave"] => other(&o.other, 7).unwrap_or_else(|| o.start_wave.map(i128::from).into_iter().collect()),
         ["utility_output", "call_id"] => other(&o.other, 4)
             .map(|_| match o.utility_output() {
@@ -328,14 +359,7 @@ fn check_message<M: Message + Default>(
     set(&mut m, v);
     let frames = encode(&m, rel).map_err(|e| format!("{name}: encode: {e}"))?;
     let refs = frames_of(&frames);
-    let want = decode_message(rel, M::KIND, &refs, &Limits::default()).map(|d| match path {
-        // Tuple-shaped messages decode to arrays.
-        [i] if i.parse::<usize>().is_ok() => match &d.value {
-            Value::Array(xs) => ints_of(&xs[i.parse::<usize>().unwrap_or(0)]),
-            other => ints_of(at(other, path)),
-        },
-        _ => ints_of(at(&d.value, path)),
-    });
+    let want = decode_message(rel, M::KIND, &refs, &Limits::default()).map(|d| ints_of(at(&d.value, path)));
     let typed = decode_typed::<M>(rel, &refs, &Limits::default()).map(|(m, _)| vec![get(&m)]);
     same(&format!("{name} = {v}: decode_typed"), &want, &typed)
 }
@@ -344,9 +368,17 @@ fn other_messages(rel: &'static ReleaseSchema, v: i128) -> Result<(), String> {
     let utility: Encode<UtilityRequest> = |m, r| m.encode(r);
     let wave: Encode<StartDpWave> = |m, r| m.encode(r);
     let output: Encode<UtilityOutput> = |m, r| m.encode(r);
-    check_message(rel, "UTILITY client_index", &["0"], |m, v| m.client_index = v, |m| m.client_index, utility, v)?;
-    check_message(rel, "UTILITY call_id", &["1"], |m, v| m.call_id = v, |m| m.call_id, utility, v)?;
-    check_message(rel, "START_DP_WAVE wave", &["0"], |m, v| m.wave = v, |m| m.wave, wave, v)?;
+    check_message(
+        rel,
+        "UTILITY client_index",
+        &["client_index"],
+        |m, v| m.client_index = v,
+        |m| m.client_index,
+        utility,
+        v,
+    )?;
+    check_message(rel, "UTILITY call_id", &["call_id"], |m, v| m.call_id = v, |m| m.call_id, utility, v)?;
+    check_message(rel, "START_DP_WAVE wave", &["wave"], |m, v| m.wave = v, |m| m.wave, wave, v)?;
     check_message(rel, "UtilityOutput call_id", &["call_id"], |m, v| m.call_id = v, |m| m.call_id, output, v)
 }
 
@@ -399,8 +431,8 @@ fn check_tokenspeed_batch(which: usize, v: i128) -> Result<(), String> {
     let refs = frames_of(&frames);
     let limits = Limits::default();
     let want = decode_message(rel, MessageKind::EngineCoreOutputs, &refs, &limits).map(|d| ints_of(at(&d.value, path)));
-    let typed =
-        engine_protocol::typed::tokenspeed::decode_typed::<BatchTokenIDOutSlim>(rel, &refs, &limits).map(|(m, _)| get(&m));
+    let typed = engine_protocol::typed::tokenspeed::decode_typed::<BatchTokenIDOutSlim>(rel, &refs, &limits)
+        .map(|(m, _)| get(&m));
     let hot = decode_batch(rel, &refs, &limits).map(|(m, _)| get(&m));
     same(&format!("TokenSpeed {name} = {v}: decode_typed"), &want, &typed)?;
     same(&format!("TokenSpeed {name} = {v}: decode_batch"), &want, &hot)?;
@@ -456,7 +488,8 @@ fn u64_max_in_an_int_field_of_the_sampling_params_is_kept_where_vllm_takes_it() 
         sp(&mut r).seed = Some(WIRE_INT_MAX);
         sp(&mut r).max_tokens = Some(WIRE_INT_MAX);
         let frames = r.encode(rel).expect("encodes");
-        let (back, _) = decode_typed::<EngineCoreRequest>(rel, &frames_of(&frames), &Limits::default()).expect("accepted");
+        let (back, _) =
+            decode_typed::<EngineCoreRequest>(rel, &frames_of(&frames), &Limits::default()).expect("accepted");
         assert_eq!((sp_of(&back).seed, sp_of(&back).max_tokens), (Some(WIRE_INT_MAX), Some(WIRE_INT_MAX)));
     }
 }
@@ -555,4 +588,66 @@ fn the_typed_structs_write_back_the_values_they_read_at_the_boundaries() {
             assert_eq!(s(&again).get("client_index"), s(&d.value).get("client_index"), "{v}");
         }
     }
+}
+
+/// The typed decode of one message kind: its verdict only.
+fn typed_verdict(rel: &'static ReleaseSchema, kind: MessageKind, frames: &[&[u8]]) -> Option<Result<(), Error>> {
+    let limits = Limits::default();
+    Some(match kind {
+        MessageKind::EngineCoreRequest => decode_typed::<EngineCoreRequest>(rel, frames, &limits).map(|_| ()),
+        MessageKind::EngineCoreOutputs => decode_typed::<EngineCoreOutputs>(rel, frames, &limits).map(|_| ()),
+        MessageKind::UtilityOutput => decode_typed::<UtilityOutput>(rel, frames, &limits).map(|_| ()),
+        MessageKind::UtilityRequest => decode_typed::<UtilityRequest>(rel, frames, &limits).map(|_| ()),
+        MessageKind::StartDpWave => decode_typed::<StartDpWave>(rel, frames, &limits).map(|_| ()),
+        MessageKind::EngineCoreReadyResponse => {
+            decode_typed::<engine_protocol::typed::EngineCoreReadyResponse>(rel, frames, &limits).map(|_| ())
+        }
+        _ => return None,
+    })
+}
+
+#[test]
+fn the_intrange_goldens_get_vllms_verdict_from_the_value_typed_and_hot_paths() {
+    use engine_testkit::corpus::{golden_dir, message_cases, Expect};
+    let mut seen = 0;
+    let mut failures = Vec::new();
+    for version in ["0.32.0", "0.33.0"] {
+        let dir = golden_dir().join("vllm").join(version).join("intrange");
+        let cases = engine_testkit::on_large_stack(move || message_cases(&dir).expect("intrange goldens load"));
+        let mut here = 0;
+        for case in &cases {
+            let (Some((kind, frames, expect)), Some(rel)) = (case.message(), case.release()) else { continue };
+            here += 1;
+            let refs = frames_of(frames);
+            let limits = Limits::default();
+            let value = decode_message(rel, kind, &refs, &limits).map(|_| ());
+            let verdict = |r: &Result<(), Error>| match r {
+                Ok(()) => Expect::Accept,
+                Err(e) => Expect::Reject(e.class),
+            };
+            if verdict(&value) != *expect {
+                failures.push(format!("{}: value path {value:?}, vLLM {expect:?}", case.report_id()));
+            }
+            let mut others = vec![("decode_typed", typed_verdict(rel, kind, &refs))];
+            match kind {
+                MessageKind::EngineCoreRequest => {
+                    others.push(("hot::decode_request", Some(decode_request(rel, &refs, &limits).map(|_| ()))))
+                }
+                MessageKind::EngineCoreOutputs => {
+                    others.push(("hot::decode_outputs", Some(decode_outputs(rel, &refs, &limits).map(|_| ()))))
+                }
+                _ => {}
+            }
+            for (name, got) in others {
+                if let Some(got) = got {
+                    if got != value {
+                        failures.push(format!("{}: {name} {got:?}, value path {value:?}", case.report_id()));
+                    }
+                }
+            }
+        }
+        assert!(here >= 224, "only {here} intrange cases for {version}");
+        seen += here;
+    }
+    assert!(failures.is_empty(), "{} of {seen}: {failures:#?}", failures.len());
 }

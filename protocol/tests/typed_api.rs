@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use engine_protocol::typed::{
     self, decode_typed, EngineCoreOutput, EngineCoreOutputs, EngineCoreReadyResponse, EngineCoreRequest,
-    EngineHandshakeMetadata, FinishReason, HandshakeStatus, Message, RequestError, SamplingParams, StartDpWave,
-    IntList, StopStrings, UtilityOutput, UtilityRequest,
+    EngineHandshakeMetadata, FinishReason, HandshakeStatus, IntList, Message, RequestError, SamplingParams,
+    StartDpWave, StopStrings, UtilityOutput, UtilityRequest,
 };
 use engine_protocol::value::Value;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};

@@ -27,14 +27,18 @@
 //! `PoolingParams.late_chunking_params` and three ready-response keys, all
 //! since 0.33.0.
 //!
-//! Rust types follow the table types: `int` is `i64` (call ids, which span
-//! -2^63 ..= 2^64-1, are `i128`: docs/wire-protocol.md §7.11), `float` `f64`,
-//! `str` and `Literal[...]` `String` (checked on encode), `X | None`
-//! `Option`, `list` and `set` `Vec` (a set in wire order), `dict` a `Vec` of
-//! entries in wire order, integer enums the enums below, tensors
-//! [`Tensor`], `Any` (and multimodal nested tensors) [`Value`], and the
-//! unions [`StopReason`], [`StopStrings`], [`JsonSchema`],
-//! [`ParallelValue`].
+//! Rust types follow the table types: `int` is `i128`, since msgspec takes
+//! any MessagePack integer for a Python `int`, -2^63 ..= 2^64-1
+//! (docs/wire-protocol.md §5.6, §6.4; call ids use the whole range in
+//! practice, §7.11), and an `i128` outside that range fails to encode
+//! (`type`); `list[int]` and `set[int]` are [`IntList`] (held as `i64`s
+//! unless an element is above `i64::MAX`, so token-id runs are copied and
+//! written in one go); `float` `f64`, `str` and `Literal[...]` `String`
+//! (checked on encode), `X | None` `Option`, other `list` and `set` `Vec`
+//! (a set in wire order), `dict` a `Vec` of entries in wire order, integer
+//! enums the enums below, tensors [`Tensor`], `Any` (and multimodal nested
+//! tensors) [`Value`], and the unions [`StopReason`], [`StopStrings`],
+//! [`JsonSchema`], [`ParallelValue`].
 //!
 //! Layouts (docs/wire-protocol.md §5.1, §4.4, §7, §8): `EngineCoreRequest`,
 //! `EngineCoreOutputs`, `EngineCoreOutput`, `LoRARequest`, `PoolingParams`
@@ -66,10 +70,10 @@
 //! tree for the common fields, the rare ones through the schema-driven
 //! decoder on their own bytes; anything it does not read itself, drift
 //! included, handed to the reference path), for the other messages
-//! [`decode_typed_via_value`] (`decode_message`, then the conversion). A
-//! message `decode_message` accepts is refused by the typed API only when
-//! it holds what the struct cannot (an integer above `i64::MAX` in an
-//! `int` field: `type`).
+//! [`decode_typed_via_value`] (`decode_message`, then the conversion). The
+//! typed API accepts exactly what `decode_message` accepts: every field
+//! holds every value the wire carries for its type (the `int_range` tests
+//! hold the paths to it at each integer boundary).
 //!
 //! `Float` fields are `f64`: a float field that arrived holding an integer
 //! (msgspec writes the Python int it was given) re-encodes as a float64.
@@ -894,9 +898,9 @@ pub fn decode_typed<M: Message>(
 /// second, schema-less decode of the payload, done only when there is
 /// drift), unless one of them holds what a [`Value`] cannot (a `str` of
 /// invalid UTF-8, an ext type other than 3: the engine skips unknown
-/// fields unread): then none is kept, and the drift is still reported. A message `decode_message` accepts fails the conversion only
-/// when it holds what the struct cannot: an integer above `i64::MAX` in an
-/// `int` field (`type`).
+/// fields unread): then none is kept, and the drift is still reported. A
+/// message `decode_message` accepts converts: the structs hold every value
+/// the wire carries.
 pub fn decode_typed_via_value<M: Message>(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],

@@ -60,7 +60,7 @@
 //! let (batch, drift) = decode_batch(ts, &refs, &Limits::default())?;
 //! assert!(drift.is_empty());
 //! for row in batch.into_rows()? {
-//!     assert_eq!((row.rid.as_str(), row.output_ids.as_slice()), ("r1", &[7][..]));
+//!     assert_eq!((row.rid.as_str(), row.output_ids.as_i64()), ("r1", Some(&[7][..])));
 //!     assert!(row.finish.is_terminal());
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
