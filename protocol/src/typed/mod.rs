@@ -366,9 +366,9 @@ impl<'a> OutputsView<'a> {
         }
     }
 
-    /// `engine_index`.
-    pub fn engine_index(&self) -> i64 {
-        self.0.int_field("engine_index").unwrap_or(0)
+    /// `engine_index` (any wire integer).
+    pub fn engine_index(&self) -> i128 {
+        wide_int(self.0.get("engine_index")).unwrap_or(0)
     }
 
     /// `timestamp`.
@@ -408,19 +408,28 @@ impl<'a> OutputsView<'a> {
         self.0.str_field("weight_version")
     }
 
-    /// `wave_complete`.
-    pub fn wave_complete(&self) -> Option<i64> {
-        self.0.int_field("wave_complete")
+    /// `wave_complete` (any wire integer).
+    pub fn wave_complete(&self) -> Option<i128> {
+        wide_int(self.0.get("wave_complete"))
     }
 
-    /// `start_wave`.
-    pub fn start_wave(&self) -> Option<i64> {
-        self.0.int_field("start_wave")
+    /// `start_wave` (any wire integer).
+    pub fn start_wave(&self) -> Option<i128> {
+        wide_int(self.0.get("start_wave"))
     }
 
     /// Whether `scheduler_stats` is set.
     pub fn has_scheduler_stats(&self) -> bool {
         !self.0.is_nil("scheduler_stats")
+    }
+}
+
+/// A decoded `int` (`Int` or, above `i64::MAX`, `UInt`).
+fn wide_int(v: Option<&Value>) -> Option<i128> {
+    match v? {
+        Value::Int(i) => Some(i128::from(*i)),
+        Value::UInt(u) => Some(i128::from(*u)),
+        _ => None,
     }
 }
 
@@ -447,8 +456,7 @@ impl<'a> OutputView<'a> {
     /// `stop_reason`.
     pub fn stop_reason(&self) -> Option<StopReason> {
         match self.0.get("stop_reason") {
-            Some(Value::Int(i)) => Some(StopReason::TokenId(i128::from(*i))),
-            Some(Value::UInt(u)) => Some(StopReason::TokenId(i128::from(*u))),
+            v @ Some(Value::Int(_) | Value::UInt(_)) => wide_int(v).map(StopReason::TokenId),
             Some(Value::Str(s)) => Some(StopReason::Text(s.clone())),
             _ => None,
         }
