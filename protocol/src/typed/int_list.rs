@@ -32,10 +32,14 @@ pub struct IntList(Repr);
 
 /// The representation: `Wide` only when an element is above `i64::MAX`
 /// (every constructor keeps that, so that equal lists compare equal).
+/// Boxed, the wide form leaves the list the size of a `Vec` (the enum's tag
+/// sits in the `Vec`'s capacity niche).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Repr {
     Narrow(Vec<i64>),
-    Wide(Vec<i128>),
+    // Boxed on purpose (the size of the list, above).
+    #[allow(clippy::box_collection)]
+    Wide(Box<Vec<i128>>),
 }
 
 impl Default for IntList {
@@ -153,7 +157,7 @@ impl IntList {
             return Err(out_of_range(v));
         }
         if let Repr::Narrow(xs) = &self.0 {
-            self.0 = Repr::Wide(xs.iter().map(|&x| i128::from(x)).collect());
+            self.0 = Repr::Wide(Box::new(xs.iter().map(|&x| i128::from(x)).collect()));
         }
         if let Repr::Wide(xs) = &mut self.0 {
             xs.push(v);
@@ -276,7 +280,7 @@ impl TryFrom<Vec<i128>> for IntList {
         if xs.iter().all(|&x| x <= i128::from(i64::MAX)) {
             Ok(IntList(Repr::Narrow(xs.into_iter().map(|x| x as i64).collect())))
         } else {
-            Ok(IntList(Repr::Wide(xs)))
+            Ok(IntList(Repr::Wide(Box::new(xs))))
         }
     }
 }
@@ -312,7 +316,7 @@ impl WireType for IntList {
             Repr::Narrow(xs) => write::int_array(&mut e.out, xs),
             Repr::Wide(xs) => {
                 write::array_len(&mut e.out, xs.len() as u32);
-                for &x in xs {
+                for &x in xs.iter() {
                     write_wire_int(&mut e.out, x);
                 }
             }
@@ -357,6 +361,12 @@ mod tests {
         assert_eq!(l.pop(), Some(i64::MIN as i128));
         assert_eq!(l.pop(), Some(WIRE_INT_MAX));
         assert_eq!(l, IntList::from(vec![7, -3]), "narrow again once the wide element is gone");
+    }
+
+    #[test]
+    fn a_list_is_the_size_of_a_vec() {
+        assert_eq!(std::mem::size_of::<IntList>(), std::mem::size_of::<Vec<i64>>());
+        assert_eq!(std::mem::size_of::<Option<IntList>>(), std::mem::size_of::<Vec<i64>>());
     }
 
     #[test]
