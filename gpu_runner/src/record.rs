@@ -595,7 +595,8 @@ mod tests {
         // A batch: its rows' rids, the finished ones, and the columns
         // whose order is timing when it has more than one row.
         use engine_protocol::typed::tokenspeed::{BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
-        let row = |rid: &str, finish| BatchRow { rid: rid.into(), output_ids: vec![5].into(), finish, ..BatchRow::default() };
+        let row =
+            |rid: &str, finish| BatchRow { rid: rid.into(), output_ids: vec![5].into(), finish, ..BatchRow::default() };
         let batch = BatchTokenIDOutSlim::from_rows(
             &[row("s.a", Finish::Running), row("s.b", Finish::Length)],
             0,
