@@ -280,7 +280,7 @@ enum Engine {
 struct Session {
     gw: Gateway,
     engine: Engine,
-    facts: crate::handshake::EngineFacts,
+    facts: crate::transport::handshake::EngineFacts,
 }
 
 impl Session {
@@ -606,7 +606,7 @@ async fn wait_up(
     engine: &mut Engine,
     timeout: Duration,
     work: &Path,
-) -> Result<crate::handshake::EngineFacts, String> {
+) -> Result<crate::transport::handshake::EngineFacts, String> {
     let wait = gw.wait_ready(1, timeout);
     tokio::pin!(wait);
     loop {

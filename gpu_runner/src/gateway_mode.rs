@@ -41,7 +41,7 @@ use engine_protocol::view::any_view;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use serde_json::{json, Value as Json};
 
-use crate::handshake::{self, EngineFacts};
+use crate::transport::handshake::{self, EngineFacts};
 use crate::http;
 use crate::launcher::EngineProcess;
 use crate::mock_engine::{EngineScript, MockEngine, Plan, Script};
@@ -1383,7 +1383,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
     }
     let plan: Plan = Arc::new(Mutex::new(None));
     let mut script = Script::new(target.release);
-    let facts = handshake::decode_registration(target.release, 0, &target.registration)?;
+    let facts = handshake::decode_registration(target.release, 0, &target.registration).map_err(|e| e.to_string())?;
     script.max_model_len = facts.max_model_len;
     script.max_num_seqs = facts.max_num_seqs;
     script.registration = Some(target.registration.clone());
@@ -1558,7 +1558,7 @@ pub async fn run_all(
     expectations: &Expectations,
     work: &Path,
 ) -> Result<Vec<GwResult>, String> {
-    let facts = handshake::decode_registration(target.release, 0, &target.registration)?;
+    let facts = handshake::decode_registration(target.release, 0, &target.registration).map_err(|e| e.to_string())?;
     let ctx = CheckCtx { tokenizer: tok, facts: &facts, release: target.release };
     let mut order: Vec<&GwScenario> = scenarios.iter().collect();
     order.sort_by(|a, b| (a.fresh_gateway, &a.name).cmp(&(b.fresh_gateway, &b.name)));

@@ -29,9 +29,9 @@
 //! decoding goes through `engine_protocol`.
 
 pub mod cli;
+pub mod dialect;
 pub mod e2e;
 pub mod gateway_mode;
-pub mod handshake;
 pub mod http;
 pub mod launcher;
 pub mod mock_engine;

@@ -49,7 +49,7 @@ use tokio::time::Instant;
 use zeromq::util::PeerIdentity;
 use zeromq::{DealerSocket, PushSocket, Socket, SocketOptions, SocketRecv, SocketSend, ZmqMessage};
 
-use crate::handshake;
+use crate::transport::handshake;
 
 /// A fault the mock injects.
 #[derive(Debug, Clone, PartialEq)]
@@ -513,7 +513,7 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<MockLog>) -> Result
         .map_err(|e| format!("recv INIT: {e}"))?;
     let init = init.into_vec();
     let [payload] = init.as_slice() else { return Err(format!("INIT of {} frames", init.len())) };
-    let addrs = handshake::decode_init(release, payload)?;
+    let addrs = handshake::decode_init(release, payload).map_err(|e| e.to_string())?;
     note(log, |l| l.init_received = true);
     let (Some(input_addr), Some(output_addr)) = (addrs.inputs.first(), addrs.outputs.first()) else {
         return Err("INIT without input or output address".into());
@@ -530,7 +530,7 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<MockLog>) -> Result
     };
     let registration = match &script.registration {
         Some(r) => r.clone(),
-        None => handshake::encode_registration(release, &announce)?,
+        None => handshake::encode_registration(release, &announce).map_err(|e| e.to_string())?,
     };
     let ready = handshake::encode_status(release, "READY", false, true);
     if script.ready_first {

@@ -33,7 +33,7 @@ use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, Value}
 use serde_json::{json, Value as Json};
 use tokio::sync::mpsc;
 
-use crate::handshake;
+use crate::transport::handshake;
 use crate::transport::{TapSocket, Tapped};
 
 /// What every recorded file says about the run.

@@ -30,7 +30,7 @@ use engine_protocol::value::Numbers;
 use engine_protocol::{MessageKind, StructValue, Value};
 use serde_json::{json, Value as Json};
 
-use crate::handshake::EngineFacts;
+use crate::transport::handshake::EngineFacts;
 use crate::transport::{DeathCause, Gateway, RequestEvent, RequestStream, TransportError};
 
 /// A request sent around the gateway's validation (both dialects).
@@ -437,6 +437,7 @@ impl Outcome {
                 DeathCause::InputDisconnected => Outcome::InputDropped,
                 DeathCause::OutputDisconnected => Outcome::OutputDropped,
                 DeathCause::Restarted => Outcome::Restarted,
+                DeathCause::BadRegistration(_) => Outcome::Failed,
             },
             TransportError::Silence { .. } | TransportError::Deadline { .. } => Outcome::Silence,
             _ => Outcome::Failed,

@@ -53,7 +53,7 @@ use engine_protocol::schema::tokenspeed::RECEIVE_0_1_1;
 use engine_protocol::typed::tokenspeed::{decode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig};
 use engine_protocol::{
-    decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema, StructValue,
+    decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, StructValue,
     Value,
 };
 use tokio::sync::oneshot;
@@ -67,10 +67,7 @@ use crate::mock_engine::{generated_token, sampled_token, MockTask};
 /// at its first token and every this many tokens.
 pub const FORCE_STREAM_INTERVAL: usize = 50;
 
-/// The TokenSpeed release the mock speaks.
-pub fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("tokenspeed", "0.1.1").expect("the TokenSpeed 0.1.1 table is built in")
-}
+pub use crate::dialect::tokenspeed::release;
 
 /// A fault the TokenSpeed mock injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

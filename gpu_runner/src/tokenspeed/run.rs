@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use engine_protocol::translate::GatewayTokenizer;
 
-use super::gateway::{TsEngineState, TsGateway, TsGatewayConfig};
 use super::mock::{TsMock, TsScript};
 use super::scenario::{self, TsContext, TsScenario};
-use crate::handshake::EngineFacts;
+use crate::transport::handshake::EngineFacts;
 use crate::launcher::{self, EngineProcess};
 use crate::record::{self, RecordMeta, Recorder};
 use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
-use crate::transport::Tapped;
+use crate::dialect::Tokenspeed as Wire;
+use crate::transport::{EngineState, Gateway, GatewayConfig, Tapped};
 
 type Tap = tokio::sync::mpsc::UnboundedSender<Tapped>;
 
@@ -71,7 +71,7 @@ enum Engine {
 }
 
 struct Session {
-    gw: TsGateway,
+    gw: Gateway<Wire>,
     engine: Engine,
     facts: EngineFacts,
 }
@@ -90,7 +90,7 @@ impl Session {
 
     /// Why the engine can no longer serve, if it cannot.
     fn gone(&mut self) -> Option<String> {
-        if let TsEngineState::Dead(c) = self.gw.state() {
+        if let Some(EngineState::Dead(c)) = self.gw.engines().into_iter().next().map(|e| e.state) {
             return Some(format!("the engine is dead: {c}"));
         }
         match &mut self.engine {
@@ -123,7 +123,9 @@ pub fn require_gpu() -> Result<(), String> {
 async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: Option<Tap>) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
-    let gw = TsGateway::bind(TsGatewayConfig { tap, ..TsGatewayConfig::new(handshake, dir) }).await?;
+    let gw = Gateway::bind(GatewayConfig { tap, ..GatewayConfig::tokenspeed(handshake, dir) })
+        .await
+        .map_err(|e| e.to_string())?;
     let engine = match opts.engine.as_str() {
         "mock" => {
             let s = script
@@ -145,8 +147,8 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
         "attach" => Engine::None,
         other => return Err(format!("unknown TokenSpeed engine {other:?} (mock, tokenspeed, attach)")),
     };
-    let facts = match gw.wait_ready(within(opts.startup_timeout, opts.deadline_at)).await {
-        Ok(f) => f,
+    let facts = match gw.wait_ready(1, within(opts.startup_timeout, opts.deadline_at)).await {
+        Ok(mut f) => f.swap_remove(0),
         Err(e) => {
             let tail = match &engine {
                 Engine::Process(_) => format!("\n{}", launcher::log_tail(&dir.join("engine.log"), 30)),
@@ -154,7 +156,12 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
             };
             let s = Session { gw, engine, facts: placeholder_facts() };
             s.stop().await;
-            return Err(format!("{e}{tail}"));
+            let hint = if matches!(e, crate::transport::TransportError::HandshakeTimeout { .. }) {
+                " (TokenSpeed says HELLO only after loading its model)"
+            } else {
+                ""
+            };
+            return Err(format!("{e}{hint}{tail}"));
         }
     };
     if !facts.vllm_version.starts_with("tokenspeed-") {

@@ -31,11 +31,13 @@ use engine_protocol::{encode_message, MessageKind, Value};
 use serde_json::Value as Json;
 use tokio::time::Instant;
 
-use super::gateway::{TsDeath, TsEvent, TsGateway, TsRow};
 use super::mock::release;
-use crate::handshake::EngineFacts;
+use crate::transport::handshake::EngineFacts;
 use crate::scenario::{levels, load_dir_of, set_path, value_to_json, Dialect, Raw, RequestSpecOf, ScenarioOf};
-use engine_protocol::typed::tokenspeed::Finish;
+use engine_protocol::typed::tokenspeed::{BatchRow, Finish};
+
+use crate::dialect::Tokenspeed as Wire;
+use crate::transport::{DeathCause, Gateway, RequestEvent, TransportError};
 
 /// The TokenSpeed dialect of the shared scenario model
 /// ([`crate::scenario::ScenarioOf`]): the header, request specs, `after`
@@ -157,7 +159,7 @@ pub struct TsResult {
     /// The `TokenizedGenerateReqInput` sent (not for raw frames).
     pub sent: Option<Value>,
     pub prompt_len: usize,
-    pub rows: Vec<TsRow>,
+    pub rows: Vec<BatchRow>,
     /// Every id the engine sent.
     pub engine_tokens: Vec<i64>,
     /// After the gateway's stop detection.
@@ -178,7 +180,7 @@ pub struct TsResult {
 
 /// What the scenario needs to know about the engine.
 pub struct TsContext<'a> {
-    pub gateway: &'a TsGateway,
+    pub gateway: &'a Gateway<Wire>,
     pub facts: &'a EngineFacts,
     pub tokenizer: &'a GatewayTokenizer,
     /// The engine runs with `--enable-output-logprobs`.
@@ -300,23 +302,22 @@ async fn run_request(ctx: &TsContext<'_>, s: &TsScenario, spec: &TsRequestSpec) 
             (frames, Some(RequestStream::new(ctx.tokenizer, &built.prompt, built.stop)))
         }
     };
-    let mut rx = match ctx.gateway.add_frames(&rid, frames).await {
+    let engine = ctx.facts.index;
+    let mut rx = match ctx.gateway.add_frames(engine, &rid, frames).await {
         Ok(rx) => rx,
         Err(e) => {
-            res.error = Some(e);
+            res.error = Some(e.to_string());
             res.outcome = TsOutcome::Failed;
             return res;
         }
     };
     let wait = spec.wait.unwrap_or(ctx.silence);
+    // When the gateway sent an ABORT: the stream ends there (no row comes
+    // for a client abort); rows still queued are late, and the gateway
+    // times those that come after it.
     let mut abort_at: Option<Instant> = None;
     loop {
-        // After an ABORT: watch for late rows over the grace period.
-        let deadline = match abort_at {
-            Some(at) => at + spec.grace,
-            None => Instant::now() + wait,
-        };
-        let ev = match tokio::time::timeout_at(deadline, rx.recv()).await {
+        let ev = match tokio::time::timeout(wait, rx.next()).await {
             Ok(ev) => ev,
             Err(_) => {
                 if abort_at.is_none() {
@@ -327,19 +328,24 @@ async fn run_request(ctx: &TsContext<'_>, s: &TsScenario, spec: &TsRequestSpec) 
             }
         };
         let row = match ev {
-            None => break,
-            Some(TsEvent::Dead(cause)) => {
+            None | Some(RequestEvent::Aborted) => break,
+            Some(RequestEvent::Failed(e)) => {
                 if abort_at.is_none() {
-                    res.outcome = if cause == TsDeath::Sentinel { TsOutcome::DeathSentinel } else { TsOutcome::Failed };
-                    res.error = Some(cause.to_string());
+                    res.outcome = match &e {
+                        TransportError::EngineDead { cause: DeathCause::Sentinel, .. } => TsOutcome::DeathSentinel,
+                        _ => TsOutcome::Failed,
+                    };
+                    res.error = Some(match e {
+                        TransportError::EngineDead { cause, .. } => cause.to_string(),
+                        other => other.to_string(),
+                    });
                 }
                 break;
             }
-            Some(TsEvent::Row(r)) => r,
+            Some(RequestEvent::Output(r)) => r,
         };
         if let Some(at) = abort_at {
-            let after = row.at.unwrap_or_else(Instant::now).saturating_duration_since(at);
-            res.late_rows_ms.push(after.as_millis());
+            res.late_rows_ms.push(Instant::now().saturating_duration_since(at).as_millis());
             res.rows.push(row);
             continue;
         }
@@ -364,8 +370,8 @@ async fn run_request(ctx: &TsContext<'_>, s: &TsScenario, spec: &TsRequestSpec) 
                     // A stop string the gateway found: the engine still runs it.
                     res.abort_sent = true;
                     abort_at = Some(Instant::now());
-                    if let Err(e) = ctx.gateway.abort(std::slice::from_ref(&rid)).await {
-                        res.error = Some(e);
+                    if let Err(e) = ctx.gateway.abort(engine, std::slice::from_ref(&rid)).await {
+                        res.error = Some(e.to_string());
                     }
                 }
             }
@@ -384,8 +390,8 @@ async fn run_request(ctx: &TsContext<'_>, s: &TsScenario, spec: &TsRequestSpec) 
                     res.outcome = TsOutcome::Aborted;
                     res.finish = Some("abort".into());
                     abort_at = Some(Instant::now());
-                    if let Err(e) = ctx.gateway.abort(std::slice::from_ref(&rid)).await {
-                        res.error = Some(e);
+                    if let Err(e) = ctx.gateway.abort(engine, std::slice::from_ref(&rid)).await {
+                        res.error = Some(e.to_string());
                     }
                 }
             }
@@ -394,7 +400,13 @@ async fn run_request(ctx: &TsContext<'_>, s: &TsScenario, spec: &TsRequestSpec) 
             break;
         }
     }
-    ctx.gateway.forget(&rid);
+    if abort_at.is_some() {
+        // Watch the grace period for rows that still come.
+        tokio::time::sleep(spec.grace).await;
+        let late = ctx.gateway.late_outputs(&rid).await.unwrap_or_default();
+        res.late_rows_ms.extend(late.iter().map(Duration::as_millis));
+    }
+    ctx.gateway.forget(std::slice::from_ref(&rid));
     res
 }
 
