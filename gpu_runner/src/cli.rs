@@ -10,7 +10,8 @@ use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
-use crate::mock_engine::{MockEngine, Script};
+use crate::dialect::Vllm;
+use crate::mock::vllm_script::Script;
 use crate::record::{self, RecordMeta, Recorder};
 use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 use crate::scenario::{self, Context};
@@ -272,7 +273,7 @@ impl Drop for WorkDir {
 
 enum Engine {
     Process(EngineProcess),
-    Mock(MockEngine),
+    Mock(crate::mock::Engine<Vllm>),
     None,
 }
 
@@ -344,7 +345,7 @@ impl Setup<'_> {
             }
             EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec)?),
             EngineKind::Attach => Engine::None,
-            EngineKind::Mock => Engine::Mock(MockEngine::spawn(
+            EngineKind::Mock => Engine::Mock(crate::mock::Engine::spawn(
                 gw.handshake_endpoint(),
                 self.mock_script.clone().unwrap_or_else(|| Script::new(self.release)),
             )),
@@ -411,7 +412,10 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     let tokenizer = tokenizer_from(&model_dir)?;
     let mock_script = match (&args.mock_script, args.engine) {
         (Some(p), EngineKind::Mock) => {
-            Some(Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?)
+            Some(
+                Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
+                    .map_err(|e| e.to_string())?,
+            )
         }
         _ => None,
     };
@@ -628,29 +632,33 @@ fn log_hint(work: &Path) -> String {
 /// `gpu-runner mock-engine`.
 pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
     if args.dialect == Dialect::Tokenspeed {
-        use crate::tokenspeed::mock::{self as ts_mock, TsScript};
+        use crate::mock::tokenspeed as ts_mock;
         let script = match &args.script {
-            Some(p) => TsScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-            None => TsScript::default(),
+            Some(p) => ts_mock::Script::from_json(
+                &std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            )
+            .map_err(|e| e.to_string())?,
+            None => ts_mock::Script::default(),
         };
-        let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::TsLog::default()));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::Log::default()));
         let (_stop, stop_rx) = tokio::sync::oneshot::channel();
         let r = ts_mock::run(args.handshake, script, log.clone(), stop_rx).await;
         let ended = log.lock().ok().and_then(|l| l.ended.clone());
         eprintln!("tokenspeed mock engine ended: {}", ended.as_deref().unwrap_or("?"));
-        r?;
+        r.map_err(|e| e.to_string())?;
         return Ok(if ended.as_deref() == Some("crashed") { 137 } else { 0 });
     }
     let script = match &args.script {
-        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
+        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
+            .map_err(|e| e.to_string())?,
         None => Script::new(engine_protocol::release("vllm", "0.32.0").ok_or("no schema table")?),
     };
     let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
     let (_stop, stop_rx) = tokio::sync::oneshot::channel();
-    let r = crate::mock_engine::run(args.handshake, script, log.clone(), stop_rx).await;
-    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock_engine::MockLog>| l.ended.clone());
+    let r = crate::mock::vllm::run(args.handshake, script, log.clone(), stop_rx).await;
+    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock::vllm_script::Log>| l.ended.clone());
     eprintln!("mock engine ended: {}", ended.as_deref().unwrap_or("?"));
-    r?;
+    r.map_err(|e| e.to_string())?;
     // A crash is a killed process: exit as SIGKILL would.
     Ok(if ended.as_deref() == Some("Crashed") { 137 } else { 0 })
 }
@@ -848,7 +856,7 @@ fn keep_only<T>(
 /// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`
 /// (docs/runner.md "TokenSpeed").
 async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
-    use crate::tokenspeed::mock::TsScript;
+    use crate::mock::tokenspeed::Script as TokenspeedScript;
     use crate::tokenspeed::run::{run_all, TsRunOptions};
     let engine = match args.engine {
         EngineKind::Mock => "mock",
@@ -877,7 +885,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let tokenizer = tokenizer_from(&tok_dir)?;
     let mock_script = match &args.mock_script {
         Some(p) => {
-            Some(TsScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?)
+            Some(
+                TokenspeedScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
+                    .map_err(|e| e.to_string())?,
+            )
         }
         None => None,
     };

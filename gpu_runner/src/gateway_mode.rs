@@ -44,7 +44,8 @@ use serde_json::{json, Value as Json};
 use crate::transport::handshake::{self, EngineFacts};
 use crate::http;
 use crate::launcher::EngineProcess;
-use crate::mock_engine::{EngineScript, MockEngine, Plan, Script};
+use crate::dialect::Vllm;
+use crate::mock::vllm_script::{EngineScript, Plan, Script};
 use crate::report::{Expectations, ScenarioResult, Verdict};
 use crate::smg;
 
@@ -176,7 +177,7 @@ fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> R
     }
     let mut vllm = r.get("vllm").cloned().unwrap_or_else(|| json!({}));
     let mut engine = match r.get("engine") {
-        Some(e) => Some(EngineScript::from_json(e)?),
+        Some(e) => Some(EngineScript::from_json(e).map_err(|e| e.to_string())?),
         None => None,
     };
     let mut checks: Vec<Json> = r.get("checks").and_then(Json::as_array).cloned().unwrap_or_default();
@@ -244,7 +245,7 @@ fn from_golden(
         Endpoint::Chat => set_if_absent(body, "messages", json!([{"role": "user", "content": text}])),
     }
     let steps = input.get("steps").cloned().unwrap_or_else(|| json!([]));
-    let mut script = EngineScript::from_json(&json!({"steps": steps}))?;
+    let mut script = EngineScript::from_json(&json!({"steps": steps})).map_err(|e| e.to_string())?;
     let reference = format!("vLLM's frontend, golden {case_name}");
     match kind {
         "stop_detection" => {
@@ -372,7 +373,7 @@ fn from_golden(
         }
         other => return Err(format!("from_golden: kind {other:?} is not used here (stop_detection, logprob_shaping)")),
     }
-    script.then = crate::mock_engine::Then::Generate;
+    script.then = crate::mock::vllm_script::Then::Generate;
     Ok(script)
 }
 
@@ -494,7 +495,7 @@ pub fn assemble_stream(ep: Endpoint, data: &[String]) -> Json {
 /// Decodes the input messages the engine read, as vLLM's engine would.
 pub fn observe_inputs(
     release: &'static ReleaseSchema,
-    inputs: &[crate::mock_engine::InputRecord],
+    inputs: &[crate::mock::vllm_script::InputRecord],
     response_at: Instant,
     obs: &mut Observed,
 ) {
@@ -1265,7 +1266,7 @@ pub struct Session {
     proc: Option<EngineProcess>,
     pub http: String,
     pub handshake: String,
-    pub mock: MockEngine,
+    pub mock: crate::mock::Engine<Vllm>,
     pub plan: Plan,
     pub log: Option<PathBuf>,
 }
@@ -1390,7 +1391,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
     script.plan = Some(plan.clone());
     script.lifetime = Duration::from_secs(24 * 3600);
     script.prefill_stats = true;
-    let mock = MockEngine::spawn(&handshake, script);
+    let mock = crate::mock::Engine::spawn(&handshake, script);
     let mut session = Session { proc, http: http.clone(), handshake: handshake.clone(), mock, plan, log: logp };
     // Ready: the engine got INIT and the gateway's readiness route says 200.
     let mut last = String::from("no answer yet");

@@ -34,7 +34,7 @@ pub mod e2e;
 pub mod gateway_mode;
 pub mod http;
 pub mod launcher;
-pub mod mock_engine;
+pub mod mock;
 pub mod record;
 pub mod report;
 pub mod scenario;

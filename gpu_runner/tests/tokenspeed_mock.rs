@@ -13,7 +13,9 @@ use engine_protocol::typed::tokenspeed::{
 use gpu_runner::report::{Expectations, Verdict};
 use gpu_runner::dialect::Tokenspeed;
 use gpu_runner::transport::{DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError};
-use gpu_runner::tokenspeed::mock::{release, TsFault, TsMock, TsScript};
+use gpu_runner::dialect::tokenspeed::release;
+use gpu_runner::mock::tokenspeed::{Fault, Script};
+use gpu_runner::mock::Engine as Mock;
 use gpu_runner::tokenspeed::run::{require_gpu, run_all, TsRunOptions};
 
 fn repo() -> PathBuf {
@@ -24,10 +26,10 @@ fn tokenizer() -> GatewayTokenizer {
     gpu_runner::cli::tokenizer_from(&repo().join("golden/tiny")).unwrap()
 }
 
-async fn up(script: TsScript) -> (tempfile::TempDir, Gateway<Tokenspeed>, TsMock) {
+async fn up(script: Script) -> (tempfile::TempDir, Gateway<Tokenspeed>, Mock<Tokenspeed>) {
     let dir = tempfile::tempdir().unwrap();
     let gw = Gateway::bind(GatewayConfig::tokenspeed("tcp://127.0.0.1:0", dir.path())).await.unwrap();
-    let mock = TsMock::spawn(gw.handshake_endpoint(), script);
+    let mock = Mock::spawn(gw.handshake_endpoint(), script);
     (dir, gw, mock)
 }
 
@@ -58,7 +60,7 @@ async fn rows(rx: &mut RequestStream<Tokenspeed>, wait: Duration) -> Vec<BatchRo
 
 #[tokio::test]
 async fn the_mock_registers_as_tokenspeed_0_1_1_with_prefix_granularity() {
-    let (_d, gw, mock) = up(TsScript::default()).await;
+    let (_d, gw, mock) = up(Script::default()).await;
     let facts = gw.wait_ready(1, Duration::from_secs(10)).await.unwrap().swap_remove(0);
     assert_eq!(facts.vllm_version, "tokenspeed-0.1.1");
     assert_eq!(facts.max_model_len, 512);
@@ -70,7 +72,7 @@ async fn the_mock_registers_as_tokenspeed_0_1_1_with_prefix_granularity() {
 
 #[tokio::test]
 async fn rows_are_deltas_with_cumulative_counts_and_a_length_finish() {
-    let (_d, gw, mock) = up(TsScript::default()).await;
+    let (_d, gw, mock) = up(Script::default()).await;
     gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
     let mut rx = gw.add_frames(0, "r1", add("r1", &[1, 2, 3], 4, true)).await.unwrap();
     let got = rows(&mut rx, Duration::from_secs(5)).await;
@@ -85,7 +87,7 @@ async fn rows_are_deltas_with_cumulative_counts_and_a_length_finish() {
 
 #[tokio::test]
 async fn an_abort_sent_before_its_add_kills_the_request_silently() {
-    let (_d, gw, mock) = up(TsScript::default()).await;
+    let (_d, gw, mock) = up(Script::default()).await;
     gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
     gw.abort(0, &["early".to_string()]).await.unwrap();
     let mut rx = gw.add_frames(0, "early", add("early", &[1, 2, 3], 4, true)).await.unwrap();
@@ -98,7 +100,7 @@ async fn an_abort_sent_before_its_add_kills_the_request_silently() {
 
 #[tokio::test]
 async fn a_request_asking_for_logprobs_of_an_engine_without_them_gets_one_abort_row() {
-    let script = TsScript { enable_output_logprobs: false, ..TsScript::default() };
+    let script = Script { enable_output_logprobs: false, ..Script::default() };
     let (_d, gw, mock) = up(script).await;
     gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
     let mut r = TokenizedGenerateReqInput {
@@ -121,7 +123,7 @@ async fn a_request_asking_for_logprobs_of_an_engine_without_them_gets_one_abort_
 
 #[tokio::test]
 async fn a_crashed_engine_fails_the_request_in_flight_and_refuses_the_next() {
-    let script = TsScript { fault: Some(TsFault::Crash { after_steps: 2 }), ..TsScript::default() };
+    let script = Script { fault: Some(Fault::Crash { after_steps: 2 }), ..Script::default() };
     let (_d, gw, mock) = up(script).await;
     gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
     let mut rx = gw.add_frames(0, "c", add("c", &[1, 2, 3], 50, true)).await.unwrap();
@@ -146,7 +148,7 @@ async fn a_crashed_engine_fails_the_request_in_flight_and_refuses_the_next() {
 
 #[tokio::test]
 async fn a_stalled_engine_sends_nothing_more_but_stays_connected() {
-    let script = TsScript { fault: Some(TsFault::Stall { after_steps: 2 }), ..TsScript::default() };
+    let script = Script { fault: Some(Fault::Stall { after_steps: 2 }), ..Script::default() };
     let (_d, gw, mock) = up(script).await;
     gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
     let mut rx = gw.add_frames(0, "s", add("s", &[1, 2, 3], 50, true)).await.unwrap();
@@ -226,10 +228,10 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
         startup_timeout: Duration::from_secs(20),
         silence: Duration::from_secs(10),
         max_model_len: 512,
-        mock_script: Some(TsScript {
+        mock_script: Some(Script {
             ignore_aborts: true,
             step_delay: Duration::from_millis(5),
-            ..TsScript::default()
+            ..Script::default()
         }),
         ts_bin: None,
         extra_args: Vec::new(),

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use engine_protocol::translate::GatewayTokenizer;
 
-use super::mock::{TsMock, TsScript};
+use crate::dialect::tokenspeed::release;
+use crate::mock::tokenspeed::Script as MockScript;
 use super::scenario::{self, TsContext, TsScenario};
 use crate::transport::handshake::EngineFacts;
 use crate::launcher::{self, EngineProcess};
@@ -46,7 +47,7 @@ pub struct TsRunOptions {
     pub silence: Duration,
     pub max_model_len: i64,
     /// The mock's script for the shared mock engine.
-    pub mock_script: Option<TsScript>,
+    pub mock_script: Option<MockScript>,
     /// `ts` (or `tokenspeed`) to launch; default `ts` from PATH.
     pub ts_bin: Option<PathBuf>,
     /// Extra arguments for `ts serve --headless`.
@@ -65,7 +66,7 @@ pub struct TsRunOptions {
 }
 
 enum Engine {
-    Mock(TsMock),
+    Mock(crate::mock::Engine<Wire>),
     Process(EngineProcess),
     None,
 }
@@ -120,7 +121,7 @@ pub fn require_gpu() -> Result<(), String> {
     }
 }
 
-async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: Option<Tap>) -> Result<Session, String> {
+async fn start(opts: &TsRunOptions, dir: &Path, script: Option<MockScript>, tap: Option<Tap>) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
     let gw = Gateway::bind(GatewayConfig { tap, ..GatewayConfig::tokenspeed(handshake, dir) })
@@ -130,8 +131,8 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
         "mock" => {
             let s = script
                 .or_else(|| opts.mock_script.clone())
-                .unwrap_or_else(|| TsScript { max_model_len: opts.max_model_len, ..TsScript::default() });
-            Engine::Mock(TsMock::spawn(gw.handshake_endpoint(), s))
+                .unwrap_or_else(|| MockScript { max_model_len: opts.max_model_len, ..MockScript::default() });
+            Engine::Mock(crate::mock::Engine::spawn(gw.handshake_endpoint(), s))
         }
         "tokenspeed" => {
             let port = gw.handshake_port().ok_or("the handshake endpoint has no tcp port")?;
@@ -171,7 +172,7 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
 }
 
 fn placeholder_facts() -> EngineFacts {
-    let schema = super::mock::release().ready_response.as_struct().expect("the ready response is a struct");
+    let schema = release().ready_response.as_struct().expect("the ready response is a struct");
     EngineFacts {
         index: 0,
         max_model_len: 0,
@@ -225,13 +226,13 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     let mut recorder = match &opts.record {
         Some(d) => {
             let meta = RecordMeta {
-                engine_version: super::mock::release().version.to_string(),
+                engine_version: release().version.to_string(),
                 model_path: opts.model.display().to_string(),
                 model_fingerprint: record::model_fingerprint(&opts.model),
                 launcher: if opts.engine == "tokenspeed" { "ts serve".into() } else { opts.engine.clone() },
                 engine: format!("tokenspeed-{}", opts.engine),
             };
-            Some(Recorder::new(d, super::mock::release(), scenarios.iter().map(|s| s.name.clone()), meta)?)
+            Some(Recorder::new(d, release(), scenarios.iter().map(|s| s.name.clone()), meta)?)
         }
         None => None,
     };
@@ -272,7 +273,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                 m.stop().await;
             }
             let script = match (&s.dialect.mock, opts.engine.as_str()) {
-                (Some(j), "mock") => Some(TsScript::from_json(&j.to_string())?),
+                (Some(j), "mock") => Some(MockScript::from_json(&j.to_string()).map_err(|e| e.to_string())?),
                 _ => None,
             };
             let lp = script.as_ref().map_or(logprobs, |x| x.enable_output_logprobs);

@@ -31,7 +31,7 @@ use engine_protocol::{encode_message, MessageKind, Value};
 use serde_json::Value as Json;
 use tokio::time::Instant;
 
-use super::mock::release;
+use crate::dialect::tokenspeed::release;
 use crate::transport::handshake::EngineFacts;
 use crate::scenario::{levels, load_dir_of, set_path, value_to_json, Dialect, Raw, RequestSpecOf, ScenarioOf};
 use engine_protocol::typed::tokenspeed::{BatchRow, Finish};
