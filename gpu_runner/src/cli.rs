@@ -9,8 +9,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
-use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::dialect::Vllm;
+use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock::vllm_script::Script;
 use crate::record::{self, RecordMeta, Recorder};
 use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
@@ -411,12 +411,10 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     };
     let tokenizer = tokenizer_from(&model_dir)?;
     let mock_script = match (&args.mock_script, args.engine) {
-        (Some(p), EngineKind::Mock) => {
-            Some(
-                Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
-                    .map_err(|e| e.to_string())?,
-            )
-        }
+        (Some(p), EngineKind::Mock) => Some(
+            Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
+                .map_err(|e| e.to_string())?,
+        ),
         _ => None,
     };
     let launcher_name = match args.engine {
@@ -583,6 +581,8 @@ async fn run_one(
         facts: &session.facts,
         tokenizer,
         options: TranslateOptions::default(),
+        // vLLM's run waits on the gateway's silence deadline.
+        silence: crate::transport::NO_SILENCE_DEADLINE,
     };
     let limit = within(s.timeout, deadline_at);
     match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
@@ -634,10 +634,10 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
     if args.dialect == Dialect::Tokenspeed {
         use crate::mock::tokenspeed as ts_mock;
         let script = match &args.script {
-            Some(p) => ts_mock::Script::from_json(
-                &std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            )
-            .map_err(|e| e.to_string())?,
+            Some(p) => {
+                ts_mock::Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
+                    .map_err(|e| e.to_string())?
+            }
             None => ts_mock::Script::default(),
         };
         let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::Log::default()));
@@ -884,12 +884,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let tok_dir = if model.join("tokenizer.json").is_file() { model.clone() } else { repo_path("golden/tiny") };
     let tokenizer = tokenizer_from(&tok_dir)?;
     let mock_script = match &args.mock_script {
-        Some(p) => {
-            Some(
-                TokenspeedScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
-                    .map_err(|e| e.to_string())?,
-            )
-        }
+        Some(p) => Some(
+            TokenspeedScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
+                .map_err(|e| e.to_string())?,
+        ),
         None => None,
     };
     let expectations = match &args.expectations {

@@ -232,7 +232,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
         Ok(e) => e,
         Err(e) => {
             smg_proc.stop();
-            return Err(e);
+            return Err(e.into());
         }
     };
     let engine_log = dir.join("engine.log");

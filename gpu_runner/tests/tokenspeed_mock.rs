@@ -10,13 +10,15 @@ use engine_protocol::translate::GatewayTokenizer;
 use engine_protocol::typed::tokenspeed::{
     BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, TokenizedGenerateReqInput,
 };
-use gpu_runner::report::{Expectations, Verdict};
-use gpu_runner::dialect::Tokenspeed;
-use gpu_runner::transport::{DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError};
 use gpu_runner::dialect::tokenspeed::release;
+use gpu_runner::dialect::Tokenspeed;
 use gpu_runner::mock::tokenspeed::{Fault, Script};
 use gpu_runner::mock::Engine as Mock;
+use gpu_runner::report::{Expectations, Verdict};
 use gpu_runner::tokenspeed::run::{require_gpu, run_all, TsRunOptions};
+use gpu_runner::transport::{
+    DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError,
+};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -136,10 +138,7 @@ async fn a_crashed_engine_fails_the_request_in_flight_and_refuses_the_next() {
     }
     // Every socket drops at once: whichever connection the gateway sees go
     // first names the death.
-    assert!(
-        matches!(dead, Some(DeathCause::OutputDisconnected | DeathCause::InputDisconnected)),
-        "{dead:?}"
-    );
+    assert!(matches!(dead, Some(DeathCause::OutputDisconnected | DeathCause::InputDisconnected)), "{dead:?}");
     let err = gw.add_frames(0, "d", add("d", &[1], 2, true)).await.unwrap_err();
     assert!(matches!(err, TransportError::EngineDead { engine: 0, .. }), "{err}");
     gw.shutdown().await;
@@ -176,7 +175,7 @@ fn the_tokenspeed_engine_fails_clearly_without_a_gpu() {
         Ok(()) => assert!(has_gpu || std::process::Command::new("nvidia-smi").arg("-L").output().is_ok()),
         Err(e) => {
             assert!(!has_gpu);
-            assert!(e.contains("needs an NVIDIA GPU"), "{e}");
+            assert!(e.to_string().contains("needs an NVIDIA GPU"), "{e}");
         }
     }
 }
@@ -228,11 +227,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
         startup_timeout: Duration::from_secs(20),
         silence: Duration::from_secs(10),
         max_model_len: 512,
-        mock_script: Some(Script {
-            ignore_aborts: true,
-            step_delay: Duration::from_millis(5),
-            ..Script::default()
-        }),
+        mock_script: Some(Script { ignore_aborts: true, step_delay: Duration::from_millis(5), ..Script::default() }),
         ts_bin: None,
         extra_args: Vec::new(),
         expectations: Expectations::default(),

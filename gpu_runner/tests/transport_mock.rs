@@ -614,7 +614,10 @@ async fn outputs_after_an_abort_are_timed_and_a_forgotten_request_is_not_aborted
 
 #[test]
 fn mock_scripts_with_unknown_faults_or_bad_types_are_rejected() {
-    assert!(Script::from_json(r#"{"fault": {"kind": "meteor"}}"#).unwrap_err().to_string().contains("unknown fault kind"));
+    assert!(Script::from_json(r#"{"fault": {"kind": "meteor"}}"#)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown fault kind"));
     assert!(Script::from_json(r#"{"max_model_len": "big"}"#).unwrap_err().to_string().contains("max_model_len"));
     assert!(Script::from_json(r#"{"version": "9.9.9"}"#).unwrap_err().to_string().contains("no schema"));
     assert!(Script::from_json("[").is_err());

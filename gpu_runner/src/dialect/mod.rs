@@ -32,7 +32,9 @@ use engine_protocol::frames::is_engine_dead;
 use engine_protocol::{Limits, ReleaseSchema, Value};
 
 pub mod tokenspeed;
+pub mod tokenspeed_replay;
 pub mod vllm;
+mod vllm_replay;
 
 pub use tokenspeed::Tokenspeed;
 pub use vllm::Vllm;

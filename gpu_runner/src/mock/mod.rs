@@ -59,6 +59,12 @@ impl From<String> for MockError {
     }
 }
 
+impl From<MockError> for String {
+    fn from(e: MockError) -> String {
+        e.to_string()
+    }
+}
+
 /// A mock script that does not read (`mock script: ...`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -71,6 +77,12 @@ pub enum ScriptError {
 impl From<String> for ScriptError {
     fn from(s: String) -> ScriptError {
         ScriptError::Invalid(s)
+    }
+}
+
+impl From<ScriptError> for String {
+    fn from(e: ScriptError) -> String {
+        e.to_string()
     }
 }
 

@@ -53,15 +53,14 @@ use engine_protocol::schema::tokenspeed::RECEIVE_0_1_1;
 use engine_protocol::typed::tokenspeed::{decode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig};
 use engine_protocol::{
-    decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, StructValue,
-    Value,
+    decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, StructValue, Value,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv};
 
 use super::tokens::{generated_token, ints, sampled_token};
-use super::{dealer, note, send, MockError, MockDialect};
+use super::{dealer, note, send, MockDialect, MockError, ScriptError};
 use crate::dialect::Tokenspeed;
 
 /// `DEFAULT_FORCE_STREAM_INTERVAL`: a non-stream request still gets a row
@@ -127,7 +126,7 @@ impl Default for Script {
 
 impl Script {
     /// Reads a script; every key is optional.
-    pub fn from_json(text: &str) -> Result<Script, String> {
+    pub fn from_json(text: &str) -> Result<Script, ScriptError> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("script: {e}"))?;
         let mut s = Script::default();
         let int = |k: &str| v.get(k).and_then(serde_json::Value::as_i64);
@@ -142,7 +141,7 @@ impl Script {
         }
         if let Some(x) = int("vocab_size") {
             if x < 6 {
-                return Err(format!("script.vocab_size: {x} is below 6"));
+                return Err(format!("script.vocab_size: {x} is below 6").into());
             }
             s.vocab_size = x;
         }
@@ -180,7 +179,9 @@ impl Script {
                 Some("death_sentinel") => Fault::DeathSentinel { after_steps: after },
                 Some("stall") => Fault::Stall { after_steps: after },
                 Some("crash") => Fault::Crash { after_steps: after },
-                other => return Err(format!("script.fault.kind: {other:?} is not death_sentinel, stall or crash")),
+                other => {
+                    return Err(format!("script.fault.kind: {other:?} is not death_sentinel, stall or crash").into())
+                }
             });
         }
         Ok(s)
@@ -254,7 +255,7 @@ pub async fn run(
 }
 
 /// `WireReadyMessage` (HELLO / READY) as the engine sends it.
-pub fn encode_status(status: &str) -> Result<Vec<u8>, String> {
+fn encode_status(status: &str) -> Result<Vec<u8>, String> {
     let rel = release();
     let schema = rel.handshake_status.as_struct().ok_or("status schema is not a struct")?;
     let mut s = StructValue::with_defaults(schema);
@@ -267,7 +268,7 @@ pub fn encode_status(status: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The mock's registration (`WireEngineCoreReadyResponse`).
-pub fn encode_registration(script: &Script) -> Result<Vec<u8>, String> {
+fn encode_registration(script: &Script) -> Result<Vec<u8>, String> {
     let rel = release();
     let schema = rel.ready_response.as_struct().ok_or("ready response schema is not a struct")?;
     let mut s = StructValue::with_defaults(schema);
@@ -620,7 +621,6 @@ fn encode_batch(rows: &[BatchRow], engine_index: u16, running: i64) -> Result<Ve
     let load = LoadTail { num_running: running, kv_total_pages: 1000, ..LoadTail::default() };
     BatchTokenIDOutSlim::from_rows(rows, i64::from(engine_index), load).encode(release()).map_err(|e| e.to_string())
 }
-
 
 /// The token a `logit_bias` entry of 10 or more forces (keys are decimal
 /// strings on this wire).

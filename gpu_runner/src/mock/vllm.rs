@@ -48,7 +48,7 @@ use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv, ZmqMessage};
 
 use super::tokens::{ints, sampled_token};
 use super::vllm_script::{Fault, InputRecord, Log, Rows, Script, ScriptedStep, Then};
-use super::{dealer, note, send, MockError, MockDialect};
+use super::{dealer, note, send, MockDialect, MockError};
 use crate::dialect::Vllm;
 use crate::transport::handshake;
 
@@ -99,7 +99,6 @@ enum Ended {
     Crashed,
     DeathSentinel,
 }
-
 
 async fn recv_input(input: &mut Option<DealerSocket>) -> zeromq::ZmqResult<ZmqMessage> {
     match input {
@@ -205,12 +204,7 @@ struct Mock<'a> {
 }
 
 impl Mock<'_> {
-    async fn serve(
-        &mut self,
-        input: DealerSocket,
-        output: &mut PushSocket,
-        log: &Mutex<Log>,
-    ) -> Result<Ended, String> {
+    async fn serve(&mut self, input: DealerSocket, output: &mut PushSocket, log: &Mutex<Log>) -> Result<Ended, String> {
         let mut input = Some(input);
         let mut stalled = false;
         let mut next_step = Instant::now() + self.script.step_delay;

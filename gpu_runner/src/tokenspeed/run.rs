@@ -14,14 +14,16 @@ use std::time::{Duration, Instant};
 
 use engine_protocol::translate::GatewayTokenizer;
 
+use super::scenario::{self, TsScenario};
 use crate::dialect::tokenspeed::release;
-use crate::mock::tokenspeed::Script as MockScript;
-use super::scenario::{self, TsContext, TsScenario};
-use crate::transport::handshake::EngineFacts;
-use crate::launcher::{self, EngineProcess};
-use crate::record::{self, RecordMeta, Recorder};
-use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::dialect::tokenspeed_replay::ReplayOptions;
 use crate::dialect::Tokenspeed as Wire;
+use crate::launcher::{self, EngineProcess};
+use crate::mock::tokenspeed::Script as MockScript;
+use crate::record::{self, RecordMeta, Recorder};
+use crate::replay::run::Context;
+use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::transport::handshake::EngineFacts;
 use crate::transport::{EngineState, Gateway, GatewayConfig, Tapped};
 
 type Tap = tokio::sync::mpsc::UnboundedSender<Tapped>;
@@ -102,9 +104,38 @@ impl Session {
     }
 }
 
+/// Why a TokenSpeed run could not run (a scenario's failure is its
+/// verdict, not an error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// `--engine tokenspeed` on a machine without an NVIDIA GPU.
+    #[error(
+        "--engine tokenspeed needs an NVIDIA GPU (TokenSpeed 0.1.1 runs on CUDA only): \
+         no /dev/nvidia0 and `nvidia-smi -L` lists no GPU on this machine. \
+         Use --engine mock --dialect tokenspeed for the hermetic run."
+    )]
+    NoGpu,
+    /// The scenarios did not load (the file and why).
+    #[error("{0}")]
+    Scenarios(String),
+    /// A fresh scenario's mock script does not read.
+    #[error("{0}")]
+    Script(#[from] crate::mock::ScriptError),
+    /// The recorder could not write.
+    #[error("{0}")]
+    Record(String),
+}
+
+impl From<RunError> for String {
+    fn from(e: RunError) -> String {
+        e.to_string()
+    }
+}
+
 /// Whether this machine has an NVIDIA GPU TokenSpeed can use: `Err` with
 /// a clear reason when it has none.
-pub fn require_gpu() -> Result<(), String> {
+pub fn require_gpu() -> Result<(), RunError> {
     let dev = Path::new("/dev/nvidia0").exists();
     let smi = std::process::Command::new("nvidia-smi")
         .arg("-L")
@@ -114,14 +145,16 @@ pub fn require_gpu() -> Result<(), String> {
     if dev || smi {
         Ok(())
     } else {
-        Err("--engine tokenspeed needs an NVIDIA GPU (TokenSpeed 0.1.1 runs on CUDA only): \
-             no /dev/nvidia0 and `nvidia-smi -L` lists no GPU on this machine. \
-             Use --engine mock --dialect tokenspeed for the hermetic run."
-            .into())
+        Err(RunError::NoGpu)
     }
 }
 
-async fn start(opts: &TsRunOptions, dir: &Path, script: Option<MockScript>, tap: Option<Tap>) -> Result<Session, String> {
+async fn start(
+    opts: &TsRunOptions,
+    dir: &Path,
+    script: Option<MockScript>,
+    tap: Option<Tap>,
+) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
     let gw = Gateway::bind(GatewayConfig { tap, ..GatewayConfig::tokenspeed(handshake, dir) })
@@ -191,15 +224,16 @@ async fn run_one(
     opts: &TsRunOptions,
     logprobs: bool,
 ) -> Verdict {
-    let ctx = TsContext {
+    let ctx = Context {
         gateway: &session.gw,
+        engine: session.facts.index,
         facts: &session.facts,
         tokenizer: tok,
-        enable_output_logprobs: logprobs,
+        options: ReplayOptions { enable_output_logprobs: logprobs },
         silence: opts.silence,
     };
     let limit = within(s.timeout, opts.deadline_at);
-    match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
+    match tokio::time::timeout(limit, crate::replay::run::run(&ctx, s)).await {
         Err(_) => not_finished(limit, s.timeout),
         Ok(r) => {
             let failures = scenario::evaluate(s, &r, &opts.engine);
@@ -210,11 +244,11 @@ async fn run_one(
 
 /// Runs every scenario; the results in order, and whether the shared
 /// engine failed to come up.
-pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec<ScenarioResult>, bool), String> {
+pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec<ScenarioResult>, bool), RunError> {
     if opts.engine == "tokenspeed" {
         require_gpu()?;
     }
-    let mut scenarios = scenario::load_dir(&opts.scenarios)?;
+    let mut scenarios = scenario::load_dir(&opts.scenarios).map_err(RunError::Scenarios)?;
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
     if let Some(shard) = opts.shard {
         scenarios = keep_shard(scenarios, shard);
@@ -232,7 +266,10 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                 launcher: if opts.engine == "tokenspeed" { "ts serve".into() } else { opts.engine.clone() },
                 engine: format!("tokenspeed-{}", opts.engine),
             };
-            Some(Recorder::new(d, release(), scenarios.iter().map(|s| s.name.clone()), meta)?)
+            Some(
+                Recorder::new(d, release(), scenarios.iter().map(|s| s.name.clone()), meta)
+                    .map_err(RunError::Record)?,
+            )
         }
         None => None,
     };
@@ -253,7 +290,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
         r.meta.engine_version = recorded_version(&m.facts.vllm_version);
     }
     if let Some(r) = recorder.as_mut() {
-        r.flush("handshake")?;
+        r.flush("handshake").map_err(RunError::Record)?;
     }
     let mut results = Vec::new();
     for s in &scenarios {
@@ -273,7 +310,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
                 m.stop().await;
             }
             let script = match (&s.dialect.mock, opts.engine.as_str()) {
-                (Some(j), "mock") => Some(MockScript::from_json(&j.to_string()).map_err(|e| e.to_string())?),
+                (Some(j), "mock") => Some(MockScript::from_json(&j.to_string())?),
                 _ => None,
             };
             let lp = script.as_ref().map_or(logprobs, |x| x.enable_output_logprobs);
@@ -300,7 +337,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
             }
         };
         if let Some(r) = recorder.as_mut() {
-            r.flush(&s.name)?;
+            r.flush(&s.name).map_err(RunError::Record)?;
         }
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
         opts.expectations.apply_if_ran(&mut res, ran);
@@ -312,7 +349,7 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     }
     if let Some(r) = recorder.as_mut() {
         let name = format!("tokenspeed-{}", opts.engine);
-        r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results))?;
+        r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results)).map_err(RunError::Record)?;
     }
     Ok((results, main_error.is_some()))
 }

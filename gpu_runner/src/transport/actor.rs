@@ -26,8 +26,7 @@ use zeromq::{PullSocket, RouterSendHalf, Socket, SocketSend};
 use super::handshake::{self, Phase};
 use super::sockets::{bind_socket, ipc_path, pump_pull, remove_stale_socket, zmq_message, Inbound};
 use super::{
-    DeathCause, EngineState, EngineStatus, GatewayConfig, GatewayStats, RequestEvent, TapSocket, Tapped,
-    TransportError,
+    DeathCause, EngineState, EngineStatus, GatewayConfig, GatewayStats, RequestEvent, TapSocket, Tapped, TransportError,
 };
 use crate::dialect::{Demux, EngineWire};
 
@@ -119,7 +118,11 @@ pub(crate) struct Actor<D: EngineWire> {
 }
 
 impl<D: EngineWire> Actor<D> {
-    pub(crate) async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command<D>>, mut in_rx: mpsc::UnboundedReceiver<Inbound>) {
+    pub(crate) async fn run(
+        mut self,
+        mut cmd_rx: mpsc::UnboundedReceiver<Command<D>>,
+        mut in_rx: mpsc::UnboundedReceiver<Inbound>,
+    ) {
         // One timer, reset only when it fires or a command (ADD, UTILITY)
         // brings an earlier deadline: outputs only push deadlines later, so
         // an early wake-up just re-arms it. Not recomputed per batch.

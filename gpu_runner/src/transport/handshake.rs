@@ -45,6 +45,12 @@ pub enum HandshakeError {
     Encode { what: &'static str, source: engine_protocol::Error },
 }
 
+impl From<HandshakeError> for String {
+    fn from(e: HandshakeError) -> String {
+        e.to_string()
+    }
+}
+
 /// A HELLO or READY as read from the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -85,7 +91,8 @@ pub fn encode_status(release: &'static ReleaseSchema, status: &str, local: bool,
 /// coordinator, an empty `parallel_config` (what vLLM's own client sends
 /// for DP=1).
 pub fn encode_init(release: &'static ReleaseSchema, input: &str, output: &str) -> Result<Vec<u8>, HandshakeError> {
-    let init_schema = release.handshake_init.as_struct().ok_or(HandshakeError::Schema("INIT schema is not a struct"))?;
+    let init_schema =
+        release.handshake_init.as_struct().ok_or(HandshakeError::Schema("INIT schema is not a struct"))?;
     let addr_schema = match init_schema.fields.first().map(|f| f.ty.as_struct()) {
         Some(Some(s)) => s,
         _ => return Err(HandshakeError::Schema("INIT schema has no `addresses` struct")),
