@@ -13,7 +13,8 @@ use crate::dialect::Vllm;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock::vllm_script::Script;
 use crate::record::{self, RecordMeta, Recorder};
-use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::replay::runner::{run_all, Harness, RunAll};
+use crate::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
 
@@ -302,7 +303,8 @@ async fn teardown(gw: Gateway, engine: Engine) {
     gw.shutdown().await;
 }
 
-/// What every session of a run is started from.
+/// What every session of a run is started from: vLLM's part of the shared
+/// loop ([`crate::replay::runner`]).
 struct Setup<'a> {
     args: &'a RunArgs,
     release: &'static engine_protocol::ReleaseSchema,
@@ -312,12 +314,72 @@ struct Setup<'a> {
     tap: Option<tokio::sync::mpsc::UnboundedSender<crate::transport::Tapped>>,
     /// When the run's `--deadline` ends, if it has one.
     deadline_at: Option<Instant>,
+    tokenizer: &'a GatewayTokenizer,
+    recorder: Option<Recorder>,
+    progress: indicatif::ProgressBar,
+}
+
+impl Harness for Setup<'_> {
+    type Spec = scenario::Vllm;
+    type Session = Session;
+
+    fn engine(&self) -> &str {
+        self.args.engine.name()
+    }
+
+    fn attached(&self) -> bool {
+        self.args.engine == EngineKind::Attach
+    }
+
+    fn deadline_at(&self) -> Option<Instant> {
+        self.deadline_at
+    }
+
+    fn recorder(&mut self) -> Option<&mut Recorder> {
+        self.recorder.as_mut()
+    }
+
+    async fn start(&mut self, dir: &Path, _fresh: Option<&scenario::Scenario>) -> Result<Session, String> {
+        self.start_session(dir).await
+    }
+
+    async fn stop(&mut self, session: Session) {
+        session.stop().await;
+    }
+
+    fn gone(&mut self, session: &mut Session) -> Option<String> {
+        engine_gone(&mut session.engine)
+    }
+
+    async fn replay(&mut self, session: &Session, s: &scenario::Scenario) -> Result<Verdict, String> {
+        let record = self.recorder.as_ref().map(Recorder::dir);
+        run_one(session, self.tokenizer, s, self.args.engine.name(), record, self.deadline_at).await
+    }
+
+    fn started(&mut self, session: &Session) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.meta.engine_version = session.facts.vllm_version.clone();
+        }
+    }
+
+    fn starting(&mut self, scenario: &str) {
+        self.progress.set_message(scenario.to_string());
+    }
+
+    fn show(&mut self, line: &str) {
+        if self.progress.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.progress.println(line);
+        }
+        self.progress.inc(1);
+    }
 }
 
 impl Setup<'_> {
     /// Binds a gateway in `dir`, starts (or waits for) an engine and waits
     /// for it to be up.
-    async fn start(&self, dir: &Path) -> Result<Session, String> {
+    async fn start_session(&self, dir: &Path) -> Result<Session, String> {
         let args = self.args;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut cfg = GatewayConfig::new(self.release, dir.join("ipc"));
@@ -425,7 +487,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         EngineKind::Mock => "mock",
         EngineKind::Tokenspeed => "tokenspeed",
     };
-    let mut recorder = match &args.record {
+    let recorder = match &args.record {
         Some(d) => {
             let meta = RecordMeta {
                 engine_version: release.version.to_string(),
@@ -438,40 +500,6 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         }
         None => None,
     };
-    let deadline_at = deadline.map(|d| started + d);
-    let setup = Setup {
-        args: &args,
-        release,
-        venv,
-        model_dir,
-        mock_script,
-        tap: recorder.as_ref().map(Recorder::tap),
-        deadline_at,
-    };
-
-    // The shared engine, unless every scenario to run has its own.
-    let needs_main = scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(args.engine.name()))
-        && deadline.is_none_or(|d| !d.is_zero());
-    // An engine that does not come up fails the scenarios that needed it;
-    // the run still reports them and exits non-zero.
-    let (mut main, main_error) = if needs_main {
-        match setup.start(&work.0).await {
-            Ok(m) => (Some(m), None),
-            Err(e) => {
-                eprintln!("gpu-runner: the engine did not come up: {e}");
-                (None, Some(e))
-            }
-        }
-    } else {
-        (None, None)
-    };
-    if let (Some(r), Some(m)) = (recorder.as_mut(), main.as_ref()) {
-        r.meta.engine_version = m.facts.vllm_version.clone();
-    }
-    if let Some(r) = recorder.as_mut() {
-        r.flush("handshake")?;
-    }
-    let mut results = Vec::new();
     // A progress bar when stderr is a terminal; plain lines otherwise (CI).
     let progress = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let pb = indicatif::ProgressBar::new(scenarios.len() as u64);
@@ -482,77 +510,22 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    for s in &scenarios {
-        progress.set_message(s.name.clone());
-        let t0 = Instant::now();
-        // Whether the scenario ran on an engine (an expectations listing
-        // covers only what ran: `Expectations::apply_if_ran`).
-        let mut ran = false;
-        let verdict = if !s.runs_on(args.engine.name()) {
-            Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
-        } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
-            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
-        } else if deadline_passed(deadline_at) {
-            Verdict::Skip("--deadline reached before it started".into())
-        } else if s.fresh_engine && args.engine == EngineKind::Attach {
-            Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
-        } else if s.fresh_engine {
-            // The shared engine is no longer needed: free its CPU.
-            if let Some(m) = main.take() {
-                m.stop().await;
-            }
-            match setup.start(&work.0.join(format!("fresh-{}", s.name))).await {
-                Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
-                Ok(session) => {
-                    if let Some(r) = recorder.as_mut() {
-                        r.meta.engine_version = session.facts.vllm_version.clone();
-                    }
-                    ran = true;
-                    let v = run_one(
-                        &session,
-                        &tokenizer,
-                        s,
-                        args.engine.name(),
-                        recorder.as_ref().map(Recorder::dir),
-                        deadline_at,
-                    )
-                    .await;
-                    session.stop().await;
-                    v?
-                }
-            }
-        } else {
-            match main.as_mut() {
-                None => Verdict::Fail("no engine".into()),
-                Some(m) => match engine_gone(&mut m.engine) {
-                    Some(dead) => Verdict::Fail(dead),
-                    None => {
-                        ran = true;
-                        run_one(m, &tokenizer, s, args.engine.name(), recorder.as_ref().map(Recorder::dir), deadline_at)
-                            .await?
-                    }
-                },
-            }
-        };
-        if let Some(r) = recorder.as_mut() {
-            r.flush(&s.name)?;
-        }
-        let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
-        expectations.apply_if_ran(&mut res, ran);
-        let line = format!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
-        if progress.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            progress.println(line);
-        }
-        progress.inc(1);
-        results.push(res);
-    }
-    progress.finish_and_clear();
-    if let Some(m) = main.take() {
-        m.stop().await;
-    }
-    if let Some(r) = recorder.as_mut() {
+    let deadline_at = deadline.map(|d| started + d);
+    let mut setup = Setup {
+        args: &args,
+        release,
+        venv,
+        model_dir,
+        mock_script,
+        tap: recorder.as_ref().map(Recorder::tap),
+        deadline_at,
+        tokenizer: &tokenizer,
+        recorder,
+        progress,
+    };
+    let RunAll { results, main_error } = run_all(&mut setup, &scenarios, &work.0, &work.0, &expectations).await?;
+    setup.progress.finish_and_clear();
+    if let Some(r) = setup.recorder.as_mut() {
         r.finish(args.engine.name(), started.elapsed().as_secs_f64(), &report::json(args.engine.name(), &results))?;
     }
     print!("{}", report::text(&results));
@@ -857,7 +830,7 @@ fn keep_only<T>(
 /// (docs/runner.md "TokenSpeed").
 async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     use crate::mock::tokenspeed::Script as TokenspeedScript;
-    use crate::tokenspeed::run::{run_all, TsRunOptions};
+    use crate::tokenspeed::run::{run_all, RunOptions};
     let engine = match args.engine {
         EngineKind::Mock => "mock",
         EngineKind::Tokenspeed => "tokenspeed",
@@ -895,7 +868,7 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         None => Expectations::default(),
     };
     let work = WorkDir::new()?;
-    let opts = TsRunOptions {
+    let opts = RunOptions {
         engine: engine.into(),
         scenarios: args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay/tokenspeed")),
         model,

@@ -15,7 +15,7 @@ use gpu_runner::dialect::Tokenspeed;
 use gpu_runner::mock::tokenspeed::{Fault, Script};
 use gpu_runner::mock::Engine as Mock;
 use gpu_runner::report::{Expectations, Verdict};
-use gpu_runner::tokenspeed::run::{require_gpu, run_all, TsRunOptions};
+use gpu_runner::tokenspeed::run::{require_gpu, run_all, RunOptions};
 use gpu_runner::transport::{
     DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError,
 };
@@ -183,7 +183,7 @@ fn the_tokenspeed_engine_fails_clearly_without_a_gpu() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tokenspeed_scenario_passes_against_the_mock() {
     let work = tempfile::tempdir().unwrap();
-    let opts = TsRunOptions {
+    let opts = RunOptions {
         engine: "mock".into(),
         scenarios: repo().join("golden/replay/tokenspeed"),
         model: repo().join("golden/tiny"),
@@ -219,7 +219,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
     let scenarios = work.path().join("s");
     std::fs::create_dir(&scenarios).unwrap();
     std::fs::copy(repo().join("golden/replay/tokenspeed/ts_abort.json"), scenarios.join("ts_abort.json")).unwrap();
-    let opts = TsRunOptions {
+    let opts = RunOptions {
         engine: "mock".into(),
         scenarios,
         model: repo().join("golden/tiny"),

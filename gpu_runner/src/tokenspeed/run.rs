@@ -22,7 +22,8 @@ use crate::launcher::{self, EngineProcess};
 use crate::mock::tokenspeed::Script as MockScript;
 use crate::record::{self, RecordMeta, Recorder};
 use crate::replay::run::Context;
-use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::replay::runner::{self, Harness, RunAll};
+use crate::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 use crate::transport::handshake::EngineFacts;
 use crate::transport::{EngineState, Gateway, GatewayConfig, Tapped};
 
@@ -36,7 +37,7 @@ fn recorded_version(vllm_version: &str) -> String {
 
 /// What a TokenSpeed run needs.
 #[derive(Debug, Clone)]
-pub struct TsRunOptions {
+pub struct RunOptions {
     /// `mock`, `tokenspeed` or `attach`.
     pub engine: String,
     pub scenarios: PathBuf,
@@ -149,12 +150,7 @@ pub fn require_gpu() -> Result<(), RunError> {
     }
 }
 
-async fn start(
-    opts: &TsRunOptions,
-    dir: &Path,
-    script: Option<MockScript>,
-    tap: Option<Tap>,
-) -> Result<Session, String> {
+async fn start(opts: &RunOptions, dir: &Path, script: Option<MockScript>, tap: Option<Tap>) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
     let gw = Gateway::bind(GatewayConfig { tap, ..GatewayConfig::tokenspeed(handshake, dir) })
@@ -221,7 +217,7 @@ async fn run_one(
     session: &Session,
     tok: &GatewayTokenizer,
     s: &TsScenario,
-    opts: &TsRunOptions,
+    opts: &RunOptions,
     logprobs: bool,
 ) -> Verdict {
     let ctx = Context {
@@ -242,9 +238,69 @@ async fn run_one(
     }
 }
 
+/// TokenSpeed's part of the shared loop ([`crate::replay::runner`]).
+struct TsHarness<'a> {
+    opts: &'a RunOptions,
+    tok: &'a GatewayTokenizer,
+    /// Whether the shared engine runs with output logprobs.
+    logprobs: bool,
+    recorder: Option<Recorder>,
+}
+
+impl Harness for TsHarness<'_> {
+    type Spec = scenario::Tokenspeed;
+    type Session = (Session, bool);
+
+    fn engine(&self) -> &str {
+        &self.opts.engine
+    }
+
+    fn attached(&self) -> bool {
+        self.opts.engine == "attach"
+    }
+
+    fn deadline_at(&self) -> Option<Instant> {
+        self.opts.deadline_at
+    }
+
+    fn recorder(&mut self) -> Option<&mut Recorder> {
+        self.recorder.as_mut()
+    }
+
+    async fn start(&mut self, dir: &Path, fresh: Option<&TsScenario>) -> Result<(Session, bool), String> {
+        // Checked before the run started (`mock_scripts`).
+        let script = match (fresh.and_then(|s| s.dialect.mock.as_ref()), self.opts.engine.as_str()) {
+            (Some(j), "mock") => MockScript::from_json(&j.to_string()).ok(),
+            _ => None,
+        };
+        let lp = script.as_ref().map_or(self.logprobs, |x| x.enable_output_logprobs);
+        let tap = self.recorder.as_ref().map(Recorder::tap);
+        let session = start(self.opts, dir, script, tap).await?;
+        Ok((session, lp))
+    }
+
+    async fn stop(&mut self, (session, _): (Session, bool)) {
+        session.stop().await;
+    }
+
+    fn gone(&mut self, (session, _): &mut (Session, bool)) -> Option<String> {
+        session.gone()
+    }
+
+    async fn replay(&mut self, (session, lp): &(Session, bool), s: &TsScenario) -> Result<Verdict, String> {
+        Ok(run_one(session, self.tok, s, self.opts, *lp).await)
+    }
+
+    fn started(&mut self, (session, _): &(Session, bool)) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.meta.engine_version = recorded_version(&session.facts.vllm_version);
+        }
+    }
+}
+
 /// Runs every scenario; the results in order, and whether the shared
 /// engine failed to come up.
-pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec<ScenarioResult>, bool), RunError> {
+pub async fn run_all(opts: &RunOptions, tok: &GatewayTokenizer) -> Result<(Vec<ScenarioResult>, bool), RunError> {
     if opts.engine == "tokenspeed" {
         require_gpu()?;
     }
@@ -253,11 +309,20 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
     if let Some(shard) = opts.shard {
         scenarios = keep_shard(scenarios, shard);
     }
+    // A fresh scenario's mock script that does not read is an error of the
+    // run, before any engine starts.
+    if opts.engine == "mock" {
+        for s in &scenarios {
+            if let (Some(j), true) = (&s.dialect.mock, s.fresh_engine) {
+                MockScript::from_json(&j.to_string())?;
+            }
+        }
+    }
     // The mock runs with output logprobs on; a live engine as launched
     // (`--enable-output-logprobs` is passed by the launcher).
     let logprobs = opts.mock_script.as_ref().is_none_or(|s| s.enable_output_logprobs);
     let started = Instant::now();
-    let mut recorder = match &opts.record {
+    let recorder = match &opts.record {
         Some(d) => {
             let meta = RecordMeta {
                 engine_version: release().version.to_string(),
@@ -273,81 +338,13 @@ pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec
         }
         None => None,
     };
-    let needs_main =
-        scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(&opts.engine)) && !deadline_passed(opts.deadline_at);
-    let (mut main, main_error) = if needs_main {
-        match start(opts, &opts.work_dir.join("main"), None, recorder.as_ref().map(Recorder::tap)).await {
-            Ok(m) => (Some(m), None),
-            Err(e) => {
-                eprintln!("gpu-runner: the TokenSpeed engine did not come up: {e}");
-                (None, Some(e))
-            }
-        }
-    } else {
-        (None, None)
-    };
-    if let (Some(r), Some(m)) = (recorder.as_mut(), main.as_ref()) {
-        r.meta.engine_version = recorded_version(&m.facts.vllm_version);
-    }
-    if let Some(r) = recorder.as_mut() {
-        r.flush("handshake").map_err(RunError::Record)?;
-    }
-    let mut results = Vec::new();
-    for s in &scenarios {
-        let t0 = Instant::now();
-        // Whether the scenario ran on an engine (`Expectations::apply_if_ran`).
-        let mut ran = false;
-        let verdict = if !s.runs_on(&opts.engine) {
-            Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
-        } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
-            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
-        } else if deadline_passed(opts.deadline_at) {
-            Verdict::Skip("--deadline reached before it started".into())
-        } else if s.fresh_engine && opts.engine == "attach" {
-            Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
-        } else if s.fresh_engine {
-            if let Some(m) = main.take() {
-                m.stop().await;
-            }
-            let script = match (&s.dialect.mock, opts.engine.as_str()) {
-                (Some(j), "mock") => Some(MockScript::from_json(&j.to_string())?),
-                _ => None,
-            };
-            let lp = script.as_ref().map_or(logprobs, |x| x.enable_output_logprobs);
-            let tap = recorder.as_ref().map(Recorder::tap);
-            match start(opts, &opts.work_dir.join(format!("fresh-{}", s.name)), script, tap).await {
-                Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
-                Ok(session) => {
-                    ran = true;
-                    let v = run_one(&session, tok, s, opts, lp).await;
-                    session.stop().await;
-                    v
-                }
-            }
-        } else {
-            match main.as_mut() {
-                None => Verdict::Fail("no engine (stopped for a fresh-engine scenario)".into()),
-                Some(m) => match m.gone() {
-                    Some(why) => Verdict::Fail(why),
-                    None => {
-                        ran = true;
-                        run_one(m, tok, s, opts, logprobs).await
-                    }
-                },
-            }
-        };
-        if let Some(r) = recorder.as_mut() {
-            r.flush(&s.name).map_err(RunError::Record)?;
-        }
-        let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
-        opts.expectations.apply_if_ran(&mut res, ran);
-        eprintln!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
-        results.push(res);
-    }
-    if let Some(m) = main.take() {
-        m.stop().await;
-    }
-    if let Some(r) = recorder.as_mut() {
+    let mut h = TsHarness { opts, tok, logprobs, recorder };
+    let main_dir = opts.work_dir.join("main");
+    let RunAll { results, main_error } =
+        runner::run_all(&mut h, &scenarios, &main_dir, &opts.work_dir, &opts.expectations)
+            .await
+            .map_err(RunError::Record)?;
+    if let Some(r) = h.recorder.as_mut() {
         let name = format!("tokenspeed-{}", opts.engine);
         r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results)).map_err(RunError::Record)?;
     }
