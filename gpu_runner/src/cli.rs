@@ -13,7 +13,7 @@ use crate::dialect::Vllm;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock::vllm_script::Script;
 use crate::record::{self, RecordMeta, Recorder};
-use crate::replay::runner::{run_all, Harness, RunAll};
+use crate::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
 use crate::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
@@ -339,8 +339,8 @@ impl Harness for Setup<'_> {
         self.recorder.as_mut()
     }
 
-    async fn start(&mut self, dir: &Path, _fresh: Option<&scenario::Scenario>) -> Result<Session, String> {
-        self.start_session(dir).await
+    async fn start(&mut self, dir: &Path, _fresh: Option<&scenario::Scenario>) -> Result<Session, NotUp> {
+        Ok(self.start_session(dir).await?)
     }
 
     async fn stop(&mut self, session: Session) {
@@ -351,9 +351,11 @@ impl Harness for Setup<'_> {
         engine_gone(&mut session.engine)
     }
 
-    async fn replay(&mut self, session: &Session, s: &scenario::Scenario) -> Result<Verdict, String> {
+    async fn replay(&mut self, session: &Session, s: &scenario::Scenario) -> Result<Verdict, RunAllError> {
         let record = self.recorder.as_ref().map(Recorder::dir);
-        run_one(session, self.tokenizer, s, self.args.engine.name(), record, self.deadline_at).await
+        run_one(session, self.tokenizer, s, self.args.engine.name(), record, self.deadline_at)
+            .await
+            .map_err(RunAllError::Record)
     }
 
     fn started(&mut self, session: &Session) {

@@ -20,6 +20,34 @@ use crate::record::Recorder;
 use crate::report::{deadline_passed, Expectations, ScenarioResult, Verdict};
 use crate::scenario::{Dialect, ScenarioOf};
 
+/// Why an engine did not come up for a run (the verdict's text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotUp(pub String);
+
+impl From<String> for NotUp {
+    fn from(s: String) -> NotUp {
+        NotUp(s)
+    }
+}
+
+/// Why a run stopped before its end (a scenario's failure is its verdict,
+/// not an error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunAllError {
+    /// The recorder (`--record`) or a scenario's results could not be
+    /// written.
+    #[error("{0}")]
+    Record(String),
+}
+
+impl From<RunAllError> for String {
+    fn from(e: RunAllError) -> String {
+        e.to_string()
+    }
+}
+
 /// What a dialect's run does around the shared loop.
 #[allow(async_fn_in_trait)]
 pub trait Harness {
@@ -38,14 +66,14 @@ pub trait Harness {
     fn recorder(&mut self) -> Option<&mut Recorder>;
     /// Binds a gateway in `dir` and starts (or waits for) an engine; `fresh`
     /// is the scenario it is started for alone.
-    async fn start(&mut self, dir: &Path, fresh: Option<&ScenarioOf<Self::Spec>>) -> Result<Self::Session, String>;
+    async fn start(&mut self, dir: &Path, fresh: Option<&ScenarioOf<Self::Spec>>) -> Result<Self::Session, NotUp>;
     /// Stops a session's engine and gateway.
     async fn stop(&mut self, session: Self::Session);
     /// Why the session's engine can no longer serve, if it cannot.
     fn gone(&mut self, session: &mut Self::Session) -> Option<String>;
     /// Replays `s` on `session`; `Err` only when something the run writes
     /// (a record) cannot be written.
-    async fn replay(&mut self, session: &Self::Session, s: &ScenarioOf<Self::Spec>) -> Result<Verdict, String>;
+    async fn replay(&mut self, session: &Self::Session, s: &ScenarioOf<Self::Spec>) -> Result<Verdict, RunAllError>;
     /// Notes a session that came up (the recorder's engine version).
     fn started(&mut self, _session: &Self::Session) {}
     /// Notes the scenario about to run (a progress bar's message).
@@ -72,7 +100,7 @@ pub async fn run_all<H: Harness>(
     main_dir: &Path,
     work: &Path,
     expectations: &Expectations,
-) -> Result<RunAll, String> {
+) -> Result<RunAll, RunAllError> {
     let deadline_at = h.deadline_at();
     // The shared engine, unless every scenario to run has its own.
     let needs_main =
@@ -87,14 +115,14 @@ pub async fn run_all<H: Harness>(
             }
             Err(e) => {
                 eprintln!("gpu-runner: the engine did not come up: {e}");
-                (None, Some(e))
+                (None, Some(e.0))
             }
         }
     } else {
         (None, None)
     };
     if let Some(r) = h.recorder() {
-        r.flush("handshake")?;
+        r.flush("handshake").map_err(RunAllError::Record)?;
     }
     let mut results = Vec::new();
     for s in scenarios {
@@ -139,7 +167,7 @@ pub async fn run_all<H: Harness>(
             }
         };
         if let Some(r) = h.recorder() {
-            r.flush(&s.name)?;
+            r.flush(&s.name).map_err(RunAllError::Record)?;
         }
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
         expectations.apply_if_ran(&mut res, ran);

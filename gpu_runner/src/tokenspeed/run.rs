@@ -22,7 +22,7 @@ use crate::launcher::{self, EngineProcess};
 use crate::mock::tokenspeed::Script as MockScript;
 use crate::record::{self, RecordMeta, Recorder};
 use crate::replay::run::Context;
-use crate::replay::runner::{self, Harness, RunAll};
+use crate::replay::runner::{self, Harness, NotUp, RunAll, RunAllError};
 use crate::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
 use crate::transport::handshake::EngineFacts;
 use crate::transport::{EngineState, Gateway, GatewayConfig, Tapped};
@@ -239,7 +239,7 @@ async fn run_one(
 }
 
 /// TokenSpeed's part of the shared loop ([`crate::replay::runner`]).
-struct TsHarness<'a> {
+struct TokenspeedHarness<'a> {
     opts: &'a RunOptions,
     tok: &'a GatewayTokenizer,
     /// Whether the shared engine runs with output logprobs.
@@ -247,7 +247,7 @@ struct TsHarness<'a> {
     recorder: Option<Recorder>,
 }
 
-impl Harness for TsHarness<'_> {
+impl Harness for TokenspeedHarness<'_> {
     type Spec = scenario::Tokenspeed;
     type Session = (Session, bool);
 
@@ -267,7 +267,7 @@ impl Harness for TsHarness<'_> {
         self.recorder.as_mut()
     }
 
-    async fn start(&mut self, dir: &Path, fresh: Option<&TsScenario>) -> Result<(Session, bool), String> {
+    async fn start(&mut self, dir: &Path, fresh: Option<&TsScenario>) -> Result<(Session, bool), NotUp> {
         // Checked before the run started (`mock_scripts`).
         let script = match (fresh.and_then(|s| s.dialect.mock.as_ref()), self.opts.engine.as_str()) {
             (Some(j), "mock") => MockScript::from_json(&j.to_string()).ok(),
@@ -287,7 +287,7 @@ impl Harness for TsHarness<'_> {
         session.gone()
     }
 
-    async fn replay(&mut self, (session, lp): &(Session, bool), s: &TsScenario) -> Result<Verdict, String> {
+    async fn replay(&mut self, (session, lp): &(Session, bool), s: &TsScenario) -> Result<Verdict, RunAllError> {
         Ok(run_one(session, self.tok, s, self.opts, *lp).await)
     }
 
@@ -338,12 +338,12 @@ pub async fn run_all(opts: &RunOptions, tok: &GatewayTokenizer) -> Result<(Vec<S
         }
         None => None,
     };
-    let mut h = TsHarness { opts, tok, logprobs, recorder };
+    let mut h = TokenspeedHarness { opts, tok, logprobs, recorder };
     let main_dir = opts.work_dir.join("main");
     let RunAll { results, main_error } =
         runner::run_all(&mut h, &scenarios, &main_dir, &opts.work_dir, &opts.expectations)
             .await
-            .map_err(RunError::Record)?;
+            .map_err(|e| RunError::Record(e.to_string()))?;
     if let Some(r) = h.recorder.as_mut() {
         let name = format!("tokenspeed-{}", opts.engine);
         r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results)).map_err(RunError::Record)?;
