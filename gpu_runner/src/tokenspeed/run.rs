@@ -195,7 +195,7 @@ async fn run_one(
         Err(_) => not_finished(limit, s.timeout),
         Ok(r) => {
             let failures = scenario::evaluate(s, &r, &opts.engine);
-            Verdict::from_run(&failures, r.drift)
+            crate::report::verdict_of(&failures, r.drift)
         }
     }
 }

@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use engine_protocol::translate::GatewayTokenizer;
 use serde_json::{json, Value as Json};
 
-use crate::gateway_mode::{verdict, CheckResult, GwResult, ScenarioRun};
+use super::checks::CheckResult;
+use super::lifecycle::{verdict, GwResult, ScenarioRun};
+use super::smg;
 use crate::http;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
+use crate::load::{LoadError, ScenarioError, ScenarioFile};
 use crate::report::{Expectations, ScenarioResult, Verdict};
-use crate::smg;
 
 /// What an e2e scenario checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,14 +41,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn parse(s: &str) -> Result<Kind, String> {
+    fn parse(s: &str) -> Result<Kind, ScenarioError> {
         Ok(match s {
             "greedy_repeat" => Kind::GreedyRepeat,
             "length_exact" => Kind::LengthExact,
             "chat_nonempty" => Kind::ChatNonEmpty,
             "prompt_tokens" => Kind::PromptTokens,
             "stop_string" => Kind::StopString,
-            o => return Err(format!("unknown e2e kind {o:?}")),
+            o => return Err(format!("unknown e2e kind {o:?}").into()),
         })
     }
 }
@@ -61,28 +63,27 @@ pub struct E2eScenario {
     pub body: Json,
 }
 
-/// Loads every `*.json` of `dir`, in name order.
-pub fn load_dir(dir: &Path) -> Result<Vec<E2eScenario>, String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut out: Vec<E2eScenario> = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        let v: Json = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
-        let s = parse(&v).map_err(|e| format!("{}: {e}", f.display()))?;
-        if out.iter().any(|o| o.name == s.name) {
-            return Err(format!("{}: two scenarios named {}", dir.display(), s.name));
-        }
-        out.push(s);
+impl ScenarioFile for E2eScenario {
+    const UNIQUE_NAMES: bool = true;
+
+    fn parse(stem: &str, text: &str, _: &()) -> Result<E2eScenario, ScenarioError> {
+        let v: Json =
+            serde_json::from_str(text).map_err(|source| ScenarioError::Json { name: stem.to_string(), source })?;
+        parse(&v)
     }
-    Ok(out)
+
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
-pub fn parse(v: &Json) -> Result<E2eScenario, String> {
+/// Loads every `*.json` of `dir`, in name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<E2eScenario>, LoadError> {
+    crate::load::load_dir(dir, &())
+}
+
+/// One e2e scenario from its JSON.
+pub fn parse(v: &Json) -> Result<E2eScenario, ScenarioError> {
     let name = v.get("scenario").and_then(Json::as_str).ok_or("no `scenario`")?.to_string();
     let kind = Kind::parse(v.get("kind").and_then(Json::as_str).ok_or("no `kind`")?)?;
     let body = v.get("body").cloned().ok_or("no `body`")?;
@@ -91,7 +92,7 @@ pub fn parse(v: &Json) -> Result<E2eScenario, String> {
     }
     let need = if kind == Kind::ChatNonEmpty { "messages" } else { "prompt" };
     if body.get(need).is_none() {
-        return Err(format!("kind {kind:?} needs body.{need}"));
+        return Err(format!("kind {kind:?} needs body.{need}").into());
     }
     if kind == Kind::LengthExact && body.get("max_tokens").and_then(Json::as_i64).is_none() {
         return Err("length_exact needs body.max_tokens".into());

@@ -1,0 +1,280 @@
+//! Gateway mode on made-up observations: the scenarios of golden/gateway
+//! judged on what vLLM's frontend answered (pass) and on what broken
+//! gateways do (fail).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use engine_protocol::translate::GatewayTokenizer;
+use engine_protocol::{ReleaseSchema, StructValue, Value};
+use serde_json::{json, Value as Json};
+
+use std::sync::Arc;
+
+use super::checks::{check_logprob_tokens, check_logprobs, check_structured};
+use super::*;
+use crate::{handshake, http};
+
+fn tokenizer() -> GatewayTokenizer {
+    crate::cli::tokenizer_from(&repo().join("golden/tiny")).unwrap()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn release() -> &'static ReleaseSchema {
+    engine_protocol::release("vllm", "0.32.0").unwrap()
+}
+
+/// A scenario of golden/gateway as the lane loads it.
+fn load(name: &str) -> GwScenario {
+    let text = std::fs::read_to_string(repo().join(format!("golden/gateway/{name}.json"))).unwrap();
+    parse_scenario(&serde_json::from_str(&text).unwrap(), &repo().join("golden"), &tokenizer()).unwrap()
+}
+
+fn request<'a>(s: &'a GwScenario, id: &str) -> &'a GwRequest {
+    s.requests.iter().find(|r| r.id == id).unwrap()
+}
+
+/// The checks of `req` on `obs`: the names of those that failed.
+fn failing(req: &GwRequest, obs: &Observed) -> Vec<String> {
+    let tok = tokenizer();
+    let reg = registration_from_case(&repo().join(READY_RESPONSE_CASE)).unwrap();
+    let facts = handshake::decode_registration(release(), 0, &reg).unwrap();
+    let ctx = CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
+    evaluate(req, obs, &ctx).into_iter().filter(|c| !c.ok).map(|c| c.check).collect()
+}
+
+fn add(id: &str, prompt: &[i64]) -> (String, StructValue) {
+    let mut a = StructValue::with_defaults(release().engine_core_request.as_struct().unwrap());
+    a.set("request_id", Value::Str(id.into())).set("prompt_token_ids", Value::IntArray(prompt.to_vec()));
+    (id.to_string(), a)
+}
+
+fn answered(status: u16, body: Json, seconds: f64) -> Observed {
+    Observed { status: Some(status), body: Some(body), seconds, ..Default::default() }
+}
+
+/// What the client reports after waiting out its timeout.
+fn gave_up_after(s: f64) -> NoResponse {
+    NoResponse::Http(http::HttpError::Timeout {
+        method: "POST".into(),
+        path: "/v1/completions".into(),
+        timeout: Duration::from_secs_f64(s),
+        received: 0,
+    })
+}
+
+fn vllm_500() -> Json {
+    json!({"error": {"message": "Internal server error", "type": "InternalServerError", "param": null, "code": 500}})
+}
+
+#[test]
+fn an_engine_error_finish_must_reach_the_client_as_an_error() {
+    let s = load("engine_error_finish");
+    let once = |mut o: Observed| {
+        o.adds.push(add("c-1", &[92, 225, 93, 225, 94]));
+        o
+    };
+    for id in ["completions", "chat"] {
+        let r = request(&s, id);
+        assert_eq!(failing(r, &once(answered(500, vllm_500(), 0.1))), Vec::<String>::new(), "{id}");
+        // A fake success with the text so far.
+        let ok = json!({"choices": [{"text": "x", "finish_reason": "stop"}]});
+        assert_eq!(failing(r, &once(answered(200, ok, 0.1))), vec!["error_response"], "{id}");
+        // Waiting out the client's timeout.
+        let hang = Observed { error: Some(gave_up_after(20.0)), seconds: 20.0, ..Default::default() };
+        assert_eq!(failing(r, &once(hang)), vec!["response", "error_response", "within_s"], "{id}");
+        // Retrying the failed request on the engine.
+        let mut retried = once(answered(500, vllm_500(), 0.4));
+        retried.adds.push(add("c-2", &[92, 225, 93, 225, 94]));
+        assert_eq!(failing(r, &retried), vec!["num_adds"], "{id}");
+    }
+    // A stream: HTTP 200, the error as an event, then [DONE].
+    let r = request(&s, "stream");
+    let data: Vec<String> =
+        [r#"{"choices":[{"text":" c"}]}"#, &vllm_500().to_string(), "[DONE]"].iter().map(|x| x.to_string()).collect();
+    let mut obs = once(answered(200, assemble_stream(Endpoint::Completions, &data), 0.02));
+    obs.sse = Some(data.clone());
+    assert!(failing(r, &obs).is_empty());
+    let clean: Vec<String> = vec![data[0].clone(), "[DONE]".into()];
+    obs.body = Some(assemble_stream(Endpoint::Completions, &clean));
+    obs.sse = Some(clean);
+    assert_eq!(failing(r, &obs), vec!["error_response"]);
+}
+
+#[test]
+fn a_dead_engine_must_fail_the_request_promptly_not_hang_nor_succeed() {
+    let s = load("engine_death_sentinel");
+    assert!(s.fresh_gateway);
+    let r = request(&s, "inflight");
+    assert!(failing(r, &answered(500, vllm_500(), 0.3)).is_empty());
+    let hang = Observed { error: Some(gave_up_after(20.0)), seconds: 20.0, ..Default::default() };
+    assert_eq!(failing(r, &hang), vec!["error_response", "fails_within"]);
+    let fake = answered(200, json!({"choices": [{"text": "ab", "finish_reason": "length"}]}), 0.3);
+    assert_eq!(failing(r, &fake), vec!["error_response", "fails_within"]);
+    // Later: a refused connection is a prompt failure; a success is not.
+    let later = request(&s, "later");
+    let refused = Observed {
+        error: Some(NoResponse::Http(http::HttpError::Connect {
+            addr: "127.0.0.1:1".into(),
+            source: Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        })),
+        seconds: 0.01,
+        ..Default::default()
+    };
+    assert!(failing(later, &refused).is_empty());
+    assert_eq!(failing(later, &answered(200, json!({}), 0.1)), vec!["fails_within"]);
+}
+
+#[test]
+fn a_silent_engine_needs_a_timeout_error_and_an_abort() {
+    let s = load("engine_silence");
+    assert_eq!(s.smg_args, vec!["--request-timeout-secs", "3"]);
+    let r = request(&s, "r");
+    let mut obs = answered(504, json!({"error": {"message": "request timed out"}}), 3.1);
+    obs.adds.push(add("cmpl-1", &[92, 225, 93, 225, 94]));
+    assert_eq!(failing(r, &obs), vec!["engine_aborted"]);
+    obs.aborts.push(("cmpl-1".into(), 0.01));
+    assert!(failing(r, &obs).is_empty());
+    obs.seconds = 8.0;
+    assert_eq!(failing(r, &obs), vec!["within_s"]);
+}
+
+#[test]
+fn smg_args_need_a_gateway_of_their_own() {
+    let v = json!({"scenario": "x", "smg_args": ["--a"], "requests": [{"body": {"prompt": "a"}}]});
+    let e = parse_scenario(&v, &repo().join("golden"), &tokenizer()).unwrap_err();
+    assert!(e.to_string().contains("fresh_gateway"), "{e}");
+}
+
+#[test]
+fn prompt_logprobs_are_checked_entry_by_entry_against_vllms_rendering() {
+    let s = load("prompt_logprobs");
+    let r = request(&s, "r");
+    assert_eq!(r.body["prompt"], "x y z");
+    assert_eq!(r.body["prompt_logprobs"], 1);
+    let want = r
+        .checks
+        .iter()
+        .find_map(|c| match &c.check {
+            crate::check::Check::Json { is, .. } => Some(is.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(want[0], Json::Null);
+    assert_eq!(want.as_array().unwrap().len(), 5);
+    assert_eq!(want[1]["225"]["rank"], 25);
+    let body = |p: Json| json!({"choices": [{"text": "", "finish_reason": "length", "prompt_logprobs": p}]});
+    let mut obs = answered(200, body(want.clone()), 0.1);
+    obs.adds.push(add("c", &[92, 225, 93, 225, 94]));
+    // `sent prompt_logprobs` fails: the ADD built here has none.
+    assert_eq!(failing(r, &obs), vec!["sent prompt_logprobs"]);
+    let mut tampered = want.clone();
+    tampered[4]["94"]["logprob"] = json!(-0.3332);
+    obs.body = Some(body(tampered));
+    assert_eq!(failing(r, &obs), vec!["json choices.0.prompt_logprobs", "sent prompt_logprobs"]);
+    let mut no_null = want;
+    no_null[0] = json!({});
+    obs.body = Some(body(no_null));
+    assert!(failing(r, &obs).contains(&"json choices.0.prompt_logprobs".to_string()));
+}
+
+#[test]
+fn a_stream_is_put_together_before_the_body_checks() {
+    let data: Vec<String> = [
+        r#"{"choices":[{"index":0,"text":"The quick ","finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"text":"","finish_reason":"stop","stop_reason":"brown fox"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":11}}"#,
+        "[DONE]",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let b = assemble_stream(Endpoint::Completions, &data);
+    assert_eq!(b["choices"][0]["text"], "The quick ");
+    assert_eq!(b["choices"][0]["finish_reason"], "stop");
+    assert_eq!(b["choices"][0]["stop_reason"], "brown fox");
+    assert_eq!(b["usage"]["completion_tokens"], 11);
+    assert_eq!(b["_sse"]["done"], 1);
+    let chat = vec![
+        r#"{"choices":[{"delta":{"role":"assistant","content":"a"}}]}"#.to_string(),
+        r#"{"error":{"message":"x"}}"#.to_string(),
+    ];
+    let c = assemble_stream(Endpoint::Chat, &chat);
+    assert_eq!(c["choices"][0]["message"]["content"], "a");
+    assert_eq!(c["error"]["message"], "x");
+    assert_eq!(c["_sse"]["done_last"], false);
+    // The scenario's checks: right text and one [DONE] last, or not.
+    let s = load("stream_stop_string");
+    let r = request(&s, "completions");
+    assert_eq!(r.body["stream"], true);
+    let mut obs = answered(200, b.clone(), 0.2);
+    obs.sse = Some(data.clone());
+    let f = failing(r, &obs);
+    assert!(!f.contains(&"sse_done".to_string()) && !f.contains(&"finish_reason".to_string()), "{f:?}");
+    let mut cut = data;
+    cut.pop();
+    obs.body = Some(assemble_stream(Endpoint::Completions, &cut));
+    obs.sse = Some(cut);
+    assert!(failing(r, &obs).contains(&"sse_done".to_string()));
+}
+
+#[test]
+fn json_paths_index_objects_and_arrays_and_compare_floats_closely() {
+    let v = json!({"choices": [{"a": [1, {"b": -0.33318373560905457}]}]});
+    assert_eq!(json_at(&v, "choices.0.a.0"), Some(&json!(1)));
+    assert_eq!(json_at(&v, "choices.1"), None);
+    assert!(json_close(json_at(&v, "choices.0.a.1.b").unwrap(), &json!(-0.3331837356090546)));
+    assert!(!json_close(&json!(-0.3331), &json!(-0.3332)));
+    assert!(!json_close(&json!({"a": null}), &json!({})));
+}
+
+#[test]
+fn json_eq_compares_numbers_by_value() {
+    assert!(json_eq(&json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
+    assert!(!json_eq(&json!([1]), &json!([1, 2])));
+    assert!(!json_eq(&json!({"a": 1}), &json!({"a": 1, "b": null})));
+}
+
+#[test]
+fn structured_outputs_need_one_constraint_and_a_backend() {
+    let want = json!({"json": {"type": "object"}, "_backend": "xgrammar"});
+    assert!(check_structured(&json!({"json": {"type": "object"}, "_backend": "guidance"}), &want).0);
+    assert!(check_structured(&json!({"json": "{\"type\": \"object\"}", "_backend": "guidance"}), &want).0);
+    let (ok, d) = check_structured(&json!({"json": {"type": "object"}}), &want);
+    assert!(!ok && d.contains("_backend"), "{d}");
+    let (ok, d) = check_structured(&json!({"json": {"type": "object"}, "regex": "a", "_backend": "x"}), &want);
+    assert!(!ok && d.contains("exactly one"), "{d}");
+    assert!(!check_structured(&Json::Null, &want).0);
+}
+
+#[test]
+fn completions_logprobs_follow_vllms_rendering() {
+    // Sampled token outside the top 2: k + 1 entries; k = 1 keeps two.
+    let sample = json!([[
+        {"token_id": 9, "logprob": -3.0, "rank": 4, "decoded_token": "x"},
+        {"token_id": 5, "logprob": -0.5, "rank": 1, "decoded_token": "a"},
+        {"token_id": 6, "logprob": -0.9, "rank": 2, "decoded_token": "b"}
+    ]]);
+    let body = json!({"choices": [{"logprobs": {"tokens": ["x"], "token_logprobs": [-3.0],
+        "top_logprobs": [{"x": -3.0, "a": -0.5}]}}]});
+    assert!(check_logprobs(Endpoint::Completions, &body, &sample, 1).0);
+    let (ok, d) = check_logprobs(Endpoint::Completions, &body, &sample, 2);
+    assert!(!ok && d.contains("position 0"), "{d}");
+    let chat = json!({"choices": [{"logprobs": {"content": [{"token": "x", "logprob": -3.0,
+        "top_logprobs": [{"token": "x", "logprob": -3.0}]}]}}]});
+    assert!(check_logprobs(Endpoint::Chat, &chat, &sample, 1).0);
+    assert!(check_logprob_tokens(&chat, &sample, 1).0);
+    // Greedy: the sampled token is the top one; a gateway that repeats
+    // it loses a candidate.
+    let greedy = json!([[
+        {"token_id": 5, "logprob": -0.5, "rank": 1, "decoded_token": "a"},
+        {"token_id": 6, "logprob": -0.9, "rank": 2, "decoded_token": "b"}
+    ]]);
+    let dup = json!({"choices": [{"logprobs": {"content": [{"token": "a", "logprob": -0.5,
+        "top_logprobs": [{"token": "a", "logprob": -0.5}, {"token": "a", "logprob": -0.5}]}]}}]});
+    let (ok, d) = check_logprobs(Endpoint::Chat, &dup, &greedy, 2);
+    assert!(!ok && d.contains("[-0.5, -0.5]"), "{d}");
+}
