@@ -1,6 +1,7 @@
 //! Adapters from the runs' own result types to the one observation model
-//! the checks read ([`RunObservation`]): vLLM replay's `RunResult` and
-//! TokenSpeed replay's `TsRun`. The only place the checks meet the result
+//! the checks read ([`RunObservation`]): vLLM replay's `RunResult`,
+//! TokenSpeed replay's `TsRun`, and the client's side of a gateway's HTTP
+//! response ([`client_side`]). The only place the checks meet the result
 //! types of the runs; when those change, only this module follows.
 //!
 //! Facts relied on (docs/runner.md "Scenarios", "TokenSpeed scenarios"):
@@ -9,7 +10,8 @@
 //! one engine request; late TokenSpeed rows are always watched after an
 //! ABORT.
 
-use engine_protocol::typed::FinishReason;
+use engine_protocol::typed::{FinishReason, StopReason};
+use serde_json::Value as Json;
 
 use super::observation::{
     Ended, Failure, Observation, Refusal, RequestObservation, RunObservation, UtilityObservation,
@@ -17,6 +19,25 @@ use super::observation::{
 use crate::scenario::{ChildResult, Outcome, RequestResult, RunResult};
 use crate::tokenspeed::scenario::{TsOutcome, TsResult, TsRun};
 use crate::transport::TransportError;
+
+/// The client's side of an HTTP response (gateway under test): the first
+/// choice's text, `finish_reason`, and `stop_reason` (or SMG's
+/// `matched_stop`) as the body gives them, so the checks replay shares
+/// with the gateway judge them alike.
+pub fn client_side(text: Option<&str>, finish: &Json, stop: &Json) -> Observation {
+    let finish = match finish {
+        Json::Null => None,
+        Json::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    };
+    let stop_reason = match stop {
+        Json::Null => None,
+        Json::String(s) => Some(StopReason::Text(s.clone())),
+        Json::Number(n) if n.as_i64().is_some() => n.as_i64().map(StopReason::TokenId),
+        other => Some(StopReason::Text(other.to_string())),
+    };
+    Observation { text: text.unwrap_or_default().to_string(), finish, stop_reason, ..Observation::default() }
+}
 
 impl From<Outcome> for Ended {
     fn from(o: Outcome) -> Ended {

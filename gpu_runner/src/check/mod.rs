@@ -36,3 +36,6 @@ pub use spec::{
     parse_list, vocabulary_markdown, Check, CheckSpec, Count, FailureClass, LogprobsSpec, ScenarioKind, SentSpec,
     StopValue, VOCABULARY,
 };
+
+#[cfg(test)]
+mod tests;

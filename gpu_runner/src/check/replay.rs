@@ -170,26 +170,14 @@ pub fn stop_json(s: &Option<StopReason>) -> Json {
 
 /// Runs one replay check.
 pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
+    if is_on_one(&c.check) {
+        let ch = child(c, r)?;
+        return check_observation(&c.check, ch).unwrap_or(Err(CheckFailure::Missing("not a check of one request")));
+    }
     match &c.check {
-        Check::FinishReason { is } => eq("finish_reason", json!(child(c, r)?.finish), json!(is)),
-        Check::StopReason { is } => {
-            eq("stop_reason", stop_json(&child(c, r)?.stop_reason), is.as_ref().map_or(Json::Null, |s| s.to_json()))
-        }
-        Check::Text { is } => eq("text", json!(child(c, r)?.text), json!(is)),
-        Check::Tokens { is } => eq("client tokens", json!(child(c, r)?.client_tokens), json!(is)),
-        Check::EngineTokens { is } => eq("engine tokens", json!(child(c, r)?.engine_tokens), json!(is)),
         Check::NumTokens { is } => {
             let (_, rr) = request(c, r)?;
             eq("client token count", json!(child(c, r)?.client_tokens.len()), count(is, rr.room))
-        }
-        Check::TextContains { text } | Check::TextNotContains { text } => {
-            let ch = child(c, r)?;
-            let has = ch.text.contains(text.as_str());
-            if has == matches!(c.check, Check::TextContains { .. }) {
-                Ok(())
-            } else {
-                Err(CheckFailure::TextPiece { text: ch.text.clone(), piece: text.clone(), has })
-            }
         }
         Check::MaxTokensHonoured { exact } => {
             let (_, rr) = request(c, r)?;
@@ -210,42 +198,9 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
         Check::SameTokens { requests } => same_tokens(r, requests),
         Check::SameTokensPairwise { requests } => pairwise(r, requests, true),
         Check::DifferentTokens { requests } => pairwise(r, requests, false),
-        Check::NoTokenInFirst { n, tokens } => {
-            let ch = child(c, r)?;
-            let n = *n as usize;
-            if ch.engine_tokens.len() < n {
-                return Err(CheckFailure::TooFewTokens(ch.engine_tokens.len()));
-            }
-            match ch.engine_tokens[..n].iter().position(|t| tokens.contains(t)) {
-                None => Ok(()),
-                Some(at) => Err(CheckFailure::ForbiddenToken {
-                    token: ch.engine_tokens[at],
-                    at,
-                    tokens: ch.engine_tokens.clone(),
-                }),
-            }
-        }
-        Check::LogprobsColumns { is } => {
-            let ch = child(c, r)?;
-            if ch.logprob_columns.is_empty() {
-                return Err(CheckFailure::Missing("no logprobs in any output"));
-            }
-            match ch.logprob_columns.iter().find(|&&n| n != *is) {
-                None => Ok(()),
-                Some(n) => Err(CheckFailure::Logprobs(format!("an output has {n} logprob columns, expected {is}"))),
-            }
-        }
-        Check::SampleLogprobs { k } => logprobs::check_sample(child(c, r)?, *k).map_err(CheckFailure::Logprobs),
         Check::PromptLogprobs { k } => {
             let (_, rr) = request(c, r)?;
             logprobs::check_prompt(child(c, r)?, &rr.prompt, *k).map_err(CheckFailure::Logprobs)
-        }
-        Check::PromptLogprobsPresent {} => {
-            if child(c, r)?.prompt_logprobs_seen {
-                Ok(())
-            } else {
-                Err(CheckFailure::Missing("no prompt logprobs in any output"))
-            }
         }
         Check::SatisfiesConstraint { language_regex } => {
             let (_, rr) = request(c, r)?;
@@ -284,50 +239,6 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
                 _ => Ok(()),
             }
         }
-        Check::Failed { class, .. } => match (&child(c, r)?.failure, class) {
-            (None, _) => Err(CheckFailure::DidNotFail),
-            (Some(f), Some(want)) if f.class != *want => Err(CheckFailure::FailedAs {
-                got: f.class.as_str(),
-                expected: want.as_str(),
-                message: f.message.clone(),
-            }),
-            _ => Ok(()),
-        },
-        Check::Aborted {} => {
-            let ch = child(c, r)?;
-            if ch.aborted {
-                Ok(())
-            } else {
-                Err(CheckFailure::NotAborted { finish: ch.finish.clone() })
-            }
-        }
-        Check::SilentAfterAbort { settle_ms } => {
-            let ch = child(c, r)?;
-            let settle = settle_ms.unwrap_or(100) as f64;
-            if !ch.abort_sent {
-                return Err(CheckFailure::Missing("the gateway sent no ABORT"));
-            }
-            let late = ch
-                .late_ms
-                .as_ref()
-                .ok_or(CheckFailure::Missing("late outputs not watched (the request needs grace_ms)"))?;
-            match late.iter().find(|ms| **ms > settle) {
-                None => Ok(()),
-                Some(ms) => Err(CheckFailure::LateOutput { ms: *ms, late: late.len() }),
-            }
-        }
-        Check::EngineOutcome { is } | Check::Outcome { is } => {
-            let ch = child(c, r)?;
-            if ch.ended.as_str() == is {
-                Ok(())
-            } else {
-                Err(CheckFailure::OutcomeIs {
-                    got: ch.ended.as_str(),
-                    expected: is.clone(),
-                    error: ch.error.clone().unwrap_or_default(),
-                })
-            }
-        }
         Check::UtilityResult { call, is } => match r.utilities.get(call) {
             Some(UtilityObservation::Returned(v)) => eq("result", v.clone(), is.clone()),
             Some(UtilityObservation::Refused { shown, .. }) | Some(UtilityObservation::NoAnswer(shown)) => {
@@ -359,8 +270,142 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             }
             Ok(())
         }
+        Check::Counts {} => {
+            let (_, rr) = request(c, r)?;
+            counts(child(c, r)?, rr.prompt_len)
+        }
+        // Gateway checks never reach a replay scenario (refused at load).
+        other => Err(CheckFailure::Missing(not_replay(other))),
+    }
+}
+
+/// Whether the check reads one engine request's observation alone.
+fn is_on_one(c: &Check) -> bool {
+    matches!(
+        c,
+        Check::FinishReason { .. }
+            | Check::StopReason { .. }
+            | Check::Text { .. }
+            | Check::Tokens { .. }
+            | Check::EngineTokens { .. }
+            | Check::TextContains { .. }
+            | Check::TextNotContains { .. }
+            | Check::NoTokenInFirst { .. }
+            | Check::LogprobsColumns { .. }
+            | Check::SampleLogprobs { .. }
+            | Check::PromptLogprobsPresent {}
+            | Check::Failed { .. }
+            | Check::Aborted {}
+            | Check::SilentAfterAbort { .. }
+            | Check::EngineOutcome { .. }
+            | Check::Outcome { .. }
+            | Check::Sent(SentSpec::Path { .. })
+            | Check::TerminalAbortRow {}
+            | Check::Silence {}
+            | Check::Rows { .. }
+            | Check::RowCompletions { .. }
+            | Check::Logprobs(LogprobsSpec::Rows { .. })
+    )
+}
+
+/// The checks of one engine request's observation, shared by every
+/// scenario kind that has them (the gateway under test judges the client
+/// side of its HTTP response with the same ones); `None` for a check that
+/// needs more than one observation.
+pub fn check_observation(check: &Check, ch: &Observation) -> Option<Result<(), CheckFailure>> {
+    is_on_one(check).then(|| on_one(check, ch))
+}
+
+fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
+    match check {
+        Check::FinishReason { is } => eq("finish_reason", json!(ch.finish), json!(is)),
+        Check::StopReason { is } => {
+            eq("stop_reason", stop_json(&ch.stop_reason), is.as_ref().map_or(Json::Null, |s| s.to_json()))
+        }
+        Check::Text { is } => eq("text", json!(ch.text), json!(is)),
+        Check::Tokens { is } => eq("client tokens", json!(ch.client_tokens), json!(is)),
+        Check::EngineTokens { is } => eq("engine tokens", json!(ch.engine_tokens), json!(is)),
+        Check::TextContains { text } | Check::TextNotContains { text } => {
+            let has = ch.text.contains(text.as_str());
+            if has == matches!(check, Check::TextContains { .. }) {
+                Ok(())
+            } else {
+                Err(CheckFailure::TextPiece { text: ch.text.clone(), piece: text.clone(), has })
+            }
+        }
+        Check::NoTokenInFirst { n, tokens } => {
+            let n = *n as usize;
+            if ch.engine_tokens.len() < n {
+                return Err(CheckFailure::TooFewTokens(ch.engine_tokens.len()));
+            }
+            match ch.engine_tokens[..n].iter().position(|t| tokens.contains(t)) {
+                None => Ok(()),
+                Some(at) => Err(CheckFailure::ForbiddenToken {
+                    token: ch.engine_tokens[at],
+                    at,
+                    tokens: ch.engine_tokens.clone(),
+                }),
+            }
+        }
+        Check::LogprobsColumns { is } => {
+            if ch.logprob_columns.is_empty() {
+                return Err(CheckFailure::Missing("no logprobs in any output"));
+            }
+            match ch.logprob_columns.iter().find(|&&n| n != *is) {
+                None => Ok(()),
+                Some(n) => Err(CheckFailure::Logprobs(format!("an output has {n} logprob columns, expected {is}"))),
+            }
+        }
+        Check::SampleLogprobs { k } => logprobs::check_sample(ch, *k).map_err(CheckFailure::Logprobs),
+        Check::PromptLogprobsPresent {} => {
+            if ch.prompt_logprobs_seen {
+                Ok(())
+            } else {
+                Err(CheckFailure::Missing("no prompt logprobs in any output"))
+            }
+        }
+        Check::Failed { class, .. } => match (&ch.failure, class) {
+            (None, _) => Err(CheckFailure::DidNotFail),
+            (Some(f), Some(want)) if f.class != *want => Err(CheckFailure::FailedAs {
+                got: f.class.as_str(),
+                expected: want.as_str(),
+                message: f.message.clone(),
+            }),
+            _ => Ok(()),
+        },
+        Check::Aborted {} => {
+            if ch.aborted {
+                Ok(())
+            } else {
+                Err(CheckFailure::NotAborted { finish: ch.finish.clone() })
+            }
+        }
+        Check::SilentAfterAbort { settle_ms } => {
+            let settle = settle_ms.unwrap_or(100) as f64;
+            if !ch.abort_sent {
+                return Err(CheckFailure::Missing("the gateway sent no ABORT"));
+            }
+            let late = ch
+                .late_ms
+                .as_ref()
+                .ok_or(CheckFailure::Missing("late outputs not watched (the request needs grace_ms)"))?;
+            match late.iter().find(|ms| **ms > settle) {
+                None => Ok(()),
+                Some(ms) => Err(CheckFailure::LateOutput { ms: *ms, late: late.len() }),
+            }
+        }
+        Check::EngineOutcome { is } | Check::Outcome { is } => {
+            if ch.ended.as_str() == is {
+                Ok(())
+            } else {
+                Err(CheckFailure::OutcomeIs {
+                    got: ch.ended.as_str(),
+                    expected: is.clone(),
+                    error: ch.error.clone().unwrap_or_default(),
+                })
+            }
+        }
         Check::Sent(SentSpec::Path { path, is }) => {
-            let ch = child(c, r)?;
             let mut cur = ch.sent.as_ref().ok_or(CheckFailure::Missing("nothing was encoded for it"))?;
             for p in path.split('.') {
                 let Value::Struct(s) = cur else {
@@ -370,41 +415,26 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             }
             eq("sent value", engine_protocol::view::any_view(cur), is.clone())
         }
-        Check::TerminalAbortRow {} => {
-            let ch = child(c, r)?;
-            match ch.rows.as_slice() {
-                [row] if row.finish == Finish::Abort && row.output_ids.is_empty() && row.completion_tokens == 0 => {
-                    Ok(())
-                }
-                rows => Err(CheckFailure::Rows(format!(
-                    "expected one row (abort, no ids, completion 0), got {:?}",
-                    rows.iter()
-                        .map(|x| (x.finish.as_str(), x.output_ids.len(), x.completion_tokens))
-                        .collect::<Vec<_>>()
-                ))),
-            }
-        }
+        Check::TerminalAbortRow {} => match ch.rows.as_slice() {
+            [row] if row.finish == Finish::Abort && row.output_ids.is_empty() && row.completion_tokens == 0 => Ok(()),
+            rows => Err(CheckFailure::Rows(format!(
+                "expected one row (abort, no ids, completion 0), got {:?}",
+                rows.iter().map(|x| (x.finish.as_str(), x.output_ids.len(), x.completion_tokens)).collect::<Vec<_>>()
+            ))),
+        },
         Check::Silence {} => {
-            let ch = child(c, r)?;
             if ch.ended == Ended::Silence && ch.rows.is_empty() {
                 Ok(())
             } else {
                 Err(CheckFailure::Rows(format!("{} rows, outcome {}", ch.rows.len(), ch.ended.as_str())))
             }
         }
-        Check::Rows { is } => eq("rows", json!(child(c, r)?.rows.len()), json!(is)),
-        Check::RowCompletions { is } => eq(
-            "row completions",
-            json!(child(c, r)?.rows.iter().map(|x| x.completion_tokens).collect::<Vec<_>>()),
-            json!(is),
-        ),
-        Check::Counts {} => {
-            let (_, rr) = request(c, r)?;
-            counts(child(c, r)?, rr.prompt_len)
+        Check::Rows { is } => eq("rows", json!(ch.rows.len()), json!(is)),
+        Check::RowCompletions { is } => {
+            eq("row completions", json!(ch.rows.iter().map(|x| x.completion_tokens).collect::<Vec<_>>()), json!(is))
         }
-        Check::Logprobs(LogprobsSpec::Rows { is }) => row_logprobs(child(c, r)?, *is),
-        // Gateway checks never reach a replay scenario (refused at load).
-        other => Err(CheckFailure::Missing(not_replay(other))),
+        Check::Logprobs(LogprobsSpec::Rows { is }) => row_logprobs(ch, *is),
+        _ => Err(CheckFailure::Missing("not a check of one request")),
     }
 }
 
