@@ -278,3 +278,157 @@ fn completions_logprobs_follow_vllms_rendering() {
     let (ok, d) = check_logprobs(Endpoint::Chat, &dup, &greedy, 2);
     assert!(!ok && d.contains("[-0.5, -0.5]"), "{d}");
 }
+
+/// The ADD vLLM's frontend sends for the `vllm` request on prompt
+/// `[1, 5, 6]`, with a `_backend` when it has a constraint.
+fn vllms_add(vllm: &Json) -> (String, StructValue) {
+    use engine_protocol::translate::{translate, EngineInfo, GenerateRequest, TranslateOptions};
+    let mut v = vllm.clone();
+    v["prompt_token_ids"] = json!([1, 5, 6]);
+    let g = GenerateRequest::from_json(&v).unwrap();
+    let info = EngineInfo { max_model_len: 512, release: release() };
+    let t = translate(&g, &info, &tokenizer(), &TranslateOptions::vllm_parity()).unwrap();
+    let mut value = t.requests[0].request.clone();
+    if vllm.get("structured_outputs").is_some() {
+        crate::scenario::set_path(&mut value, "sampling_params.structured_outputs._backend", &json!("xgrammar"))
+            .unwrap();
+    }
+    let Value::Struct(s) = value else { panic!("not a struct") };
+    (t.requests[0].request_id.clone(), s)
+}
+
+fn set_sent(obs: &mut Observed, path: &str, v: Json) {
+    let mut value = Value::Struct(obs.adds[0].1.clone());
+    crate::scenario::set_path(&mut value, path, &v).unwrap();
+    let Value::Struct(s) = value else { panic!() };
+    obs.adds[0].1 = s;
+}
+
+const VLLM: &str = r#"{"max_tokens": 3, "temperature": 0.0, "seed": 5, "stop_token_ids": [77],
+                       "structured_outputs": {"regex": "[a-c]+"}}"#;
+
+/// What a right gateway answered, both sides.
+fn right_answer() -> Observed {
+    let body = json!({
+        "choices": [{"text": "abc", "finish_reason": "length", "stop_reason": "x",
+                     "logprobs": {"token_logprobs": [-0.5], "top_logprobs": [{"a": -0.5}],
+                                  "content": [{"token": "a", "logprob": -0.5, "top_logprobs": [{"token": "a", "logprob": -0.5}]}]}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 3},
+        "_sse": {"events": 2, "done": 1, "done_last": true},
+    });
+    let mut obs = answered(200, body, 0.1);
+    obs.sse = Some(vec!["{}".into(), "[DONE]".into()]);
+    let add = vllms_add(&serde_json::from_str(VLLM).unwrap());
+    obs.aborts.push((add.0.clone(), 0.01));
+    obs.adds.push(add);
+    obs
+}
+
+/// What a right gateway answered when the engine failed.
+fn right_error() -> Observed {
+    answered(500, vllm_500(), 0.2)
+}
+
+type GwBreaker = fn(&mut Observed);
+
+fn sample() -> Json {
+    json!([[{"token_id": 5, "logprob": -0.5, "rank": 1, "decoded_token": "a"}]])
+}
+
+/// Every gateway check: its entry, the right observation, what breaks it.
+fn gateway_cases() -> Vec<(Json, fn() -> Observed, GwBreaker)> {
+    vec![
+        (json!({"check": "status", "is": 200}), right_answer, |o| o.status = Some(500)),
+        (json!({"check": "finish_reason", "is": "length"}), right_answer, |o| {
+            o.body.as_mut().unwrap()["choices"][0]["finish_reason"] = json!("stop")
+        }),
+        (json!({"check": "stop_reason", "is": "x"}), right_answer, |o| {
+            o.body.as_mut().unwrap()["choices"][0]["stop_reason"] = Json::Null
+        }),
+        (json!({"check": "text", "is": "abc"}), right_answer, |o| {
+            o.body.as_mut().unwrap()["choices"][0]["text"] = json!("abd")
+        }),
+        (json!({"check": "completion_tokens", "is": 3}), right_answer, |o| {
+            o.body.as_mut().unwrap()["usage"]["completion_tokens"] = json!(4)
+        }),
+        (json!({"check": "prompt_tokens"}), right_answer, |o| {
+            o.body.as_mut().unwrap()["usage"]["prompt_tokens"] = json!(2)
+        }),
+        (json!({"check": "logprobs", "k": 1, "sample": sample()}), right_answer, |o| {
+            o.body.as_mut().unwrap()["choices"][0]["logprobs"]["top_logprobs"][0]["a"] = json!(-0.7)
+        }),
+        (json!({"check": "logprob_tokens", "k": 1, "sample": sample()}), right_answer, |o| {
+            o.body.as_mut().unwrap()["choices"][0]["logprobs"]["content"][0]["token"] = json!("\u{fffd}")
+        }),
+        (json!({"check": "sent", "field": "max_tokens"}), right_answer, |o| {
+            set_sent(o, "sampling_params.max_tokens", json!(16))
+        }),
+        (json!({"check": "sent", "field": "temperature", "is": 0.0}), right_answer, |o| {
+            set_sent(o, "sampling_params.temperature", json!(1.0))
+        }),
+        (json!({"check": "sent_stop_token_ids"}), right_answer, |o| {
+            set_sent(o, "sampling_params.stop_token_ids", json!([77, 99]))
+        }),
+        (json!({"check": "sent_structured_outputs"}), right_answer, |o| {
+            set_sent(o, "sampling_params.structured_outputs._backend", Json::Null)
+        }),
+        (json!({"check": "sent_seeds"}), right_answer, |o| set_sent(o, "sampling_params.seed", json!(6))),
+        (json!({"check": "num_adds", "is": 1}), right_answer, |o| {
+            let again = o.adds[0].clone();
+            o.adds.push(again)
+        }),
+        (json!({"check": "engine_aborted"}), right_answer, |o| o.aborts.clear()),
+        (json!({"check": "within_s", "s": 5}), right_answer, |o| o.seconds = 9.0),
+        (json!({"check": "json", "path": "choices.0.text", "is": "abc"}), right_answer, |o| {
+            o.body.as_mut().unwrap()["choices"][0]["text"] = json!("ab")
+        }),
+        (json!({"check": "sse_done"}), right_answer, |o| o.sse = None),
+        (json!({"check": "error_response", "status": 500}), right_error, |o| o.body = Some(json!({"detail": "x"}))),
+        (json!({"check": "fails_within", "s": 6}), right_error, |o| {
+            o.status = Some(200);
+            o.body = Some(json!({"choices": []}));
+        }),
+    ]
+}
+
+#[test]
+fn every_gateway_check_passes_on_vllms_answer_and_fails_on_a_wrong_one() {
+    let tok = tokenizer();
+    let reg = registration_from_case(&repo().join(READY_RESPONSE_CASE)).unwrap();
+    let facts = handshake::decode_registration(release(), 0, &reg).unwrap();
+    let ctx = CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
+    let vllm: Json = serde_json::from_str(VLLM).unwrap();
+    for (entry, right, breaker) in gateway_cases() {
+        let s = parse_scenario(
+            &json!({"scenario": "t", "requests": [{"id": "r", "body": {"prompt": "a b", "max_tokens": 3},
+                                                   "vllm": vllm, "checks": [entry]}]}),
+            &repo().join("golden"),
+            &tok,
+        )
+        .unwrap_or_else(|e| panic!("{entry}: {e}"));
+        let req = &s.requests[0];
+        let name = req.checks[0].name();
+        let judged = |obs: &Observed| {
+            let rs = evaluate(req, obs, &ctx);
+            let mine: Vec<CheckResult> = rs.into_iter().filter(|c| c.check.starts_with(name)).collect();
+            assert_eq!(mine.len(), 1, "{entry}: {mine:?}");
+            mine.into_iter().next().unwrap()
+        };
+        let good = right();
+        let r = judged(&good);
+        assert!(r.ok, "{entry} on the right answer: {}", r.detail);
+        let mut bad = right();
+        breaker(&mut bad);
+        let r = judged(&bad);
+        assert!(!r.ok, "{entry} on the broken answer: {}", r.detail);
+    }
+}
+
+#[test]
+fn every_gateway_check_of_the_vocabulary_has_a_case() {
+    let cases = gateway_cases();
+    let covered: Vec<&str> = cases.iter().map(|(e, _, _)| e["check"].as_str().unwrap_or("")).collect();
+    for e in crate::check::VOCABULARY.iter().filter(|e| e.kinds.contains(&crate::check::ScenarioKind::Gateway)) {
+        assert!(covered.contains(&e.name), "no pass/fail case for {}", e.name);
+    }
+}
