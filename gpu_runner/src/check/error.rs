@@ -73,7 +73,7 @@ pub enum CheckFailure {
     NoChild { id: String, child: usize },
     /// The request was expected to be refused and was not.
     #[error("request {id} was not refused")]
-    NotRefused { id: String },
+    NotRefused { id: String, ended: &'static str },
     /// Refused with another class.
     #[error("refused as {got} ({message}), expected {expected}")]
     RefusedAs { got: String, expected: String, message: String },
@@ -111,13 +111,13 @@ pub enum CheckFailure {
     #[error("failed as {got} ({message}), expected {expected}")]
     FailedAs { got: &'static str, expected: &'static str, message: String },
     /// The request was not aborted.
-    #[error("not aborted (finish {finish:?})")]
+    #[error("not aborted (finish {})", finish_debug(finish))]
     NotAborted { finish: Option<String> },
     /// An output or row came this long after the ABORT.
     #[error("an output arrived {ms:.0} ms after the ABORT ({late} late outputs)")]
     LateOutput { ms: f64, late: usize },
     /// The request ended otherwise.
-    #[error("outcome is {got}, expected {expected} ({error})")]
+    #[error("outcome is {got}, expected {} ({error})", Json::String(expected.clone()))]
     OutcomeIs { got: &'static str, expected: String, error: String },
     /// A utility call failed, succeeded or is missing against the
     /// expectation.
@@ -128,7 +128,7 @@ pub enum CheckFailure {
     NotFinished { id: String, engine_id: String, error: Option<String> },
     /// The `n` fan-out's ids are not distinct.
     #[error("request {id}: engine request ids {ids:?} for {children} children")]
-    ChildIds { id: String, ids: Vec<String>, children: usize },
+    ChildIds { id: String, ids: std::collections::BTreeSet<String>, children: usize },
     /// Logprob rows, columns, ranks or shaping differ from what the check
     /// expects.
     #[error("{0}")]
@@ -142,4 +142,36 @@ pub enum CheckFailure {
     /// The value at a path of what was sent cannot be read.
     #[error("{0}")]
     Sent(String),
+}
+
+/// A finish reason as the runner has always shown an optional one
+/// (`Some(Length)`, `None`).
+fn finish_debug(f: &Option<String>) -> String {
+    match f {
+        None => "None".into(),
+        Some(s) => {
+            let mut c = s.chars();
+            let head: String = c.next().map(|h| h.to_uppercase().collect()).unwrap_or_default();
+            format!("Some({head}{})", c.as_str())
+        }
+    }
+}
+
+impl CheckFailure {
+    /// The failure as TokenSpeed replay reports have always worded it
+    /// (`got X, expected Y`), where that differs from [`Display`].
+    ///
+    /// [`Display`]: std::fmt::Display
+    pub fn tokenspeed_words(&self) -> String {
+        match self {
+            CheckFailure::Differs { got, expected, .. } => format!("got {got}, expected {expected}"),
+            CheckFailure::OutcomeIs { got, expected, .. } => {
+                format!("got {}, expected {}", Json::String(got.to_string()), Json::String(expected.clone()))
+            }
+            CheckFailure::NotRefused { ended, .. } => format!("not refused (outcome {ended})"),
+            CheckFailure::TextPiece { text, piece, .. } => format!("text {text:?} vs {piece:?}"),
+            CheckFailure::Missing("the gateway sent no ABORT") => "no ABORT was sent".into(),
+            other => other.to_string(),
+        }
+    }
 }

@@ -43,7 +43,7 @@ pub enum ScenarioFailure {
 
 fn render_check(kind: ScenarioKind, i: usize, name: &str, request: Option<&str>, f: &CheckFailure) -> String {
     match kind {
-        ScenarioKind::Tokenspeed => format!("check {i} {name} {}: {f}", request.unwrap_or("")),
+        ScenarioKind::Tokenspeed => format!("check {i} {name} {}: {}", request.unwrap_or(""), f.tokenspeed_words()),
         _ => format!("checks[{i}] {name}: {f}"),
     }
 }
@@ -230,7 +230,10 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
         Check::Refused { class } => {
             let (id, rr) = request(c, r)?;
             match (&rr.refused, class) {
-                (None, _) => Err(CheckFailure::NotRefused { id: id.into() }),
+                (None, _) => Err(CheckFailure::NotRefused {
+                    id: id.into(),
+                    ended: rr.children.first().map_or("none", |c| c.ended.as_str()),
+                }),
                 (Some(rf), Some(want)) if &rf.class != want => Err(CheckFailure::RefusedAs {
                     got: rf.class.clone(),
                     expected: want.clone(),
