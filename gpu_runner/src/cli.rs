@@ -591,7 +591,7 @@ async fn run_one(
             if let Some(dir) = record {
                 record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;
             }
-            Ok(crate::report::verdict_of(&scenario::evaluate(s, &r, engine), r.drift))
+            Ok(crate::report::verdict_of(&s.judge(&(&r).into(), engine), r.drift))
         }
     }
 }

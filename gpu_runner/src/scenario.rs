@@ -33,7 +33,6 @@ use engine_protocol::{MessageKind, StructValue, Value};
 use serde_json::{json, Value as Json};
 
 use crate::check::logprobs::resolved_shape;
-use crate::check::{replay as checks, RunObservation, ScenarioFailure, ScenarioKind};
 use crate::handshake::EngineFacts;
 use crate::transport::{DeathCause, Gateway, RequestEvent, RequestStream, TransportError};
 
@@ -524,15 +523,10 @@ pub fn value_to_json(v: &Value) -> Json {
     engine_protocol::view::any_view(v)
 }
 
-/// Evaluates the checks for `engine` (a check with `"engines": [...]`
-/// applies only to those); returns the failures (empty = pass).
-pub fn evaluate(s: &Scenario, r: &RunResult, engine: &str) -> Vec<ScenarioFailure> {
-    checks::evaluate(ScenarioKind::Vllm, &s.checks, &RunObservation::from(r), engine)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::{replay as checks, RunObservation, ScenarioKind};
 
     #[test]
     fn scenarios_with_unknown_checks_or_no_requests_are_rejected() {
@@ -614,9 +608,9 @@ mod tests {
         };
         r.requests.insert("a".into(), RequestResult { children: vec![child(vec![1, 2])], ..Default::default() });
         r.requests.insert("b".into(), RequestResult { children: vec![child(vec![1, 2])], ..Default::default() });
-        assert!(evaluate(&s, &r, "mock").is_empty());
+        assert!(s.judge(&RunObservation::from(&r), "mock").is_empty());
         r.requests.get_mut("b").unwrap().children[0].engine_tokens = vec![1, 3];
-        let f = evaluate(&s, &r, "mock");
+        let f = s.judge(&RunObservation::from(&r), "mock");
         assert_eq!(f.len(), 1);
         assert!(f[0].to_string().contains("same_tokens"), "{f:?}");
     }

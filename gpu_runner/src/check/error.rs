@@ -58,7 +58,7 @@ impl CheckError {
 pub enum CheckFailure {
     /// A value differs from the expected one.
     #[error("{what} is {got}, expected {expected}")]
-    Differs { what: &'static str, got: Json, expected: Json },
+    Differs { what: &'static str, got: Box<Json>, expected: Box<Json> },
     /// The check names no request.
     #[error("no `request`")]
     NoRequestNamed,

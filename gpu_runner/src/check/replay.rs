@@ -148,7 +148,7 @@ fn eq(what: &'static str, got: Json, expected: Json) -> Result<(), CheckFailure>
     if got == expected {
         Ok(())
     } else {
-        Err(CheckFailure::Differs { what, got, expected })
+        Err(CheckFailure::Differs { what, got: Box::new(got), expected: Box::new(expected) })
     }
 }
 

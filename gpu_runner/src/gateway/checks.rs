@@ -136,7 +136,7 @@ fn shared(check: &Check, obs: &crate::check::Observation) -> bool {
 }
 
 /// Evaluates the checks of one request.
-pub fn evaluate(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec<CheckResult> {
+pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec<CheckResult> {
     let mut out = Vec::new();
     let mut push = |check: &str, ok: bool, detail: String, reference: &str| {
         out.push(CheckResult {

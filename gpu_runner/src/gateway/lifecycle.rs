@@ -18,7 +18,7 @@ use engine_protocol::translate::GatewayTokenizer;
 use engine_protocol::ReleaseSchema;
 use serde_json::{json, Value as Json};
 
-use super::checks::{evaluate, CheckCtx, CheckResult};
+use super::checks::{check_request, CheckCtx, CheckResult};
 use super::error::GatewayError;
 use super::observe::{assemble_stream, observe_inputs, NoResponse, Observed};
 use super::scenario::{set_if_absent, GwRequest, GwScenario};
@@ -294,7 +294,7 @@ pub async fn run_scenario(session: &Session, s: &GwScenario, model: &str, ctx: &
     let mut requests = Vec::new();
     for req in &s.requests {
         let obs = run_request(session, req, model, ctx.release).await;
-        checks.extend(evaluate(req, &obs, ctx));
+        checks.extend(check_request(req, &obs, ctx));
         requests.push(json!({
             "id": req.id,
             "endpoint": req.endpoint.path(),

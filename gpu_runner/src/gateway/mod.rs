@@ -12,7 +12,7 @@
 //!   `engine_protocol` (a message vLLM's engine would refuse is a finding)
 //!   and compared field by field with what vLLM's own frontend sends for the
 //!   same request (`engine_protocol::translate` with
-//!   [`TranslateOptions::vllm_parity`], the options `conformance verify`
+//!   [`TranslateOptions::vllm_parity`](engine_protocol::translate::TranslateOptions::vllm_parity), the options `conformance verify`
 //!   checks against the `translation` goldens);
 //! - what the gateway returned to the client for scripted engine outputs,
 //!   compared with what vLLM's frontend made of the same outputs (the
@@ -49,7 +49,7 @@ pub mod observe;
 pub mod scenario;
 pub mod smg;
 
-pub use checks::{evaluate, json_at, json_close, json_eq, CheckCtx, CheckResult};
+pub use checks::{check_request, json_at, json_close, json_eq, CheckCtx, CheckResult};
 pub use error::GatewayError;
 pub use lifecycle::{
     registration_from_case, report_json, run_all, run_request, run_scenario, start, verdict, GwResult, Launch,

@@ -43,7 +43,7 @@ fn failing(req: &GwRequest, obs: &Observed) -> Vec<String> {
     let reg = registration_from_case(&repo().join(READY_RESPONSE_CASE)).unwrap();
     let facts = handshake::decode_registration(release(), 0, &reg).unwrap();
     let ctx = CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
-    evaluate(req, obs, &ctx).into_iter().filter(|c| !c.ok).map(|c| c.check).collect()
+    check_request(req, obs, &ctx).into_iter().filter(|c| !c.ok).map(|c| c.check).collect()
 }
 
 fn add(id: &str, prompt: &[i64]) -> (String, StructValue) {
@@ -331,12 +331,15 @@ fn right_error() -> Observed {
 
 type GwBreaker = fn(&mut Observed);
 
+/// A check's entry, the right observation, and what breaks it.
+type GwCase = (Json, fn() -> Observed, GwBreaker);
+
 fn sample() -> Json {
     json!([[{"token_id": 5, "logprob": -0.5, "rank": 1, "decoded_token": "a"}]])
 }
 
 /// Every gateway check: its entry, the right observation, what breaks it.
-fn gateway_cases() -> Vec<(Json, fn() -> Observed, GwBreaker)> {
+fn gateway_cases() -> Vec<GwCase> {
     vec![
         (json!({"check": "status", "is": 200}), right_answer, |o| o.status = Some(500)),
         (json!({"check": "finish_reason", "is": "length"}), right_answer, |o| {
@@ -409,7 +412,7 @@ fn every_gateway_check_passes_on_vllms_answer_and_fails_on_a_wrong_one() {
         let req = &s.requests[0];
         let name = req.checks[0].name();
         let judged = |obs: &Observed| {
-            let rs = evaluate(req, obs, &ctx);
+            let rs = check_request(req, obs, &ctx);
             let mine: Vec<CheckResult> = rs.into_iter().filter(|c| c.check.starts_with(name)).collect();
             assert_eq!(mine.len(), 1, "{entry}: {mine:?}");
             mine.into_iter().next().unwrap()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
-use crate::check::{parse_list, CheckSpec, ScenarioKind};
+use crate::check::{parse_list, CheckSpec, RunObservation, ScenarioFailure, ScenarioKind};
 use crate::load::{LoadError, ScenarioError, ScenarioFile};
 
 /// A request sent around the gateway's validation (both dialects).
@@ -234,6 +234,13 @@ impl<D: Dialect> ScenarioOf<D> {
             timeout,
             dialect,
         })
+    }
+
+    /// The scenario's failures on `engine` (empty: pass): its checks, one
+    /// implementation for both dialects ([`crate::check::replay::evaluate`]),
+    /// on what the run observed.
+    pub fn judge(&self, run: &RunObservation, engine: &str) -> Vec<ScenarioFailure> {
+        crate::check::replay::evaluate(D::KIND, &self.checks, run, engine)
     }
 
     pub fn runs_on(&self, engine: &str) -> bool {

@@ -194,7 +194,7 @@ async fn run_one(
     match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
         Err(_) => not_finished(limit, s.timeout),
         Ok(r) => {
-            let failures = scenario::evaluate(s, &r, &opts.engine);
+            let failures = s.judge(&(&r).into(), &opts.engine);
             crate::report::verdict_of(&failures, r.drift)
         }
     }

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::gateway::{TsDeath, TsEvent, TsGateway, TsRow};
 use super::mock::release;
-use crate::check::{RunObservation, ScenarioFailure, ScenarioKind};
+use crate::check::ScenarioKind;
 use crate::handshake::EngineFacts;
 use crate::load::{LoadError, ScenarioError};
 use crate::scenario::{levels, load_dir_of, set_path, Dialect, Raw, RequestSpecOf, ScenarioOf};
@@ -374,10 +374,4 @@ async fn run_request(ctx: &TsContext<'_>, s: &TsScenario, spec: &TsRequestSpec) 
     }
     ctx.gateway.forget(&rid);
     res
-}
-
-/// Check failures of a scenario's run (empty: all pass): the shared
-/// replay checks ([`crate::check::replay`]) on the run's observation.
-pub fn evaluate(s: &TsScenario, r: &TsRun, engine: &str) -> Vec<ScenarioFailure> {
-    crate::check::replay::evaluate(ScenarioKind::Tokenspeed, &s.checks, &RunObservation::from(r), engine)
 }
