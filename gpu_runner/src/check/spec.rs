@@ -125,13 +125,14 @@ impl FailureClass {
     /// (docs/runner.md "Failure paths") has it. `Some(None)`: any failure
     /// (the empty fragment); `None`: no class's message has it.
     pub fn from_message_fragment(fragment: &str) -> Option<Option<FailureClass>> {
-        const MESSAGES: [(&str, FailureClass); 7] = [
+        const MESSAGES: [(&str, FailureClass); 8] = [
             ("engine sent ENGINE_CORE_DEAD", FailureClass::DeathSentinel),
             ("engine's input connection dropped", FailureClass::InputDropped),
             ("engine's output connection dropped", FailureClass::OutputDropped),
             ("engine restarted", FailureClass::Restarted),
             ("(silence deadline)", FailureClass::Silence),
             ("no answer within", FailureClass::Silence),
+            ("not finished within", FailureClass::Silence),
             ("engine finished the request with ERROR", FailureClass::ErrorOutput),
         ];
         if fragment.is_empty() {

@@ -435,3 +435,72 @@ fn every_gateway_check_of_the_vocabulary_has_a_case() {
         assert!(covered.contains(&e.name), "no pass/fail case for {}", e.name);
     }
 }
+
+/// What a request of a gateway report showed, rebuilt from the report
+/// (the ADDs from their canonical view).
+fn observed_from_report(q: &Json) -> Observed {
+    let adds = q["sent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let value =
+                engine_protocol::view::from_view("EngineCoreRequest", release().engine_core_request, v).unwrap();
+            let Value::Struct(s) = value else { panic!("not a struct") };
+            (s.str_field("request_id").unwrap_or("").to_string(), s)
+        })
+        .collect();
+    let error = q["error"].as_str().map(|e| {
+        if e.contains("no complete response within") {
+            gave_up_after(q["seconds"].as_f64().unwrap().floor())
+        } else {
+            NoResponse::Task(e.to_string())
+        }
+    });
+    Observed {
+        status: q["status"].as_u64().map(|s| s as u16),
+        body: (!q["response"].is_null()).then(|| q["response"].clone()),
+        error,
+        adds,
+        aborts: q["aborts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["request_id"].as_str().unwrap().to_string(), a["after_response_s"].as_f64().unwrap()))
+            .collect(),
+        invalid: q["invalid"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect(),
+        sse: q["sse"].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()),
+        seconds: q["seconds"].as_f64().unwrap(),
+        ..Observed::default()
+    }
+}
+
+#[test]
+fn the_typed_checks_judge_the_reference_run_as_its_report_says() {
+    let report: Json = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("golden/gateway/reports/vllm-0.32.0-frontend.json")).unwrap(),
+    )
+    .unwrap();
+    let tok = tokenizer();
+    let reg = registration_from_case(&repo().join(READY_RESPONSE_CASE)).unwrap();
+    let facts = handshake::decode_registration(release(), 0, &reg).unwrap();
+    let ctx = CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
+    let mut compared = 0;
+    for r in report["results"].as_array().unwrap() {
+        let Some(requests) = r["requests"].as_array() else { continue };
+        let s = load(r["scenario"].as_str().unwrap());
+        for q in requests {
+            let req = request(&s, q["id"].as_str().unwrap());
+            let got = check_request(req, &observed_from_report(q), &ctx);
+            let want: Vec<&Json> = r["checks"].as_array().unwrap().iter().filter(|c| c["request"] == q["id"]).collect();
+            assert_eq!(got.len(), want.len(), "{}/{}: {got:?}", r["scenario"], q["id"]);
+            for (g, w) in got.iter().zip(want) {
+                assert_eq!(g.check, w["check"].as_str().unwrap());
+                assert_eq!(g.ok, w["ok"].as_bool().unwrap(), "{}/{} {}: {}", r["scenario"], q["id"], g.check, g.detail);
+                assert_eq!(g.detail, w["detail"].as_str().unwrap(), "{}/{} {}", r["scenario"], q["id"], g.check);
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 50, "{compared}");
+}
