@@ -142,6 +142,11 @@ pub enum CheckFailure {
     /// The value at a path of what was sent cannot be read.
     #[error("{0}")]
     Sent(String),
+    /// A gateway-under-test finding that is not one value against another
+    /// (logprob rendering, stop ids, an abort, timing), in the report's
+    /// words.
+    #[error("{0}")]
+    Finding(String),
 }
 
 /// A finish reason as the runner has always shown an optional one

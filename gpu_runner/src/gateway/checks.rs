@@ -18,7 +18,7 @@ use serde_json::{json, Value as Json};
 use super::observe::{NoResponse, Observed};
 use super::scenario::{set_if_absent, Endpoint, GwRequest};
 use crate::check::adapt::client_side;
-use crate::check::{Check, Count, LogprobsSpec, SentSpec};
+use crate::check::{Check, CheckFailure, Count, LogprobsSpec, SentSpec};
 use crate::handshake::EngineFacts;
 
 /// One check's outcome.
@@ -27,9 +27,51 @@ pub struct CheckResult {
     pub request: String,
     pub check: String,
     pub ok: bool,
+    /// What the report shows, passed or not.
     pub detail: String,
     /// Where the expected value comes from.
     pub reference: String,
+    /// What differed, typed (`None` when it passed): the expected and
+    /// observed values for the checks that compare one value, the finding
+    /// in words for the others.
+    pub failure: Option<CheckFailure>,
+}
+
+/// The results of one request's checks, as they are pushed.
+struct Results<'r> {
+    request: &'r str,
+    out: Vec<CheckResult>,
+}
+
+impl Results<'_> {
+    fn push(&mut self, check: &str, ok: bool, detail: String, reference: &str) -> &mut CheckResult {
+        let failure = (!ok).then(|| CheckFailure::Finding(detail.clone()));
+        self.out.push(CheckResult {
+            request: self.request.to_string(),
+            check: check.to_string(),
+            ok,
+            detail,
+            reference: reference.to_string(),
+            failure,
+        });
+        self.out.last_mut().expect("just pushed")
+    }
+}
+
+impl CheckResult {
+    /// A failed comparison: `what` was `got`, `expected` was expected.
+    fn differs(&mut self, what: &'static str, got: Json, expected: Json) {
+        if !self.ok {
+            self.failure = Some(CheckFailure::Differs { what, got: Box::new(got), expected: Box::new(expected) });
+        }
+    }
+
+    /// A failed check shared with replay: its own typed failure.
+    fn shared_failure(&mut self, f: Option<CheckFailure>) {
+        if let (false, Some(f)) = (self.ok, f) {
+            self.failure = Some(f);
+        }
+    }
 }
 
 /// Facts the checks need.
@@ -130,25 +172,21 @@ fn sorted_ints(v: &Json) -> Vec<i64> {
 }
 
 /// A check of the client's side that replay has too, decided by the
-/// shared implementation ([`crate::check::replay::check_observation`]).
-fn shared(check: &Check, obs: &crate::check::Observation) -> bool {
-    crate::check::replay::check_observation(check, obs).is_some_and(|r| r.is_ok())
+/// shared implementation ([`crate::check::replay::check_observation`]):
+/// whether it passed, and its failure.
+fn shared(check: &Check, obs: &crate::check::Observation) -> (bool, Option<CheckFailure>) {
+    match crate::check::replay::check_observation(check, obs) {
+        Some(Ok(())) => (true, None),
+        Some(Err(f)) => (false, Some(f)),
+        None => (false, None),
+    }
 }
 
 /// Evaluates the checks of one request.
 pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec<CheckResult> {
-    let mut out = Vec::new();
-    let mut push = |check: &str, ok: bool, detail: String, reference: &str| {
-        out.push(CheckResult {
-            request: req.id.clone(),
-            check: check.to_string(),
-            ok,
-            detail,
-            reference: reference.to_string(),
-        });
-    };
+    let mut res = Results { request: &req.id, out: Vec::new() };
     // Always: every message the gateway sent is one vLLM's engine accepts.
-    push(
+    res.push(
         "wire_valid",
         obs.invalid.is_empty(),
         if obs.invalid.is_empty() {
@@ -160,7 +198,7 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
     );
     let judges_failure = req.checks.iter().any(|c| matches!(c.check, Check::FailsWithin { .. }));
     if let (Some(e), false) = (&obs.error, judges_failure) {
-        push("response", false, format!("no HTTP response: {e}"), "");
+        res.push("response", false, format!("no HTTP response: {e}"), "");
     }
     let client_gave_up = obs.error.as_ref().is_some_and(NoResponse::client_gave_up);
     let body = obs.body.clone().unwrap_or(Json::Null);
@@ -187,25 +225,32 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
         match &c.check {
             Check::Status { is } => {
                 let ok = obs.status == Some(*is);
-                push(name, ok, format!("HTTP {:?}, expected {is}", obs.status), reference);
+                res.push(name, ok, format!("HTTP {:?}, expected {is}", obs.status), reference).differs(
+                    "HTTP status",
+                    json!(obs.status),
+                    json!(is),
+                );
             }
             Check::FinishReason { is } => {
                 let is = json!(is);
                 let got = choice0(&body).and_then(|c| c.get("finish_reason")).cloned().unwrap_or(Json::Null);
-                let ok = shared(&c.check, &client_side(None, &got, &Json::Null));
-                push(name, ok, format!("got {got}, vLLM: {is}"), reference);
+                let (ok, failure) = shared(&c.check, &client_side(None, &got, &Json::Null));
+                res.push(name, ok, format!("got {got}, vLLM: {is}"), reference).shared_failure(failure);
             }
             Check::Text { is } => {
                 let got = client_text(req.endpoint, &body);
-                let ok =
-                    got.as_deref().is_some_and(|t| shared(&c.check, &client_side(Some(t), &Json::Null, &Json::Null)));
+                let (ok, failure) = match got.as_deref() {
+                    Some(t) => shared(&c.check, &client_side(Some(t), &Json::Null, &Json::Null)),
+                    None => (false, Some(CheckFailure::Missing("no text in the response"))),
+                };
                 let is = json!(is);
-                push(
+                res.push(
                     name,
                     ok,
                     format!("got {}, vLLM: {is}", got.map_or("none".into(), |t| Json::String(t).to_string())),
                     reference,
-                );
+                )
+                .shared_failure(failure);
             }
             Check::StopReason { is } => {
                 let is = is.as_ref().map_or(Json::Null, |s| s.to_json());
@@ -215,8 +260,8 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                     Some(v) => ("stop_reason", v.clone()),
                     None => ("matched_stop", c0.and_then(|c| c.get("matched_stop")).cloned().unwrap_or(Json::Null)),
                 };
-                let ok = shared(&c.check, &client_side(None, &Json::Null, &got));
-                push(name, ok, format!("{key} {got}, vLLM stop_reason {is}"), reference);
+                let (ok, failure) = shared(&c.check, &client_side(None, &Json::Null, &got));
+                res.push(name, ok, format!("{key} {got}, vLLM stop_reason {is}"), reference).shared_failure(failure);
             }
             Check::PromptTokens {} => {
                 let got = body.get("usage").and_then(|u| u.get("prompt_tokens")).and_then(Json::as_i64);
@@ -225,12 +270,13 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                     Some(Value::Array(x)) => x.len() as i64,
                     _ => 0,
                 });
-                push(
+                res.push(
                     name,
                     got.is_some() && got == want,
                     format!("usage.prompt_tokens {got:?}, the prompt the gateway sent has {want:?} tokens"),
                     if reference.is_empty() { "vLLM's OpenAI server: len(prompt_token_ids)" } else { reference },
-                );
+                )
+                .differs("usage.prompt_tokens", json!(got), json!(want));
             }
             Check::CompletionTokens { is } => {
                 let got = body.get("usage").and_then(|u| u.get("completion_tokens")).and_then(Json::as_i64);
@@ -246,25 +292,26 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                     (Count::N(n), _) => i64::try_from(*n).ok(),
                     (Count::Room(_), None) => None,
                 };
-                push(
+                res.push(
                     name,
                     got.is_some() && got == want,
                     format!("usage.completion_tokens {got:?}, expected {want:?}"),
                     reference,
-                );
+                )
+                .differs("usage.completion_tokens", json!(got), json!(want));
             }
             Check::Logprobs(LogprobsSpec::Rendered { k, sample }) => {
                 let (ok, detail) = check_logprobs(req.endpoint, &body, sample, *k);
-                push(name, ok, detail, reference);
+                res.push(name, ok, detail, reference);
             }
             Check::LogprobTokens { k, sample } => {
                 let (ok, detail) = check_logprob_tokens(&body, sample, *k);
-                push(name, ok, detail, reference);
+                res.push(name, ok, detail, reference);
             }
             Check::Sent(SentSpec::Field { field, is, as_set }) => {
                 let label = format!("sent {field}");
                 let Some(add) = first_add else {
-                    push(&label, false, no_add(), "");
+                    res.push(&label, false, no_add(), "");
                     continue;
                 };
                 let got = sp_field(add, field);
@@ -282,16 +329,19 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                     )
                 };
                 match want {
-                    Err(e) => push(&label, false, e, &refn),
+                    Err(e) => {
+                        res.push(&label, false, e, &refn);
+                    }
                     Ok(w) => {
                         let ok = if *as_set { sorted_ints(&got) == sorted_ints(&w) } else { json_eq(&got, &w) };
-                        push(&label, ok, format!("sent {}, vLLM sends {}", short(&got), short(&w)), &refn);
+                        let detail = format!("sent {}, vLLM sends {}", short(&got), short(&w));
+                        res.push(&label, ok, detail, &refn).differs("the ADD's sampling_params field", got, w);
                     }
                 }
             }
             Check::SentStopTokenIds {} => {
                 let Some(add) = first_add else {
-                    push(name, false, no_add(), "");
+                    res.push(name, false, no_add(), "");
                     continue;
                 };
                 let got = sorted_ints(&sp_field(add, "stop_token_ids"));
@@ -338,11 +388,11 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                 if !notes.is_empty() {
                     d.push_str(&format!("; extra, same effect at the engine: {}", notes.join(", ")));
                 }
-                push(name, ok, d, "vLLM's frontend (translate, vllm_parity)");
+                res.push(name, ok, d, "vLLM's frontend (translate, vllm_parity)");
             }
             Check::SentStructuredOutputs {} => {
                 let Some(add) = first_add else {
-                    push(name, false, no_add(), "");
+                    res.push(name, false, no_add(), "");
                     continue;
                 };
                 let got = sp_field(add, "structured_outputs");
@@ -353,7 +403,7 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                     _ => Json::Null,
                 };
                 let (ok, d) = check_structured(&got, &want);
-                push(
+                res.push(
                     name,
                     ok,
                     d,
@@ -369,7 +419,7 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                 got.sort_by_key(|x| x.to_string());
                 want.sort_by_key(|x| x.to_string());
                 let ok = !want.is_empty() && json_eq(&Json::Array(got.clone()), &Json::Array(want.clone()));
-                push(
+                res.push(
                     name,
                     ok,
                     format!(
@@ -402,13 +452,13 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                         status.map_or("an error status".to_string(), |s| format!("HTTP {s}")),
                     ),
                 };
-                push(name, ok, d, reference);
+                res.push(name, ok, d, reference);
             }
             Check::WithinS { s: limit } => {
                 let limit = *limit;
                 let ok = !client_gave_up && obs.seconds <= limit;
                 let how = if client_gave_up { "the client gave up waiting" } else { "answered" };
-                push(name, ok, format!("{how} after {:.2}s, expected within {limit}s", obs.seconds), reference);
+                res.push(name, ok, format!("{how} after {:.2}s, expected within {limit}s", obs.seconds), reference);
             }
             Check::FailsWithin { s: limit } => {
                 // No success: an HTTP error status, or a connection refused
@@ -428,7 +478,7 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                     (None, Some(e)) => format!("no response: {e}"),
                     (None, None) => "nothing".into(),
                 };
-                push(
+                res.push(
                     name,
                     ok,
                     format!("{what} after {:.2}s, expected a failure within {limit}s", obs.seconds),
@@ -438,7 +488,8 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
             Check::Json { path, is } => {
                 let got = json_at(&body, path).cloned().unwrap_or(Json::Null);
                 let ok = json_close(&got, is);
-                push(&format!("json {path}"), ok, format!("got {}, vLLM: {}", short(&got), short(is)), reference);
+                let detail = format!("got {}, vLLM: {}", short(&got), short(is));
+                res.push(&format!("json {path}"), ok, detail, reference).differs("the body's value", got, is.clone());
             }
             Check::SseDone {} => {
                 let d = body.get("_sse");
@@ -454,11 +505,15 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                         if last { ", last" } else { ", not last" }
                     ),
                 };
-                push(name, ok, detail, reference);
+                res.push(name, ok, detail, reference);
             }
             Check::NumAdds { is } => {
                 let ok = *is == obs.adds.len() as u64;
-                push(name, ok, format!("{} ADDs, expected {is}", obs.adds.len()), reference);
+                res.push(name, ok, format!("{} ADDs, expected {is}", obs.adds.len()), reference).differs(
+                    "ADDs",
+                    json!(obs.adds.len()),
+                    json!(is),
+                );
             }
             Check::EngineAborted { tokens } => {
                 // vLLM's frontend aborts the engine request when it stops it
@@ -497,7 +552,7 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                 } else {
                     bad.join("; ")
                 };
-                push(
+                res.push(
                     name,
                     ok,
                     d,
@@ -509,10 +564,12 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                 );
             }
             // Replay checks never reach a gateway scenario: refused at load.
-            _ => push(name, false, format!("{name} is not a gateway check"), ""),
+            _ => {
+                res.push(name, false, format!("{name} is not a gateway check"), "");
+            }
         }
     }
-    out
+    res.out
 }
 
 /// Exactly one constraint, a `_backend`, and the constraint vLLM sends.

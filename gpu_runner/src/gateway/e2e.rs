@@ -307,6 +307,7 @@ struct Run {
 impl Run {
     fn check(&mut self, request: &str, check: &str, ok: bool, detail: String, reference: &str) {
         self.checks.push(CheckResult {
+            failure: (!ok).then(|| crate::check::CheckFailure::Finding(detail.clone())),
             request: request.into(),
             check: check.into(),
             ok,

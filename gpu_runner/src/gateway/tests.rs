@@ -419,11 +419,19 @@ fn every_gateway_check_passes_on_vllms_answer_and_fails_on_a_wrong_one() {
         };
         let good = right();
         let r = judged(&good);
-        assert!(r.ok, "{entry} on the right answer: {}", r.detail);
+        assert!(r.ok && r.failure.is_none(), "{entry} on the right answer: {}", r.detail);
         let mut bad = right();
         breaker(&mut bad);
         let r = judged(&bad);
         assert!(!r.ok, "{entry} on the broken answer: {}", r.detail);
+        // The failure is typed: what differed, expected and got, for the
+        // checks that compare one value.
+        let failure = r.failure.unwrap_or_else(|| panic!("{entry}: no typed failure"));
+        if ["status", "finish_reason", "stop_reason", "text", "completion_tokens", "prompt_tokens", "json", "num_adds"]
+            .contains(&name)
+        {
+            assert!(matches!(failure, crate::check::CheckFailure::Differs { .. }), "{entry}: {failure:?}");
+        }
     }
 }
 
