@@ -649,8 +649,8 @@ impl CheckSpec {
     }
 }
 
-/// Reads a scenario's `checks` list: `at` names the list in errors
-/// (`checks[i]` is added).
+/// Reads a scenario's `checks` list (absent or null: none); an error
+/// comes with the index of the entry it is about.
 pub fn parse_list(kind: ScenarioKind, v: Option<&Json>) -> Result<Vec<CheckSpec>, (usize, CheckError)> {
     let list = match v {
         None | Some(Json::Null) => return Ok(Vec::new()),
