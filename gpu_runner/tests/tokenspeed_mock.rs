@@ -357,7 +357,7 @@ fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_a
     assert_eq!(s.dialect.mock, Some(serde_json::json!({"max_model_len": 64})));
     assert_eq!(s.timeout, Duration::from_secs(5));
 
-    let err = |text: &str| TsScenario::from_json("bad", text).unwrap_err();
+    let err = |text: &str| TsScenario::from_json("bad", text).unwrap_err().to_string();
     assert!(err(r#"{"requests": [{"id": "a", "request": {}}], "checks": [{"check": "utility"}]}"#)
         .contains("unknown check \"utility\""));
     assert!(err(r#"{"requests": [{"id": "a", "request": {}, "after": "a"}]}"#).contains("cycle"));

@@ -22,6 +22,8 @@ use engine_protocol::{encode_message, MessageKind, Value};
 use serde_json::Value as Json;
 
 use super::tokenspeed::{release, Tokenspeed};
+use crate::check::adapt::Observe;
+use crate::check::Observation;
 use crate::replay::run::{
     collect, fail, request_id, set_path, ChildResult, Context, Outcome, Replay, RequestResult, StepView, Wait,
 };
@@ -93,6 +95,18 @@ impl Replay for Tokenspeed {
         } else {
             Outcome::Finished
         }
+    }
+}
+
+/// TokenSpeed's results as the checks read them: TokenSpeed 0.1.1 clamps a
+/// request to `max_req_len − prompt − 1` (`_apply_generation_budget`), so
+/// one token of the room is held back; the checks read the rows, late
+/// ones included.
+impl Observe for Tokenspeed {
+    const ROOM_HELD_BACK: i64 = 1;
+
+    fn observe_outputs(kept: &[BatchRow], into: &mut Observation) {
+        into.rows = kept.to_vec();
     }
 }
 

@@ -18,6 +18,8 @@ use engine_protocol::{MessageKind, Value};
 use serde_json::{json, Value as Json};
 
 use super::vllm::{Step, Vllm};
+use crate::check::adapt::Observe;
+use crate::check::Observation;
 use crate::replay::run::{
     collect, fail, json_to_value, now_secs, request_id, set_path, ChildResult, Context, Replay, RequestResult,
     RunResult, StepView, Wait,
@@ -101,6 +103,17 @@ impl Replay for Vllm {
 
     fn wait(_ctx: &Context<'_, Vllm>, spec: &RequestSpec) -> Wait {
         Wait::Whole(spec.wait)
+    }
+}
+
+/// vLLM's results as the checks read them: the engine holds nothing back
+/// of a request's room (`max_model_len − prompt`), and the checks read the
+/// decoded `EngineCoreOutput`s.
+impl Observe for Vllm {
+    const ROOM_HELD_BACK: i64 = 0;
+
+    fn observe_outputs(kept: &[StructValue], into: &mut Observation) {
+        into.outputs = kept.to_vec();
     }
 }
 

@@ -33,13 +33,13 @@ impl From<String> for NotUp {
 
 /// Why a run stopped before its end (a scenario's failure is its verdict,
 /// not an error).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunAllError {
     /// The recorder (`--record`) or a scenario's results could not be
     /// written.
-    #[error("{0}")]
-    Record(String),
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
 }
 
 impl From<RunAllError> for String {

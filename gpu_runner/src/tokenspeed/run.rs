@@ -107,7 +107,7 @@ impl Session {
 
 /// Why a TokenSpeed run could not run (a scenario's failure is its
 /// verdict, not an error).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
     /// `--engine tokenspeed` on a machine without an NVIDIA GPU.
@@ -118,14 +118,14 @@ pub enum RunError {
     )]
     NoGpu,
     /// The scenarios did not load (the file and why).
-    #[error("{0}")]
-    Scenarios(String),
+    #[error(transparent)]
+    Scenarios(crate::load::LoadError),
     /// A fresh scenario's mock script does not read.
     #[error("{0}")]
     Script(#[from] crate::mock::ScriptError),
     /// The recorder could not write.
-    #[error("{0}")]
-    Record(String),
+    #[error(transparent)]
+    Record(crate::record::RecordError),
 }
 
 impl From<RunError> for String {
@@ -232,8 +232,8 @@ async fn run_one(
     match tokio::time::timeout(limit, crate::replay::run::run(&ctx, s)).await {
         Err(_) => not_finished(limit, s.timeout),
         Ok(r) => {
-            let failures = scenario::evaluate(s, &r, &opts.engine);
-            Verdict::from_run(&failures, r.drift)
+            let failures = s.judge(&(&r).into(), &opts.engine);
+            crate::report::verdict_of(&failures, r.drift)
         }
     }
 }
@@ -341,9 +341,11 @@ pub async fn run_all(opts: &RunOptions, tok: &GatewayTokenizer) -> Result<(Vec<S
     let mut h = TokenspeedHarness { opts, tok, logprobs, recorder };
     let main_dir = opts.work_dir.join("main");
     let RunAll { results, main_error } =
-        runner::run_all(&mut h, &scenarios, &main_dir, &opts.work_dir, &opts.expectations)
-            .await
-            .map_err(|e| RunError::Record(e.to_string()))?;
+        runner::run_all(&mut h, &scenarios, &main_dir, &opts.work_dir, &opts.expectations).await.map_err(
+            |e| match e {
+                RunAllError::Record(r) => RunError::Record(r),
+            },
+        )?;
     if let Some(r) = h.recorder.as_mut() {
         let name = format!("tokenspeed-{}", opts.engine);
         r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results)).map_err(RunError::Record)?;
