@@ -364,7 +364,7 @@ fn doc_of(release: &ReleaseSchema, kind: MessageKind, from_engine: bool, scenari
 }
 
 /// The columns of a TokenSpeed batch, one entry per row.
-const TS_ROW_COLUMNS: [&str; 8] = [
+const BATCH_ROW_COLUMNS: [&str; 8] = [
     "BatchTokenIDOutSlim.rids",
     "BatchTokenIDOutSlim.output_ids",
     "BatchTokenIDOutSlim.finished_reasons",
@@ -399,7 +399,7 @@ fn volatile(release: &ReleaseSchema, kind: MessageKind, s: &Summary) -> Vec<&'st
                 ];
                 if s.outputs > 1 {
                     // Which requests share a batch, and their order, is timing.
-                    v.extend(TS_ROW_COLUMNS.iter().copied());
+                    v.extend(BATCH_ROW_COLUMNS.iter().copied());
                 }
                 v
             }

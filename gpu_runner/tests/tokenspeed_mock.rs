@@ -342,8 +342,8 @@ fn the_cli_refuses_the_tokenspeed_engine_on_a_machine_without_a_gpu() {
 #[test]
 fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_at_load() {
     use gpu_runner::scenario::Raw;
-    use gpu_runner::tokenspeed::scenario::TsScenario;
-    let s = TsScenario::from_json(
+    use gpu_runner::tokenspeed::scenario::Scenario as TokenspeedScenario;
+    let s = TokenspeedScenario::from_json(
         "hint",
         r#"{"requests": [{"id": "a", "request": {"prompt_token_ids": [1]}, "stream": true},
                          {"id": "b", "after": "a", "raw": {"frames": ["00"]}}],
@@ -357,7 +357,7 @@ fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_a
     assert_eq!(s.dialect.mock, Some(serde_json::json!({"max_model_len": 64})));
     assert_eq!(s.timeout, Duration::from_secs(5));
 
-    let err = |text: &str| TsScenario::from_json("bad", text).unwrap_err().to_string();
+    let err = |text: &str| TokenspeedScenario::from_json("bad", text).unwrap_err().to_string();
     assert!(err(r#"{"requests": [{"id": "a", "request": {}}], "checks": [{"check": "utility"}]}"#)
         .contains("unknown check \"utility\""));
     assert!(err(r#"{"requests": [{"id": "a", "request": {}, "after": "a"}]}"#).contains("cycle"));

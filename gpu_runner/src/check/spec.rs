@@ -548,7 +548,7 @@ impl Check {
             Check::EngineOutcome { is } if !REPLAY_OUTCOMES.contains(&is.as_str()) => {
                 return Err(CheckError::Invalid { check: name, why: format!("`is`: no outcome {is:?}") });
             }
-            Check::Outcome { is } if !TS_OUTCOMES.contains(&is.as_str()) => {
+            Check::Outcome { is } if !TOKENSPEED_OUTCOMES.contains(&is.as_str()) => {
                 return Err(CheckError::Invalid { check: name, why: format!("`is`: no outcome {is:?}") });
             }
             Check::SatisfiesConstraint { language_regex: Some(re) } => {
@@ -584,7 +584,7 @@ pub const REPLAY_OUTCOMES: &[&str] = &[
 ];
 
 /// The outcomes `outcome` may expect (TokenSpeed replay).
-pub const TS_OUTCOMES: &[&str] =
+pub const TOKENSPEED_OUTCOMES: &[&str] =
     &["none", "finished", "abort_row", "aborted", "refused", "silence", "death_sentinel", "failed"];
 
 /// A check with the fields every check may carry.

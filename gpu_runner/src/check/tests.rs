@@ -401,7 +401,7 @@ fn an_unknown_check_in_a_scenario_file_is_refused_at_load_naming_the_file_and_th
         let e = if sub == "vllm" {
             load_error::<crate::scenario::Scenario>(dir.path())
         } else {
-            load_error::<crate::tokenspeed::scenario::TsScenario>(dir.path())
+            load_error::<crate::tokenspeed::scenario::Scenario>(dir.path())
         };
         assert_eq!(e.file(), Some(dir.path().join("bad_one.json").as_path()));
         assert_eq!(e.check_error(), Some(&CheckError::Unknown { name: "vibes".into() }));
@@ -442,7 +442,7 @@ fn a_check_with_a_missing_field_is_refused_at_load_naming_the_file_and_the_check
         "k.json",
         r#"{"requests": [{"id": "a", "request": {}}], "checks": [{"check": "status", "is": 200}]}"#,
     );
-    let e = load_error::<crate::tokenspeed::scenario::TsScenario>(dir.path());
+    let e = load_error::<crate::tokenspeed::scenario::Scenario>(dir.path());
     assert_eq!(e.check_error(), Some(&CheckError::NotForKind { check: "status", kind: ScenarioKind::Tokenspeed }));
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use engine_protocol::translate::GatewayTokenizer;
 
-use super::scenario::{self, TsScenario};
+use super::scenario::{self, Scenario};
 use crate::dialect::tokenspeed::release;
 use crate::dialect::tokenspeed_replay::ReplayOptions;
 use crate::dialect::Tokenspeed as Wire;
@@ -216,7 +216,7 @@ fn placeholder_facts() -> EngineFacts {
 async fn run_one(
     session: &Session,
     tok: &GatewayTokenizer,
-    s: &TsScenario,
+    s: &Scenario,
     opts: &RunOptions,
     logprobs: bool,
 ) -> Verdict {
@@ -267,7 +267,7 @@ impl Harness for TokenspeedHarness<'_> {
         self.recorder.as_mut()
     }
 
-    async fn start(&mut self, dir: &Path, fresh: Option<&TsScenario>) -> Result<(Session, bool), NotUp> {
+    async fn start(&mut self, dir: &Path, fresh: Option<&Scenario>) -> Result<(Session, bool), NotUp> {
         // Checked before the run started (`mock_scripts`).
         let script = match (fresh.and_then(|s| s.dialect.mock.as_ref()), self.opts.engine.as_str()) {
             (Some(j), "mock") => MockScript::from_json(&j.to_string()).ok(),
@@ -287,7 +287,7 @@ impl Harness for TokenspeedHarness<'_> {
         session.gone()
     }
 
-    async fn replay(&mut self, (session, lp): &(Session, bool), s: &TsScenario) -> Result<Verdict, RunAllError> {
+    async fn replay(&mut self, (session, lp): &(Session, bool), s: &Scenario) -> Result<Verdict, RunAllError> {
         Ok(run_one(session, self.tok, s, self.opts, *lp).await)
     }
 

@@ -42,44 +42,44 @@ pub struct Tokenspeed;
 
 /// TokenSpeed's own request-spec fields.
 #[derive(Debug, Clone)]
-pub struct TsRequestFields {
+pub struct RequestFields {
     /// `TokenizedGenerateReqInput.stream`.
     pub stream: bool,
 }
 
 /// TokenSpeed's own scenario fields.
 #[derive(Debug, Clone, Default)]
-pub struct TsScenarioFields {
+pub struct ScenarioFields {
     /// The mock's script for a fresh mock engine (docs/runner.md).
     pub mock: Option<Json>,
 }
 
 /// A TokenSpeed scenario.
-pub type TsScenario = ScenarioOf<Tokenspeed>;
+pub type Scenario = ScenarioOf<Tokenspeed>;
 /// One request of a TokenSpeed scenario.
-pub type TsRequestSpec = RequestSpecOf<Tokenspeed>;
+pub type RequestSpec = RequestSpecOf<Tokenspeed>;
 
 impl Dialect for Tokenspeed {
-    type Request = TsRequestFields;
-    type Scenario = TsScenarioFields;
+    type Request = RequestFields;
+    type Scenario = ScenarioFields;
     const KIND: ScenarioKind = ScenarioKind::Tokenspeed;
     const EMPTY: &'static str = "no requests";
 
-    fn request(r: &Json, at: &str) -> Result<TsRequestFields, ScenarioError> {
+    fn request(r: &Json, at: &str) -> Result<RequestFields, ScenarioError> {
         let stream = match r.get("stream") {
             None => false,
             Some(b) => b.as_bool().ok_or_else(|| format!("{at}.stream: expected a bool, got {b}"))?,
         };
-        Ok(TsRequestFields { stream })
+        Ok(RequestFields { stream })
     }
 
-    fn scenario(o: &serde_json::Map<String, Json>, _name: &str) -> Result<TsScenarioFields, ScenarioError> {
-        Ok(TsScenarioFields { mock: o.get("mock").cloned() })
+    fn scenario(o: &serde_json::Map<String, Json>, _name: &str) -> Result<ScenarioFields, ScenarioError> {
+        Ok(ScenarioFields { mock: o.get("mock").cloned() })
     }
 }
 
 /// Every `*.json` scenario in `dir`, in name order.
-pub fn load_dir(dir: &Path) -> Result<Vec<TsScenario>, LoadError> {
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, LoadError> {
     load_dir_of::<Tokenspeed>(dir)
 }
 
