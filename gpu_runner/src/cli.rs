@@ -18,8 +18,10 @@ use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdic
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
 
+pub mod error;
 pub mod score;
-pub use score::{gateway, scoreboard, CliError};
+pub use error::CliError;
+pub use score::{gateway, scoreboard};
 
 #[derive(Parser, Debug)]
 #[command(name = "gpu-runner", about = "Replays gateway scenarios against live vLLM EngineCores over ZeroMQ")]
@@ -245,8 +247,7 @@ fn repo_path(rel: &str) -> PathBuf {
 /// `tokenizer_config.json` and `generation_config.json` when present, for
 /// the EOS facts).
 pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
-    let tj = std::fs::read(dir.join("tokenizer.json"))
-        .map_err(|source| CliError::Io { path: dir.join("tokenizer.json"), source })?;
+    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(CliError::io(&dir.join("tokenizer.json")))?;
     let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
     let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
     GatewayTokenizer::from_files(&ModelFiles {
@@ -254,16 +255,16 @@ pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
         tokenizer_config_json: tc.as_deref(),
         generation_config_json: gc.as_deref(),
     })
-    .map_err(|e| CliError::Setup(e.to_string()))
+    .map_err(CliError::from)
 }
 
 /// A scratch directory removed on drop.
 struct WorkDir(PathBuf);
 
 impl WorkDir {
-    fn new() -> Result<WorkDir, String> {
+    fn new() -> Result<WorkDir, CliError> {
         let base = std::env::temp_dir().join(format!("gpu-runner-{}", std::process::id()));
-        std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+        std::fs::create_dir_all(&base).map_err(CliError::io(&base))?;
         Ok(WorkDir(base))
     }
 }
@@ -359,7 +360,7 @@ impl Harness for Setup<'_> {
         let record = self.recorder.as_ref().map(Recorder::dir);
         run_one(session, self.tokenizer, s, self.args.engine.name(), record, self.deadline_at)
             .await
-            .map_err(RunAllError::Record)
+            .map_err(RunAllError::from)
     }
 
     fn started(&mut self, session: &Session) {
@@ -409,9 +410,9 @@ impl Setup<'_> {
         let mut engine = match args.engine {
             EngineKind::VllmCpu => {
                 let how = if args.launch == Launch::Serve { CpuLaunch::Serve } else { CpuLaunch::InProc };
-                Engine::Process(launcher::launch_vllm_cpu(&self.venv, how, &spec)?)
+                Engine::Process(launcher::launch_vllm_cpu(&self.venv, how, &spec).map_err(|e| e.to_string())?)
             }
-            EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec)?),
+            EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec).map_err(|e| e.to_string())?),
             EngineKind::Attach => Engine::None,
             EngineKind::Mock => Engine::Mock(crate::mock::Engine::spawn(
                 gw.handshake_endpoint(),
@@ -445,13 +446,14 @@ impl Setup<'_> {
 }
 
 /// `gpu-runner run`: returns the exit code (0 = nothing failed).
-pub async fn run(args: RunArgs) -> Result<i32, String> {
+pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     if args.dialect == Dialect::Tokenspeed || args.engine == EngineKind::Tokenspeed {
         return run_tokenspeed(args).await;
     }
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let release =
+        engine_protocol::release("vllm", "0.32.0").ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
     let mut scenarios = scenario::load_dir(&dir)?;
     // Scenarios on a fresh engine (which may leave it dead) run last.
@@ -462,7 +464,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     }
     let expectations = load_expectations(args.expectations.as_deref())?;
     if args.engine == EngineKind::Vllm && args.model.is_none() {
-        return Err("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into());
+        return Err(CliError::Usage("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into()));
     }
 
     let work = WorkDir::new()?;
@@ -479,10 +481,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     };
     let tokenizer = tokenizer_from(&model_dir)?;
     let mock_script = match (&args.mock_script, args.engine) {
-        (Some(p), EngineKind::Mock) => Some(
-            Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
-                .map_err(|e| e.to_string())?,
-        ),
+        (Some(p), EngineKind::Mock) => Some(Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         _ => None,
     };
     let launcher_name = match args.engine {
@@ -536,10 +535,10 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     }
     print!("{}", report::text(&results));
     if let Some(p) = &args.report_json {
-        std::fs::write(p, report::json(args.engine.name(), &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::json(args.engine.name(), &results)).map_err(CliError::io(p))?;
     }
     if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(args.engine.name(), &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::junit(args.engine.name(), &results)).map_err(CliError::io(p))?;
     }
     Ok(if report::totals(&results).failed > 0 || main_error.is_some() { 1 } else { 0 })
 }
@@ -609,14 +608,11 @@ fn log_hint(work: &Path) -> String {
 }
 
 /// `gpu-runner mock-engine`.
-pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
+pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
     if args.dialect == Dialect::Tokenspeed {
         use crate::mock::tokenspeed as ts_mock;
         let script = match &args.script {
-            Some(p) => {
-                ts_mock::Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
-                    .map_err(|e| e.to_string())?
-            }
+            Some(p) => ts_mock::Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,
             None => ts_mock::Script::default(),
         };
         let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::Log::default()));
@@ -624,35 +620,37 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
         let r = ts_mock::run(args.handshake, script, log.clone(), stop_rx).await;
         let ended = log.lock().ok().and_then(|l| l.ended.clone());
         eprintln!("tokenspeed mock engine ended: {}", ended.as_deref().unwrap_or("?"));
-        r.map_err(|e| e.to_string())?;
+        r?;
         return Ok(if ended.as_deref() == Some("crashed") { 137 } else { 0 });
     }
     let script = match &args.script {
-        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
-            .map_err(|e| e.to_string())?,
-        None => Script::new(engine_protocol::release("vllm", "0.32.0").ok_or("no schema table")?),
+        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,
+        None => Script::new(
+            engine_protocol::release("vllm", "0.32.0")
+                .ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?,
+        ),
     };
     let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
     let (_stop, stop_rx) = tokio::sync::oneshot::channel();
     let r = crate::mock::vllm::run(args.handshake, script, log.clone(), stop_rx).await;
     let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock::vllm_script::Log>| l.ended.clone());
     eprintln!("mock engine ended: {}", ended.as_deref().unwrap_or("?"));
-    r.map_err(|e| e.to_string())?;
+    r?;
     // A crash is a killed process: exit as SIGKILL would.
     Ok(if ended.as_deref() == Some("Crashed") { 137 } else { 0 })
 }
 
 /// The expectations file, or none.
-fn load_expectations(path: Option<&Path>) -> Result<Expectations, String> {
+fn load_expectations(path: Option<&Path>) -> Result<Expectations, CliError> {
     match path {
-        Some(p) => Ok(Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?),
+        Some(p) => Ok(Expectations::parse(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         None => Ok(Expectations::default()),
     }
 }
 
 /// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`
 /// (docs/runner.md "TokenSpeed").
-async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
+async fn run_tokenspeed(args: RunArgs) -> Result<i32, CliError> {
     use crate::mock::tokenspeed::Script as TokenspeedScript;
     use crate::tokenspeed::run::{run_all, RunOptions};
     let engine = match args.engine {
@@ -660,10 +658,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
         EngineKind::Tokenspeed => "tokenspeed",
         EngineKind::Attach => "attach",
         other => {
-            return Err(format!(
+            return Err(CliError::Usage(format!(
                 "--dialect tokenspeed runs with --engine mock, tokenspeed or attach, not {}",
                 other.name()
-            ))
+            )))
         }
     };
     let deadline_at = args.deadline.map(|d| Instant::now() + Duration::from_secs(d));
@@ -671,9 +669,9 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let model = match (&args.model, args.engine) {
         (Some(m), _) => m.clone(),
         (None, EngineKind::Tokenspeed) => {
-            return Err(
-                "--engine tokenspeed needs --model (a model directory or Hugging Face id TokenSpeed can load)".into()
-            )
+            return Err(CliError::Usage(
+                "--engine tokenspeed needs --model (a model directory or Hugging Face id TokenSpeed can load)".into(),
+            ))
         }
         (None, _) => repo_path("golden/tiny"),
     };
@@ -681,16 +679,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let tok_dir = if model.join("tokenizer.json").is_file() { model.clone() } else { repo_path("golden/tiny") };
     let tokenizer = tokenizer_from(&tok_dir)?;
     let mock_script = match &args.mock_script {
-        Some(p) => Some(
-            TokenspeedScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)
-                .map_err(|e| e.to_string())?,
-        ),
+        Some(p) => Some(TokenspeedScript::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         None => None,
     };
-    let expectations = match &args.expectations {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Expectations::default(),
-    };
+    let expectations = load_expectations(args.expectations.as_deref())?;
     let work = WorkDir::new()?;
     let opts = RunOptions {
         engine: engine.into(),
@@ -713,10 +705,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let name = format!("tokenspeed-{engine}");
     print!("{}", report::text(&results));
     if let Some(p) = &args.report_json {
-        std::fs::write(p, report::json(&name, &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::json(&name, &results)).map_err(CliError::io(p))?;
     }
     if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::junit(&name, &results)).map_err(CliError::io(p))?;
     }
     Ok(if report::totals(&results).failed > 0 || main_error { 1 } else { 0 })
 }

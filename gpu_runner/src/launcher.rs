@@ -62,12 +62,6 @@ pub enum LaunchError {
     Tokenspeed(Box<LaunchError>),
 }
 
-impl From<LaunchError> for String {
-    fn from(e: LaunchError) -> String {
-        e.to_string()
-    }
-}
-
 fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError + '_ {
     move |e| LaunchError::Io { path: path.to_path_buf(), source: Arc::new(e) }
 }

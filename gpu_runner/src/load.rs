@@ -108,14 +108,6 @@ impl LoadError {
     }
 }
 
-/// For callers whose errors are still words (the runs' own
-/// `Result<_, String>`); the error's `Display`.
-impl From<LoadError> for String {
-    fn from(e: LoadError) -> String {
-        e.to_string()
-    }
-}
-
 /// A scenario model that a file holds; `C` is what parsing needs besides
 /// the text (the golden tree and the tokenizer for gateway scenarios,
 /// nothing for the others).

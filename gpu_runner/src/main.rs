@@ -23,8 +23,8 @@ fn main() {
             match cli.command {
                 Command::Run(a) => cli::run(*a).await,
                 Command::MockEngine(a) => cli::mock_engine(a).await,
-                Command::Gateway(a) => cli::gateway(*a).await.map_err(String::from),
-                Command::Scoreboard(a) => cli::scoreboard(a).map_err(String::from),
+                Command::Gateway(a) => cli::gateway(*a).await,
+                Command::Scoreboard(a) => cli::scoreboard(a),
             }
         };
         // SIGINT / SIGTERM end the run in order: dropping the run stops the
@@ -40,8 +40,8 @@ fn main() {
         };
         tokio::select! {
             r = work => r,
-            _ = tokio::signal::ctrl_c() => Err("interrupted (SIGINT)".into()),
-            _ = terminated => Err("terminated (SIGTERM)".into()),
+            _ = tokio::signal::ctrl_c() => Err(cli::CliError::Signal { what: "interrupted", signal: "SIGINT" }),
+            _ = terminated => Err(cli::CliError::Signal { what: "terminated", signal: "SIGTERM" }),
         }
     });
     match code {

@@ -58,13 +58,6 @@ impl RecordError {
     }
 }
 
-/// For callers whose errors are still words; the error's `Display`.
-impl From<RecordError> for String {
-    fn from(e: RecordError) -> String {
-        e.to_string()
-    }
-}
-
 /// What every recorded file says about the run.
 #[derive(Debug, Clone)]
 pub struct RecordMeta {

@@ -40,13 +40,6 @@ pub enum ReportError {
     Shard { given: String, why: &'static str },
 }
 
-/// For callers whose errors are still words; the error's `Display`.
-impl From<ReportError> for String {
-    fn from(e: ReportError) -> String {
-        e.to_string()
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioResult {
     pub scenario: String,

@@ -1,76 +1,20 @@
 //! `gpu-runner gateway` and `gpu-runner scoreboard` (docs/runner.md
 //! "Scoring a gateway", "End to end"): the gateway under test started or
 //! attached, its scenarios loaded and run, the reports and the scoreboard
-//! written; and [`CliError`], why such a command could not run.
+//! written.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{load_expectations, repo_path, tokenizer_from, GatewayArgs, ScoreboardArgs, WorkDir};
+use super::{load_expectations, repo_path, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs, WorkDir};
 use crate::launcher;
 use crate::report::{self, ScenarioResult};
-
-/// Why `gpu-runner gateway` or `gpu-runner scoreboard` could not run (exit
-/// code 2); `Display` is what the runner prints.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CliError {
-    /// The arguments do not make sense together.
-    #[error("{0}")]
-    Usage(String),
-    /// A file could not be read.
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A report is not JSON.
-    #[error("{}: {source}", path.display())]
-    Json {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A gateway report without `gateway`.
-    #[error("{}: not a gateway report (no `gateway`)", path.display())]
-    NotAGatewayReport { path: PathBuf },
-    /// A scenario directory did not load.
-    #[error(transparent)]
-    Load(#[from] crate::load::LoadError),
-    /// The gateway could not be started or scored.
-    #[error(transparent)]
-    Gateway(#[from] crate::gateway::GatewayError),
-    /// A bad expectations file.
-    #[error(transparent)]
-    Report(#[from] report::ReportError),
-    /// A bad codec report.
-    #[error(transparent)]
-    Codec(#[from] crate::scoreboard::CodecReportError),
-    /// A setup step whose error is words (the tokenizer, the work
-    /// directory, a schema table).
-    #[error("{0}")]
-    Setup(String),
-}
-
-impl From<String> for CliError {
-    fn from(s: String) -> CliError {
-        CliError::Setup(s)
-    }
-}
-
-/// For callers whose errors are still words; the error's `Display`.
-impl From<CliError> for String {
-    fn from(e: CliError) -> String {
-        e.to_string()
-    }
-}
 
 /// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
 pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     use crate::gateway::{self, Launch, Target};
-    let release = engine_protocol::release("vllm", "0.32.0")
-        .ok_or_else(|| CliError::Setup("no schema table for vllm 0.32.0".into()))?;
+    let release =
+        engine_protocol::release("vllm", "0.32.0").ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?;
     let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
     let launch = if args.attach {
         if args.http.is_none() || args.handshake.is_none() {

@@ -73,10 +73,3 @@ pub enum GatewayError {
     #[error("{0}")]
     Task(String),
 }
-
-/// For callers whose errors are still words; the error's `Display`.
-impl From<GatewayError> for String {
-    fn from(e: GatewayError) -> String {
-        e.to_string()
-    }
-}

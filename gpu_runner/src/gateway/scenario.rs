@@ -209,7 +209,7 @@ fn from_golden(
     checks: &mut Vec<Json>,
     tok: &GatewayTokenizer,
     finish_last: Option<&Json>,
-) -> Result<EngineScript, String> {
+) -> Result<EngineScript, ScenarioError> {
     let kind = case.get("kind").and_then(Json::as_str).unwrap_or("");
     let input = case.get("input").ok_or("golden has no input")?;
     let expected = case.get("expected").ok_or("golden has no expected")?;
@@ -351,7 +351,11 @@ fn from_golden(
                 });
             }
         }
-        other => return Err(format!("from_golden: kind {other:?} is not used here (stop_detection, logprob_shaping)")),
+        other => {
+            return Err(ScenarioError::Invalid(format!(
+                "from_golden: kind {other:?} is not used here (stop_detection, logprob_shaping)"
+            )))
+        }
     }
     script.then = crate::mock::vllm_script::Then::Generate;
     Ok(script)

@@ -59,12 +59,6 @@ impl From<String> for MockError {
     }
 }
 
-impl From<MockError> for String {
-    fn from(e: MockError) -> String {
-        e.to_string()
-    }
-}
-
 /// A mock script that does not read (`mock script: ...`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -77,12 +71,6 @@ pub enum ScriptError {
 impl From<String> for ScriptError {
     fn from(s: String) -> ScriptError {
         ScriptError::Invalid(s)
-    }
-}
-
-impl From<ScriptError> for String {
-    fn from(e: ScriptError) -> String {
-        e.to_string()
     }
 }
 

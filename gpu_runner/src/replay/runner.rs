@@ -42,12 +42,6 @@ pub enum RunAllError {
     Record(#[from] crate::record::RecordError),
 }
 
-impl From<RunAllError> for String {
-    fn from(e: RunAllError) -> String {
-        e.to_string()
-    }
-}
-
 /// What a dialect's run does around the shared loop.
 #[allow(async_fn_in_trait)]
 pub trait Harness {

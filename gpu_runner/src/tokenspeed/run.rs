@@ -128,12 +128,6 @@ pub enum RunError {
     Record(crate::record::RecordError),
 }
 
-impl From<RunError> for String {
-    fn from(e: RunError) -> String {
-        e.to_string()
-    }
-}
-
 /// Whether this machine has an NVIDIA GPU TokenSpeed can use: `Err` with
 /// a clear reason when it has none.
 pub fn require_gpu() -> Result<(), RunError> {
@@ -172,7 +166,10 @@ async fn start(opts: &RunOptions, dir: &Path, script: Option<MockScript>, tap: O
                 work_dir: dir.to_path_buf(),
                 grace: Duration::from_secs(20),
             };
-            Engine::Process(launcher::launch_tokenspeed(opts.ts_bin.as_deref(), &spec, &opts.extra_args)?)
+            Engine::Process(
+                launcher::launch_tokenspeed(opts.ts_bin.as_deref(), &spec, &opts.extra_args)
+                    .map_err(|e| e.to_string())?,
+            )
         }
         "attach" => Engine::None,
         other => return Err(format!("unknown TokenSpeed engine {other:?} (mock, tokenspeed, attach)")),

@@ -45,12 +45,6 @@ pub enum HandshakeError {
     Encode { what: &'static str, source: engine_protocol::Error },
 }
 
-impl From<HandshakeError> for String {
-    fn from(e: HandshakeError) -> String {
-        e.to_string()
-    }
-}
-
 /// A HELLO or READY as read from the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
