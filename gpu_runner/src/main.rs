@@ -40,8 +40,8 @@ fn main() {
         };
         tokio::select! {
             r = work => r,
-            _ = tokio::signal::ctrl_c() => Err("interrupted (SIGINT)".into()),
-            _ = terminated => Err("terminated (SIGTERM)".into()),
+            _ = tokio::signal::ctrl_c() => Err(cli::CliError::Signal { what: "interrupted", signal: "SIGINT" }),
+            _ = terminated => Err(cli::CliError::Signal { what: "terminated", signal: "SIGTERM" }),
         }
     });
     match code {

@@ -33,8 +33,30 @@ use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, Value}
 use serde_json::{json, Value as Json};
 use tokio::sync::mpsc;
 
-use crate::handshake;
+use crate::transport::handshake;
 use crate::transport::{TapSocket, Tapped};
+
+/// Why a record could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// A file or directory could not be written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record did not serialise.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+}
+
+impl RecordError {
+    fn io(path: &Path, source: std::io::Error) -> RecordError {
+        RecordError::Io { path: path.to_path_buf(), source }
+    }
+}
 
 /// What every recorded file says about the run.
 #[derive(Debug, Clone)]
@@ -72,8 +94,8 @@ impl Recorder {
         release: &'static ReleaseSchema,
         scenarios: impl IntoIterator<Item = String>,
         meta: RecordMeta,
-    ) -> Result<Recorder, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    ) -> Result<Recorder, RecordError> {
+        std::fs::create_dir_all(dir).map_err(|e| RecordError::io(dir, e))?;
         let (tx, rx) = mpsc::unbounded_channel();
         Ok(Recorder {
             dir: dir.to_path_buf(),
@@ -104,7 +126,7 @@ impl Recorder {
     /// Ends the recording: writes what is left (under `shutdown`) and
     /// `run.json` (the engine, launcher, engine release, model, the number
     /// of frame sets, the wall time and `results`, the run's JSON report).
-    pub fn finish(&mut self, engine: &str, wall_s: f64, results: &str) -> Result<(), String> {
+    pub fn finish(&mut self, engine: &str, wall_s: f64, results: &str) -> Result<(), RecordError> {
         self.flush("shutdown")?;
         let run = json!({
             "engine": engine,
@@ -117,7 +139,7 @@ impl Recorder {
         });
         let p = self.dir.join("run.json");
         std::fs::write(&p, serde_json::to_string_pretty(&run).unwrap_or_default() + "\n")
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+            .map_err(|e| RecordError::io(&p, e))?;
         eprintln!("recorded {} frame sets in {}", self.written, self.dir.display());
         Ok(())
     }
@@ -125,7 +147,7 @@ impl Recorder {
     /// Writes every frame set tapped so far. Each goes under the scenario
     /// its request ids name, else under `label` (the scenario that was
     /// running, or `handshake` for the engine's start).
-    pub fn flush(&mut self, label: &str) -> Result<usize, String> {
+    pub fn flush(&mut self, label: &str) -> Result<usize, RecordError> {
         let mut n = 0;
         while let Ok(t) = self.rx.try_recv() {
             self.write(&t, label)?;
@@ -134,7 +156,7 @@ impl Recorder {
         Ok(n)
     }
 
-    fn write(&mut self, t: &Tapped, label: &str) -> Result<(), String> {
+    fn write(&mut self, t: &Tapped, label: &str) -> Result<(), RecordError> {
         self.seq += 1;
         let slices: Vec<&[u8]> = t.frames.iter().map(Vec::as_slice).collect();
         let message = message_of(self.release, t);
@@ -173,10 +195,10 @@ impl Recorder {
             "volatile": volatile(self.release, message, &summary),
         });
         let dir = self.dir.join(&scenario);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| RecordError::io(&dir, e))?;
         let path = dir.join(format!("{name}.json"));
-        let text = serde_json::to_string_pretty(&d).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = serde_json::to_string_pretty(&d).map_err(RecordError::Json)?;
+        std::fs::write(&path, text + "\n").map_err(|e| RecordError::io(&path, e))?;
         self.written += 1;
         Ok(())
     }
@@ -335,7 +357,7 @@ fn doc_of(release: &ReleaseSchema, kind: MessageKind, from_engine: bool, scenari
 }
 
 /// The columns of a TokenSpeed batch, one entry per row.
-const TS_ROW_COLUMNS: [&str; 8] = [
+const BATCH_ROW_COLUMNS: [&str; 8] = [
     "BatchTokenIDOutSlim.rids",
     "BatchTokenIDOutSlim.output_ids",
     "BatchTokenIDOutSlim.finished_reasons",
@@ -370,7 +392,7 @@ fn volatile(release: &ReleaseSchema, kind: MessageKind, s: &Summary) -> Vec<&'st
                 ];
                 if s.outputs > 1 {
                     // Which requests share a batch, and their order, is timing.
-                    v.extend(TS_ROW_COLUMNS.iter().copied());
+                    v.extend(BATCH_ROW_COLUMNS.iter().copied());
                 }
                 v
             }
@@ -503,12 +525,12 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 }
 
 /// The per-scenario results file written next to the frames.
-pub fn write_results(dir: &Path, scenario: &str, results: &Json) -> Result<(), String> {
+pub fn write_results(dir: &Path, scenario: &str, results: &Json) -> Result<(), RecordError> {
     let d = dir.join(scenario);
-    std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    std::fs::create_dir_all(&d).map_err(|e| RecordError::io(&d, e))?;
     let p = d.join("results.json");
-    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
-    std::fs::write(&p, text + "\n").map_err(|e| format!("{}: {e}", p.display()))
+    let text = serde_json::to_string_pretty(results).map_err(RecordError::Json)?;
+    std::fs::write(&p, text + "\n").map_err(|e| RecordError::io(&p, e))
 }
 
 #[cfg(test)]

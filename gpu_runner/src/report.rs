@@ -21,6 +21,25 @@ use serde_json::json;
 /// listed failure into [`Verdict::ExpectedFailure`].
 pub use engine_testkit::outcome::{Totals, Verdict};
 
+/// A replay scenario's verdict from its typed check failures (rendered
+/// here, in the report's words) and the decoder's drift.
+pub fn verdict_of(failures: &[crate::check::ScenarioFailure], drift: Vec<String>) -> Verdict {
+    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    Verdict::from_run(&words, drift)
+}
+
+/// A bad expectations file or `--shard` argument.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// An expectations line names a scenario without a reason.
+    #[error("expectations line {line}: `{name}` has no reason")]
+    NoReason { line: usize, name: String },
+    /// `--shard` is not `i/n` with `1 <= i <= n`.
+    #[error("--shard {given}: {why}")]
+    Shard { given: String, why: &'static str },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioResult {
     pub scenario: String,
@@ -35,7 +54,7 @@ pub struct Expectations {
 }
 
 impl Expectations {
-    pub fn parse(text: &str) -> Result<Expectations, String> {
+    pub fn parse(text: &str) -> Result<Expectations, ReportError> {
         let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -44,7 +63,7 @@ impl Expectations {
             }
             let (name, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
             if reason.trim().is_empty() {
-                return Err(format!("expectations line {}: `{name}` has no reason", i + 1));
+                return Err(ReportError::NoReason { line: i + 1, name: name.to_string() });
             }
             entries.push((name.to_string(), reason.trim().to_string()));
         }
@@ -78,14 +97,12 @@ impl Expectations {
 }
 
 /// `i/n` with 1 <= i <= n.
-pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
-    let (i, n) = s.split_once('/').ok_or_else(|| format!("--shard {s}: expected i/n"))?;
-    let (i, n): (usize, usize) = (
-        i.parse().map_err(|_| format!("--shard {s}: bad index"))?,
-        n.parse().map_err(|_| format!("--shard {s}: bad count"))?,
-    );
+pub fn parse_shard(s: &str) -> Result<(usize, usize), ReportError> {
+    let bad = |why| ReportError::Shard { given: s.to_string(), why };
+    let (i, n) = s.split_once('/').ok_or_else(|| bad("expected i/n"))?;
+    let (i, n): (usize, usize) = (i.parse().map_err(|_| bad("bad index"))?, n.parse().map_err(|_| bad("bad count"))?);
     if n == 0 || i == 0 || i > n {
-        return Err(format!("--shard {s}: need 1 <= i <= n"));
+        return Err(bad("need 1 <= i <= n"));
     }
     Ok((i, n))
 }
@@ -213,7 +230,9 @@ mod tests {
         let mut b = r("flaky", Verdict::Pass);
         e.apply(&mut b);
         assert!(matches!(b.verdict, Verdict::Fail(_)));
-        assert!(Expectations::parse("noreason\n").unwrap_err().contains("no reason"));
+        let e = Expectations::parse("noreason\n").unwrap_err();
+        assert_eq!(e, ReportError::NoReason { line: 1, name: "noreason".into() });
+        assert!(e.to_string().contains("no reason"));
     }
 
     #[test]

@@ -135,28 +135,56 @@ pub enum Status {
     Skip = 2,
 }
 
+/// Why a codec testee report was refused; each names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CodecReportError {
+    #[error("{file}: no `cases` array")]
+    NoCases { file: String },
+    #[error("{file}: cases[{index}] has no string `{key}`")]
+    NoString { file: String, index: usize, key: &'static str },
+    #[error("{file}: cases[{index}]: unknown status `{status}`")]
+    UnknownStatus { file: String, index: usize, status: String },
+    #[error("{file}: no `{key}` count")]
+    NoCount { file: String, key: &'static str },
+    #[error("{file}: `{key}` is {total} but {counted} cases have that status")]
+    Totals { file: String, key: &'static str, total: u64, counted: u64 },
+}
+
 impl CodecReport {
     /// Reads a report; `what` names it in errors. A report whose totals do
     /// not match its cases is refused (a truncated or hand-edited file).
-    pub fn parse(name: &str, file: &str, v: &Json) -> Result<CodecReport, String> {
-        let cases = v.get("cases").and_then(Json::as_array).ok_or(format!("{file}: no `cases` array"))?;
+    pub fn parse(name: &str, file: &str, v: &Json) -> Result<CodecReport, CodecReportError> {
+        let cases =
+            v.get("cases").and_then(Json::as_array).ok_or_else(|| CodecReportError::NoCases { file: file.into() })?;
         let mut out = Vec::with_capacity(cases.len());
         for (i, c) in cases.iter().enumerate() {
-            let s = |k: &str| c.get(k).and_then(Json::as_str).ok_or(format!("{file}: cases[{i}] has no string `{k}`"));
+            let s = |k: &'static str| {
+                c.get(k).and_then(Json::as_str).ok_or_else(|| CodecReportError::NoString {
+                    file: file.into(),
+                    index: i,
+                    key: k,
+                })
+            };
             let status = match s("status")? {
                 "pass" => Status::Pass,
                 "fail" => Status::Fail,
                 "skip" => Status::Skip,
-                other => return Err(format!("{file}: cases[{i}]: unknown status `{other}`")),
+                other => {
+                    return Err(CodecReportError::UnknownStatus { file: file.into(), index: i, status: other.into() })
+                }
             };
             let detail = c.get("detail").and_then(Json::as_str).unwrap_or("").to_string();
             out.push(CodecCase { case: s("case")?.into(), group: s("group")?.into(), status, detail });
         }
         for (key, status) in [("passed", Status::Pass), ("failed", Status::Fail), ("skipped", Status::Skip)] {
             let counted = out.iter().filter(|c| c.status == status).count() as u64;
-            let total = v.get(key).and_then(Json::as_u64).ok_or(format!("{file}: no `{key}` count"))?;
+            let total = v
+                .get(key)
+                .and_then(Json::as_u64)
+                .ok_or_else(|| CodecReportError::NoCount { file: file.into(), key })?;
             if total != counted {
-                return Err(format!("{file}: `{key}` is {total} but {counted} cases have that status"));
+                return Err(CodecReportError::Totals { file: file.into(), key, total, counted });
             }
         }
         Ok(CodecReport { name: name.into(), file: file.into(), cases: out })
@@ -325,15 +353,19 @@ mod tests {
         let mut v = codec_fixture();
         v["failed"] = json!(2);
         let e = CodecReport::parse("c", "c.json", &v).unwrap_err();
-        assert!(e.contains("`failed` is 2 but 3 cases"), "{e}");
+        assert!(matches!(e, CodecReportError::Totals { key: "failed", total: 2, counted: 3, .. }), "{e}");
+        assert!(e.to_string().contains("`failed` is 2 but 3 cases"), "{e}");
     }
 
     #[test]
     fn codec_report_with_an_unknown_status_or_no_cases_is_refused() {
         let mut v = codec_fixture();
         v["cases"][0]["status"] = json!("maybe");
-        assert!(CodecReport::parse("c", "c.json", &v).unwrap_err().contains("unknown status `maybe`"));
-        assert!(CodecReport::parse("c", "c.json", &json!({"gateway": "smg"})).unwrap_err().contains("no `cases`"));
+        assert!(CodecReport::parse("c", "c.json", &v).unwrap_err().to_string().contains("unknown status `maybe`"));
+        assert!(matches!(
+            CodecReport::parse("c", "c.json", &json!({"gateway": "smg"})).unwrap_err(),
+            CodecReportError::NoCases { .. }
+        ));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 use engine_protocol::translate::{translate, EngineInfo, GatewayTokenizer, GenerateRequest, TranslateOptions};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::{ReleaseSchema, Value};
-use gpu_runner::gateway_mode::{self, Launch, Target};
+use gpu_runner::gateway::{self, Launch, Target};
 use gpu_runner::http;
 use gpu_runner::report::Expectations;
 use gpu_runner::transport::{Gateway, GatewayConfig};
@@ -172,24 +172,24 @@ fn target(f: &Fake) -> Target {
         model_name: "tiny".into(),
         ready_path: "/readiness".into(),
         startup_timeout: Duration::from_secs(10),
-        registration: gateway_mode::registration_from_case(&repo().join(gateway_mode::READY_RESPONSE_CASE)).unwrap(),
+        registration: gateway::registration_from_case(&repo().join(gateway::READY_RESPONSE_CASE)).unwrap(),
         release: release(),
     }
 }
 
-fn scenario(v: Json) -> gateway_mode::GwScenario {
-    gateway_mode::parse_scenario(&v, &repo().join("golden"), &tokenizer()).unwrap()
+fn scenario(v: Json) -> gateway::GwScenario {
+    gateway::parse_scenario(&v, &repo().join("golden"), &tokenizer()).unwrap()
 }
 
-async fn run(f: &Fake, s: Vec<gateway_mode::GwScenario>, exp: &Expectations) -> Vec<gateway_mode::GwResult> {
+async fn run(f: &Fake, s: Vec<gateway::GwScenario>, exp: &Expectations) -> Vec<gateway::GwResult> {
     let work = tempfile::tempdir().unwrap();
-    tokio::time::timeout(Duration::from_secs(60), gateway_mode::run_all(&target(f), &s, &tokenizer(), exp, work.path()))
+    tokio::time::timeout(Duration::from_secs(60), gateway::run_all(&target(f), &s, &tokenizer(), exp, work.path()))
         .await
         .expect("the run ended within its deadline")
         .unwrap()
 }
 
-fn failed_checks(r: &gateway_mode::GwResult) -> Vec<String> {
+fn failed_checks(r: &gateway::GwResult) -> Vec<String> {
     r.run.as_ref().unwrap().checks.iter().filter(|c| !c.ok).map(|c| format!("{}: {}", c.check, c.detail)).collect()
 }
 
@@ -217,7 +217,7 @@ async fn a_gateway_that_translates_as_vllm_passes_the_send_side_and_finish_check
         assert!(r.run.as_ref().unwrap().checks.iter().any(|c| c.check == "wire_valid" && c.ok));
     }
     // What the client saw and what was sent are in the report.
-    let report: Json = serde_json::from_str(&gateway_mode::report_json("fake", "mock", &rs)).unwrap();
+    let report: Json = serde_json::from_str(&gateway::report_json("fake", "mock", &rs)).unwrap();
     assert_eq!(report["totals"]["passed"], 3);
     assert_eq!(report["results"][0]["requests"][0]["sent"][0]["sampling_params"]["_eos_token_id"], 2);
 }
@@ -252,7 +252,7 @@ async fn findings_name_what_differs_from_vllm_and_expectations_hold_them() {
     let exp = Expectations::parse("room sends msgspec's default 16\nstop no stop strings\n").unwrap();
     let rs = run(&fake(Faults { default_16: true }).await, s, &exp).await;
     assert!(rs.iter().all(|r| r.result.verdict.label() == "expected failure"));
-    let report: Json = serde_json::from_str(&gateway_mode::report_json("fake-1", "mock", &rs)).unwrap();
+    let report: Json = serde_json::from_str(&gateway::report_json("fake-1", "mock", &rs)).unwrap();
     let md = gpu_runner::scoreboard::markdown(&[("fake.json".into(), report)]);
     assert!(md.contains("| fake-1 | 2 | 0 | 0 | 2 | 0 | `fake.json` |"), "{md}");
     assert!(md.contains("`sent max_tokens`: sent 16, vLLM sends 510"), "{md}");
@@ -286,7 +286,7 @@ fn the_http_client_reads_a_chunked_json_answer_and_reports_a_dead_port() {
 /// gpu_runner/python/setup-smg.sh is there (skipped otherwise).
 #[test]
 fn handshake_port_agrees_with_the_smg_wheel_when_installed() {
-    let py = gpu_runner::smg::default_venv().join("bin/python");
+    let py = gpu_runner::gateway::smg::default_venv().join("bin/python");
     if !py.exists() {
         eprintln!("skipped: no smg venv at {}", py.display());
         return;
@@ -300,6 +300,6 @@ fn handshake_port_agrees_with_the_smg_wheel_when_installed() {
     let out = std::process::Command::new(py).arg("-c").arg(code).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ports: Vec<u16> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
-    let ours: Vec<u16> = urls.iter().map(|u| gpu_runner::smg::handshake_port(u)).collect();
+    let ours: Vec<u16> = urls.iter().map(|u| gpu_runner::gateway::smg::handshake_port(u)).collect();
     assert_eq!(ours, ports);
 }

@@ -10,10 +10,15 @@ use engine_protocol::translate::GatewayTokenizer;
 use engine_protocol::typed::tokenspeed::{
     BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, TokenizedGenerateReqInput,
 };
+use gpu_runner::dialect::tokenspeed::release;
+use gpu_runner::dialect::Tokenspeed;
+use gpu_runner::mock::tokenspeed::{Fault, Script};
+use gpu_runner::mock::Engine as Mock;
 use gpu_runner::report::{Expectations, Verdict};
-use gpu_runner::tokenspeed::gateway::{self, TsDeath, TsEvent, TsGateway, TsGatewayConfig, TsRow};
-use gpu_runner::tokenspeed::mock::{release, TsFault, TsMock, TsScript};
-use gpu_runner::tokenspeed::run::{require_gpu, run_all, TsRunOptions};
+use gpu_runner::tokenspeed::run::{require_gpu, run_all, RunOptions};
+use gpu_runner::transport::{
+    DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError,
+};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -23,10 +28,10 @@ fn tokenizer() -> GatewayTokenizer {
     gpu_runner::cli::tokenizer_from(&repo().join("golden/tiny")).unwrap()
 }
 
-async fn up(script: TsScript) -> (tempfile::TempDir, TsGateway, TsMock) {
+async fn up(script: Script) -> (tempfile::TempDir, Gateway<Tokenspeed>, Mock<Tokenspeed>) {
     let dir = tempfile::tempdir().unwrap();
-    let gw = TsGateway::bind(TsGatewayConfig::new("tcp://127.0.0.1:0", dir.path())).await.unwrap();
-    let mock = TsMock::spawn(gw.handshake_endpoint(), script);
+    let gw = Gateway::bind(GatewayConfig::tokenspeed("tcp://127.0.0.1:0", dir.path())).await.unwrap();
+    let mock = Mock::spawn(gw.handshake_endpoint(), script);
     (dir, gw, mock)
 }
 
@@ -43,9 +48,9 @@ fn add(rid: &str, ids: &[i64], max_new: i64, stream: bool) -> Vec<Vec<u8>> {
     r.encode(release()).unwrap()
 }
 
-async fn rows(rx: &mut tokio::sync::mpsc::UnboundedReceiver<TsEvent>, wait: Duration) -> Vec<TsRow> {
+async fn rows(rx: &mut RequestStream<Tokenspeed>, wait: Duration) -> Vec<BatchRow> {
     let mut out = Vec::new();
-    while let Ok(Some(TsEvent::Row(r))) = tokio::time::timeout(wait, rx.recv()).await {
+    while let Ok(Some(RequestEvent::Output(r))) = tokio::time::timeout(wait, rx.next()).await {
         let done = r.finish.is_terminal();
         out.push(r);
         if done {
@@ -57,8 +62,8 @@ async fn rows(rx: &mut tokio::sync::mpsc::UnboundedReceiver<TsEvent>, wait: Dura
 
 #[tokio::test]
 async fn the_mock_registers_as_tokenspeed_0_1_1_with_prefix_granularity() {
-    let (_d, gw, mock) = up(TsScript::default()).await;
-    let facts = gw.wait_ready(Duration::from_secs(10)).await.unwrap();
+    let (_d, gw, mock) = up(Script::default()).await;
+    let facts = gw.wait_ready(1, Duration::from_secs(10)).await.unwrap().swap_remove(0);
     assert_eq!(facts.vllm_version, "tokenspeed-0.1.1");
     assert_eq!(facts.max_model_len, 512);
     assert_eq!(facts.ready_response.int_field("prefix_granularity"), Some(16));
@@ -69,9 +74,9 @@ async fn the_mock_registers_as_tokenspeed_0_1_1_with_prefix_granularity() {
 
 #[tokio::test]
 async fn rows_are_deltas_with_cumulative_counts_and_a_length_finish() {
-    let (_d, gw, mock) = up(TsScript::default()).await;
-    gw.wait_ready(Duration::from_secs(10)).await.unwrap();
-    let mut rx = gw.add_frames("r1", add("r1", &[1, 2, 3], 4, true)).await.unwrap();
+    let (_d, gw, mock) = up(Script::default()).await;
+    gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
+    let mut rx = gw.add_frames(0, "r1", add("r1", &[1, 2, 3], 4, true)).await.unwrap();
     let got = rows(&mut rx, Duration::from_secs(5)).await;
     let completions: Vec<i128> = got.iter().map(|r| r.completion_tokens).collect();
     assert_eq!(completions, [1, 2, 3, 4]);
@@ -84,10 +89,10 @@ async fn rows_are_deltas_with_cumulative_counts_and_a_length_finish() {
 
 #[tokio::test]
 async fn an_abort_sent_before_its_add_kills_the_request_silently() {
-    let (_d, gw, mock) = up(TsScript::default()).await;
-    gw.wait_ready(Duration::from_secs(10)).await.unwrap();
-    gw.abort(&["early".to_string()]).await.unwrap();
-    let mut rx = gw.add_frames("early", add("early", &[1, 2, 3], 4, true)).await.unwrap();
+    let (_d, gw, mock) = up(Script::default()).await;
+    gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
+    gw.abort(0, &["early".to_string()]).await.unwrap();
+    let mut rx = gw.add_frames(0, "early", add("early", &[1, 2, 3], 4, true)).await.unwrap();
     let got = rows(&mut rx, Duration::from_millis(400)).await;
     assert!(got.is_empty(), "rows for an aborted rid: {got:?}");
     assert!(mock.log().aborted.contains(&"early".to_string()));
@@ -97,9 +102,9 @@ async fn an_abort_sent_before_its_add_kills_the_request_silently() {
 
 #[tokio::test]
 async fn a_request_asking_for_logprobs_of_an_engine_without_them_gets_one_abort_row() {
-    let script = TsScript { enable_output_logprobs: false, ..TsScript::default() };
+    let script = Script { enable_output_logprobs: false, ..Script::default() };
     let (_d, gw, mock) = up(script).await;
-    gw.wait_ready(Duration::from_secs(10)).await.unwrap();
+    gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
     let mut r = TokenizedGenerateReqInput {
         rid: Some(Rid::One("lp".into())),
         input_ids: Some(vec![1, 2, 3].into()),
@@ -109,7 +114,7 @@ async fn a_request_asking_for_logprobs_of_an_engine_without_them_gets_one_abort_
     };
     r.sampling_params.max_new_tokens = Some(4);
     let frames = r.encode(release()).unwrap();
-    let mut rx = gw.add_frames("lp", frames).await.unwrap();
+    let mut rx = gw.add_frames(0, "lp", frames).await.unwrap();
     let got = rows(&mut rx, Duration::from_secs(5)).await;
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].finish.as_str(), got[0].output_ids.len(), got[0].completion_tokens), ("abort", 0, 0));
@@ -120,33 +125,35 @@ async fn a_request_asking_for_logprobs_of_an_engine_without_them_gets_one_abort_
 
 #[tokio::test]
 async fn a_crashed_engine_fails_the_request_in_flight_and_refuses_the_next() {
-    let script = TsScript { fault: Some(TsFault::Crash { after_steps: 2 }), ..TsScript::default() };
+    let script = Script { fault: Some(Fault::Crash { after_steps: 2 }), ..Script::default() };
     let (_d, gw, mock) = up(script).await;
-    gw.wait_ready(Duration::from_secs(10)).await.unwrap();
-    let mut rx = gw.add_frames("c", add("c", &[1, 2, 3], 50, true)).await.unwrap();
+    gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
+    let mut rx = gw.add_frames(0, "c", add("c", &[1, 2, 3], 50, true)).await.unwrap();
     let mut dead = None;
-    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
-        if let TsEvent::Dead(cause) = ev {
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(5), rx.next()).await {
+        if let RequestEvent::Failed(TransportError::EngineDead { cause, .. }) = ev {
             dead = Some(cause);
             break;
         }
     }
-    assert_eq!(dead, Some(TsDeath::OutputDropped));
-    let err = gw.add_frames("d", add("d", &[1], 2, true)).await.unwrap_err();
-    assert!(err.contains("dead"), "{err}");
+    // Every socket drops at once: whichever connection the gateway sees go
+    // first names the death.
+    assert!(matches!(dead, Some(DeathCause::OutputDisconnected | DeathCause::InputDisconnected)), "{dead:?}");
+    let err = gw.add_frames(0, "d", add("d", &[1], 2, true)).await.unwrap_err();
+    assert!(matches!(err, TransportError::EngineDead { engine: 0, .. }), "{err}");
     gw.shutdown().await;
     let _ = mock.join(Duration::from_secs(2)).await;
 }
 
 #[tokio::test]
 async fn a_stalled_engine_sends_nothing_more_but_stays_connected() {
-    let script = TsScript { fault: Some(TsFault::Stall { after_steps: 2 }), ..TsScript::default() };
+    let script = Script { fault: Some(Fault::Stall { after_steps: 2 }), ..Script::default() };
     let (_d, gw, mock) = up(script).await;
-    gw.wait_ready(Duration::from_secs(10)).await.unwrap();
-    let mut rx = gw.add_frames("s", add("s", &[1, 2, 3], 50, true)).await.unwrap();
+    gw.wait_ready(1, Duration::from_secs(10)).await.unwrap();
+    let mut rx = gw.add_frames(0, "s", add("s", &[1, 2, 3], 50, true)).await.unwrap();
     let got = rows(&mut rx, Duration::from_millis(500)).await;
     assert_eq!(got.iter().map(|r| r.completion_tokens).collect::<Vec<_>>(), [1, 2]);
-    assert!(matches!(gw.state(), gateway::TsEngineState::Up(_)));
+    assert!(matches!(gw.engines()[0].state, EngineState::Up(_)));
     gw.shutdown().await;
     mock.stop().await.unwrap();
 }
@@ -168,7 +175,7 @@ fn the_tokenspeed_engine_fails_clearly_without_a_gpu() {
         Ok(()) => assert!(has_gpu || std::process::Command::new("nvidia-smi").arg("-L").output().is_ok()),
         Err(e) => {
             assert!(!has_gpu);
-            assert!(e.contains("needs an NVIDIA GPU"), "{e}");
+            assert!(e.to_string().contains("needs an NVIDIA GPU"), "{e}");
         }
     }
 }
@@ -176,7 +183,7 @@ fn the_tokenspeed_engine_fails_clearly_without_a_gpu() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tokenspeed_scenario_passes_against_the_mock() {
     let work = tempfile::tempdir().unwrap();
-    let opts = TsRunOptions {
+    let opts = RunOptions {
         engine: "mock".into(),
         scenarios: repo().join("golden/replay/tokenspeed"),
         model: repo().join("golden/tiny"),
@@ -212,7 +219,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
     let scenarios = work.path().join("s");
     std::fs::create_dir(&scenarios).unwrap();
     std::fs::copy(repo().join("golden/replay/tokenspeed/ts_abort.json"), scenarios.join("ts_abort.json")).unwrap();
-    let opts = TsRunOptions {
+    let opts = RunOptions {
         engine: "mock".into(),
         scenarios,
         model: repo().join("golden/tiny"),
@@ -220,11 +227,7 @@ async fn regression_rows_after_an_abort_fail_silent_after_abort() {
         startup_timeout: Duration::from_secs(20),
         silence: Duration::from_secs(10),
         max_model_len: 512,
-        mock_script: Some(TsScript {
-            ignore_aborts: true,
-            step_delay: Duration::from_millis(5),
-            ..TsScript::default()
-        }),
+        mock_script: Some(Script { ignore_aborts: true, step_delay: Duration::from_millis(5), ..Script::default() }),
         ts_bin: None,
         extra_args: Vec::new(),
         expectations: Expectations::default(),
@@ -339,8 +342,8 @@ fn the_cli_refuses_the_tokenspeed_engine_on_a_machine_without_a_gpu() {
 #[test]
 fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_at_load() {
     use gpu_runner::scenario::Raw;
-    use gpu_runner::tokenspeed::scenario::TsScenario;
-    let s = TsScenario::from_json(
+    use gpu_runner::tokenspeed::scenario::Scenario as TokenspeedScenario;
+    let s = TokenspeedScenario::from_json(
         "hint",
         r#"{"requests": [{"id": "a", "request": {"prompt_token_ids": [1]}, "stream": true},
                          {"id": "b", "after": "a", "raw": {"frames": ["00"]}}],
@@ -354,7 +357,7 @@ fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_a
     assert_eq!(s.dialect.mock, Some(serde_json::json!({"max_model_len": 64})));
     assert_eq!(s.timeout, Duration::from_secs(5));
 
-    let err = |text: &str| TsScenario::from_json("bad", text).unwrap_err();
+    let err = |text: &str| TokenspeedScenario::from_json("bad", text).unwrap_err().to_string();
     assert!(err(r#"{"requests": [{"id": "a", "request": {}}], "checks": [{"check": "utility"}]}"#)
         .contains("unknown check \"utility\""));
     assert!(err(r#"{"requests": [{"id": "a", "request": {}, "after": "a"}]}"#).contains("cycle"));

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use engine_protocol::typed::{engine_core_request, sampling_params, FinishReason, StopReason};
 use engine_protocol::{ReleaseSchema, Value};
-use gpu_runner::mock_engine::{generated_token, Fault, MockEngine, Script};
+use gpu_runner::dialect::Vllm;
+use gpu_runner::mock::tokens::generated_token;
+use gpu_runner::mock::vllm_script::{Fault, Script};
+use gpu_runner::mock::Engine as MockEngine;
 use gpu_runner::transport::{
     DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, TapSocket, Tapped, TransportError,
 };
@@ -39,7 +42,7 @@ async fn rig(silence: Duration) -> Rig {
     Rig { gw, dir }
 }
 
-fn mock(rig: &Rig, script: Script) -> MockEngine {
+fn mock(rig: &Rig, script: Script) -> MockEngine<Vllm> {
     MockEngine::spawn(rig.gw.handshake_endpoint(), script)
 }
 
@@ -536,7 +539,7 @@ async fn the_tap_sees_every_frame_set_of_the_handshake_and_of_a_request() {
         let mut cfg = GatewayConfig::new(release(), dir.path());
         cfg.tap = Some(tx);
         let gw = Gateway::bind(cfg).await.unwrap();
-        let _m = MockEngine::spawn(gw.handshake_endpoint(), Script::new(release()));
+        let _m = MockEngine::<Vllm>::spawn(gw.handshake_endpoint(), Script::new(release()));
         gw.wait_ready(1, READY).await.unwrap();
         let f = gw.add(0, &request("r", PROMPT.to_vec(), |_| {})).await.unwrap().finish(FINISH).await.unwrap();
         let mut seen = Vec::new();
@@ -611,8 +614,11 @@ async fn outputs_after_an_abort_are_timed_and_a_forgotten_request_is_not_aborted
 
 #[test]
 fn mock_scripts_with_unknown_faults_or_bad_types_are_rejected() {
-    assert!(Script::from_json(r#"{"fault": {"kind": "meteor"}}"#).unwrap_err().contains("unknown fault kind"));
-    assert!(Script::from_json(r#"{"max_model_len": "big"}"#).unwrap_err().contains("max_model_len"));
-    assert!(Script::from_json(r#"{"version": "9.9.9"}"#).unwrap_err().contains("no schema"));
+    assert!(Script::from_json(r#"{"fault": {"kind": "meteor"}}"#)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown fault kind"));
+    assert!(Script::from_json(r#"{"max_model_len": "big"}"#).unwrap_err().to_string().contains("max_model_len"));
+    assert!(Script::from_json(r#"{"version": "9.9.9"}"#).unwrap_err().to_string().contains("no schema"));
     assert!(Script::from_json("[").is_err());
 }

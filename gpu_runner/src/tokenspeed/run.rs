@@ -14,14 +14,18 @@ use std::time::{Duration, Instant};
 
 use engine_protocol::translate::GatewayTokenizer;
 
-use super::gateway::{TsEngineState, TsGateway, TsGatewayConfig};
-use super::mock::{TsMock, TsScript};
-use super::scenario::{self, TsContext, TsScenario};
-use crate::handshake::EngineFacts;
+use super::scenario::{self, Scenario};
+use crate::dialect::tokenspeed::release;
+use crate::dialect::tokenspeed_replay::ReplayOptions;
+use crate::dialect::Tokenspeed as Wire;
 use crate::launcher::{self, EngineProcess};
+use crate::mock::tokenspeed::Script as MockScript;
 use crate::record::{self, RecordMeta, Recorder};
-use crate::report::{self, deadline_passed, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
-use crate::transport::Tapped;
+use crate::replay::run::Context;
+use crate::replay::runner::{self, Harness, NotUp, RunAll, RunAllError};
+use crate::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
+use crate::transport::handshake::EngineFacts;
+use crate::transport::{EngineState, Gateway, GatewayConfig, Tapped};
 
 type Tap = tokio::sync::mpsc::UnboundedSender<Tapped>;
 
@@ -33,7 +37,7 @@ fn recorded_version(vllm_version: &str) -> String {
 
 /// What a TokenSpeed run needs.
 #[derive(Debug, Clone)]
-pub struct TsRunOptions {
+pub struct RunOptions {
     /// `mock`, `tokenspeed` or `attach`.
     pub engine: String,
     pub scenarios: PathBuf,
@@ -46,7 +50,7 @@ pub struct TsRunOptions {
     pub silence: Duration,
     pub max_model_len: i64,
     /// The mock's script for the shared mock engine.
-    pub mock_script: Option<TsScript>,
+    pub mock_script: Option<MockScript>,
     /// `ts` (or `tokenspeed`) to launch; default `ts` from PATH.
     pub ts_bin: Option<PathBuf>,
     /// Extra arguments for `ts serve --headless`.
@@ -65,13 +69,13 @@ pub struct TsRunOptions {
 }
 
 enum Engine {
-    Mock(TsMock),
+    Mock(crate::mock::Engine<Wire>),
     Process(EngineProcess),
     None,
 }
 
 struct Session {
-    gw: TsGateway,
+    gw: Gateway<Wire>,
     engine: Engine,
     facts: EngineFacts,
 }
@@ -90,7 +94,7 @@ impl Session {
 
     /// Why the engine can no longer serve, if it cannot.
     fn gone(&mut self) -> Option<String> {
-        if let TsEngineState::Dead(c) = self.gw.state() {
+        if let Some(EngineState::Dead(c)) = self.gw.engines().into_iter().next().map(|e| e.state) {
             return Some(format!("the engine is dead: {c}"));
         }
         match &mut self.engine {
@@ -101,9 +105,32 @@ impl Session {
     }
 }
 
+/// Why a TokenSpeed run could not run (a scenario's failure is its
+/// verdict, not an error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// `--engine tokenspeed` on a machine without an NVIDIA GPU.
+    #[error(
+        "--engine tokenspeed needs an NVIDIA GPU (TokenSpeed 0.1.1 runs on CUDA only): \
+         no /dev/nvidia0 and `nvidia-smi -L` lists no GPU on this machine. \
+         Use --engine mock --dialect tokenspeed for the hermetic run."
+    )]
+    NoGpu,
+    /// The scenarios did not load (the file and why).
+    #[error(transparent)]
+    Scenarios(crate::load::LoadError),
+    /// A fresh scenario's mock script does not read.
+    #[error("{0}")]
+    Script(#[from] crate::mock::ScriptError),
+    /// The recorder could not write.
+    #[error(transparent)]
+    Record(crate::record::RecordError),
+}
+
 /// Whether this machine has an NVIDIA GPU TokenSpeed can use: `Err` with
 /// a clear reason when it has none.
-pub fn require_gpu() -> Result<(), String> {
+pub fn require_gpu() -> Result<(), RunError> {
     let dev = Path::new("/dev/nvidia0").exists();
     let smi = std::process::Command::new("nvidia-smi")
         .arg("-L")
@@ -113,23 +140,22 @@ pub fn require_gpu() -> Result<(), String> {
     if dev || smi {
         Ok(())
     } else {
-        Err("--engine tokenspeed needs an NVIDIA GPU (TokenSpeed 0.1.1 runs on CUDA only): \
-             no /dev/nvidia0 and `nvidia-smi -L` lists no GPU on this machine. \
-             Use --engine mock --dialect tokenspeed for the hermetic run."
-            .into())
+        Err(RunError::NoGpu)
     }
 }
 
-async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: Option<Tap>) -> Result<Session, String> {
+async fn start(opts: &RunOptions, dir: &Path, script: Option<MockScript>, tap: Option<Tap>) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
-    let gw = TsGateway::bind(TsGatewayConfig { tap, ..TsGatewayConfig::new(handshake, dir) }).await?;
+    let gw = Gateway::bind(GatewayConfig { tap, ..GatewayConfig::tokenspeed(handshake, dir) })
+        .await
+        .map_err(|e| e.to_string())?;
     let engine = match opts.engine.as_str() {
         "mock" => {
             let s = script
                 .or_else(|| opts.mock_script.clone())
-                .unwrap_or_else(|| TsScript { max_model_len: opts.max_model_len, ..TsScript::default() });
-            Engine::Mock(TsMock::spawn(gw.handshake_endpoint(), s))
+                .unwrap_or_else(|| MockScript { max_model_len: opts.max_model_len, ..MockScript::default() });
+            Engine::Mock(crate::mock::Engine::spawn(gw.handshake_endpoint(), s))
         }
         "tokenspeed" => {
             let port = gw.handshake_port().ok_or("the handshake endpoint has no tcp port")?;
@@ -140,13 +166,16 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
                 work_dir: dir.to_path_buf(),
                 grace: Duration::from_secs(20),
             };
-            Engine::Process(launcher::launch_tokenspeed(opts.ts_bin.as_deref(), &spec, &opts.extra_args)?)
+            Engine::Process(
+                launcher::launch_tokenspeed(opts.ts_bin.as_deref(), &spec, &opts.extra_args)
+                    .map_err(|e| e.to_string())?,
+            )
         }
         "attach" => Engine::None,
         other => return Err(format!("unknown TokenSpeed engine {other:?} (mock, tokenspeed, attach)")),
     };
-    let facts = match gw.wait_ready(within(opts.startup_timeout, opts.deadline_at)).await {
-        Ok(f) => f,
+    let facts = match gw.wait_ready(1, within(opts.startup_timeout, opts.deadline_at)).await {
+        Ok(mut f) => f.swap_remove(0),
         Err(e) => {
             let tail = match &engine {
                 Engine::Process(_) => format!("\n{}", launcher::log_tail(&dir.join("engine.log"), 30)),
@@ -154,7 +183,12 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
             };
             let s = Session { gw, engine, facts: placeholder_facts() };
             s.stop().await;
-            return Err(format!("{e}{tail}"));
+            let hint = if matches!(e, crate::transport::TransportError::HandshakeTimeout { .. }) {
+                " (TokenSpeed says HELLO only after loading its model)"
+            } else {
+                ""
+            };
+            return Err(format!("{e}{hint}{tail}"));
         }
     };
     if !facts.vllm_version.starts_with("tokenspeed-") {
@@ -164,7 +198,7 @@ async fn start(opts: &TsRunOptions, dir: &Path, script: Option<TsScript>, tap: O
 }
 
 fn placeholder_facts() -> EngineFacts {
-    let schema = super::mock::release().ready_response.as_struct().expect("the ready response is a struct");
+    let schema = release().ready_response.as_struct().expect("the ready response is a struct");
     EngineFacts {
         index: 0,
         max_model_len: 0,
@@ -179,132 +213,139 @@ fn placeholder_facts() -> EngineFacts {
 async fn run_one(
     session: &Session,
     tok: &GatewayTokenizer,
-    s: &TsScenario,
-    opts: &TsRunOptions,
+    s: &Scenario,
+    opts: &RunOptions,
     logprobs: bool,
 ) -> Verdict {
-    let ctx = TsContext {
+    let ctx = Context {
         gateway: &session.gw,
+        engine: session.facts.index,
         facts: &session.facts,
         tokenizer: tok,
-        enable_output_logprobs: logprobs,
+        options: ReplayOptions { enable_output_logprobs: logprobs },
         silence: opts.silence,
     };
     let limit = within(s.timeout, opts.deadline_at);
-    match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
+    match tokio::time::timeout(limit, crate::replay::run::run(&ctx, s)).await {
         Err(_) => not_finished(limit, s.timeout),
         Ok(r) => {
-            let failures = scenario::evaluate(s, &r, &opts.engine);
-            Verdict::from_run(&failures, r.drift)
+            let failures = s.judge(&(&r).into(), &opts.engine);
+            crate::report::verdict_of(&failures, r.drift)
+        }
+    }
+}
+
+/// TokenSpeed's part of the shared loop ([`crate::replay::runner`]).
+struct TokenspeedHarness<'a> {
+    opts: &'a RunOptions,
+    tok: &'a GatewayTokenizer,
+    /// Whether the shared engine runs with output logprobs.
+    logprobs: bool,
+    recorder: Option<Recorder>,
+}
+
+impl Harness for TokenspeedHarness<'_> {
+    type Spec = scenario::Tokenspeed;
+    type Session = (Session, bool);
+
+    fn engine(&self) -> &str {
+        &self.opts.engine
+    }
+
+    fn attached(&self) -> bool {
+        self.opts.engine == "attach"
+    }
+
+    fn deadline_at(&self) -> Option<Instant> {
+        self.opts.deadline_at
+    }
+
+    fn recorder(&mut self) -> Option<&mut Recorder> {
+        self.recorder.as_mut()
+    }
+
+    async fn start(&mut self, dir: &Path, fresh: Option<&Scenario>) -> Result<(Session, bool), NotUp> {
+        // Checked before the run started (`mock_scripts`).
+        let script = match (fresh.and_then(|s| s.dialect.mock.as_ref()), self.opts.engine.as_str()) {
+            (Some(j), "mock") => MockScript::from_json(&j.to_string()).ok(),
+            _ => None,
+        };
+        let lp = script.as_ref().map_or(self.logprobs, |x| x.enable_output_logprobs);
+        let tap = self.recorder.as_ref().map(Recorder::tap);
+        let session = start(self.opts, dir, script, tap).await?;
+        Ok((session, lp))
+    }
+
+    async fn stop(&mut self, (session, _): (Session, bool)) {
+        session.stop().await;
+    }
+
+    fn gone(&mut self, (session, _): &mut (Session, bool)) -> Option<String> {
+        session.gone()
+    }
+
+    async fn replay(&mut self, (session, lp): &(Session, bool), s: &Scenario) -> Result<Verdict, RunAllError> {
+        Ok(run_one(session, self.tok, s, self.opts, *lp).await)
+    }
+
+    fn started(&mut self, (session, _): &(Session, bool)) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.meta.engine_version = recorded_version(&session.facts.vllm_version);
         }
     }
 }
 
 /// Runs every scenario; the results in order, and whether the shared
 /// engine failed to come up.
-pub async fn run_all(opts: &TsRunOptions, tok: &GatewayTokenizer) -> Result<(Vec<ScenarioResult>, bool), String> {
+pub async fn run_all(opts: &RunOptions, tok: &GatewayTokenizer) -> Result<(Vec<ScenarioResult>, bool), RunError> {
     if opts.engine == "tokenspeed" {
         require_gpu()?;
     }
-    let mut scenarios = scenario::load_dir(&opts.scenarios)?;
+    let mut scenarios = scenario::load_dir(&opts.scenarios).map_err(RunError::Scenarios)?;
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
     if let Some(shard) = opts.shard {
         scenarios = keep_shard(scenarios, shard);
+    }
+    // A fresh scenario's mock script that does not read is an error of the
+    // run, before any engine starts.
+    if opts.engine == "mock" {
+        for s in &scenarios {
+            if let (Some(j), true) = (&s.dialect.mock, s.fresh_engine) {
+                MockScript::from_json(&j.to_string())?;
+            }
+        }
     }
     // The mock runs with output logprobs on; a live engine as launched
     // (`--enable-output-logprobs` is passed by the launcher).
     let logprobs = opts.mock_script.as_ref().is_none_or(|s| s.enable_output_logprobs);
     let started = Instant::now();
-    let mut recorder = match &opts.record {
+    let recorder = match &opts.record {
         Some(d) => {
             let meta = RecordMeta {
-                engine_version: super::mock::release().version.to_string(),
+                engine_version: release().version.to_string(),
                 model_path: opts.model.display().to_string(),
                 model_fingerprint: record::model_fingerprint(&opts.model),
                 launcher: if opts.engine == "tokenspeed" { "ts serve".into() } else { opts.engine.clone() },
                 engine: format!("tokenspeed-{}", opts.engine),
             };
-            Some(Recorder::new(d, super::mock::release(), scenarios.iter().map(|s| s.name.clone()), meta)?)
+            Some(
+                Recorder::new(d, release(), scenarios.iter().map(|s| s.name.clone()), meta)
+                    .map_err(RunError::Record)?,
+            )
         }
         None => None,
     };
-    let needs_main =
-        scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(&opts.engine)) && !deadline_passed(opts.deadline_at);
-    let (mut main, main_error) = if needs_main {
-        match start(opts, &opts.work_dir.join("main"), None, recorder.as_ref().map(Recorder::tap)).await {
-            Ok(m) => (Some(m), None),
-            Err(e) => {
-                eprintln!("gpu-runner: the TokenSpeed engine did not come up: {e}");
-                (None, Some(e))
-            }
-        }
-    } else {
-        (None, None)
-    };
-    if let (Some(r), Some(m)) = (recorder.as_mut(), main.as_ref()) {
-        r.meta.engine_version = recorded_version(&m.facts.vllm_version);
-    }
-    if let Some(r) = recorder.as_mut() {
-        r.flush("handshake")?;
-    }
-    let mut results = Vec::new();
-    for s in &scenarios {
-        let t0 = Instant::now();
-        // Whether the scenario ran on an engine (`Expectations::apply_if_ran`).
-        let mut ran = false;
-        let verdict = if !s.runs_on(&opts.engine) {
-            Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
-        } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
-            Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
-        } else if deadline_passed(opts.deadline_at) {
-            Verdict::Skip("--deadline reached before it started".into())
-        } else if s.fresh_engine && opts.engine == "attach" {
-            Verdict::Skip("needs an engine started for it alone; --engine attach cannot start one".into())
-        } else if s.fresh_engine {
-            if let Some(m) = main.take() {
-                m.stop().await;
-            }
-            let script = match (&s.dialect.mock, opts.engine.as_str()) {
-                (Some(j), "mock") => Some(TsScript::from_json(&j.to_string())?),
-                _ => None,
-            };
-            let lp = script.as_ref().map_or(logprobs, |x| x.enable_output_logprobs);
-            let tap = recorder.as_ref().map(Recorder::tap);
-            match start(opts, &opts.work_dir.join(format!("fresh-{}", s.name)), script, tap).await {
-                Err(e) => Verdict::Fail(format!("its engine did not come up: {e}")),
-                Ok(session) => {
-                    ran = true;
-                    let v = run_one(&session, tok, s, opts, lp).await;
-                    session.stop().await;
-                    v
-                }
-            }
-        } else {
-            match main.as_mut() {
-                None => Verdict::Fail("no engine (stopped for a fresh-engine scenario)".into()),
-                Some(m) => match m.gone() {
-                    Some(why) => Verdict::Fail(why),
-                    None => {
-                        ran = true;
-                        run_one(m, tok, s, opts, logprobs).await
-                    }
-                },
-            }
-        };
-        if let Some(r) = recorder.as_mut() {
-            r.flush(&s.name)?;
-        }
-        let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
-        opts.expectations.apply_if_ran(&mut res, ran);
-        eprintln!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds);
-        results.push(res);
-    }
-    if let Some(m) = main.take() {
-        m.stop().await;
-    }
-    if let Some(r) = recorder.as_mut() {
+    let mut h = TokenspeedHarness { opts, tok, logprobs, recorder };
+    let main_dir = opts.work_dir.join("main");
+    let RunAll { results, main_error } =
+        runner::run_all(&mut h, &scenarios, &main_dir, &opts.work_dir, &opts.expectations).await.map_err(
+            |e| match e {
+                RunAllError::Record(r) => RunError::Record(r),
+            },
+        )?;
+    if let Some(r) = h.recorder.as_mut() {
         let name = format!("tokenspeed-{}", opts.engine);
-        r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results))?;
+        r.finish(&name, started.elapsed().as_secs_f64(), &report::json(&name, &results)).map_err(RunError::Record)?;
     }
     Ok((results, main_error.is_some()))
 }

