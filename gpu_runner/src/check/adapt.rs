@@ -47,7 +47,8 @@ pub fn client_side(text: Option<&str>, finish: &Json, stop: &Json) -> Observatio
     let stop_reason = match stop {
         Json::Null => None,
         Json::String(s) => Some(StopReason::Text(s.clone())),
-        Json::Number(n) if n.as_i64().is_some() => n.as_i64().map(StopReason::TokenId),
+        Json::Number(n) if n.as_i64().is_some() => n.as_i64().map(|t| StopReason::TokenId(t.into())),
+        Json::Number(n) if n.as_u64().is_some() => n.as_u64().map(|t| StopReason::TokenId(t.into())),
         other => Some(StopReason::Text(other.to_string())),
     };
     Observation { text: text.unwrap_or_default().to_string(), finish, stop_reason, ..Observation::default() }

@@ -510,16 +510,16 @@ fn pairwise(r: &RunObservation, ids: &[String], same: bool) -> Result<(), CheckF
 /// Cumulative counts on every row: completion = ids so far, prompt = the
 /// prompt's length.
 fn counts(ch: &Observation, prompt_len: usize) -> Result<(), CheckFailure> {
-    let mut total = 0i64;
+    let mut total = 0i128;
     for (i, row) in ch.rows.iter().enumerate() {
-        total += row.output_ids.len() as i64;
+        total += row.output_ids.len() as i128;
         if row.completion_tokens != total {
             return Err(CheckFailure::Rows(format!(
                 "row {i}: completion_tokens {} after {total} ids",
                 row.completion_tokens
             )));
         }
-        if row.prompt_tokens != prompt_len as i64 {
+        if row.prompt_tokens != prompt_len as i128 {
             return Err(CheckFailure::Rows(format!(
                 "row {i}: prompt_tokens {} for a {prompt_len}-token prompt",
                 row.prompt_tokens

@@ -52,11 +52,11 @@ fn output(tokens: &[i64]) -> StructValue {
 fn row(ids: &[i64], completion: i64, finish: Finish) -> BatchRow {
     BatchRow {
         rid: "s.a".into(),
-        output_ids: ids.to_vec(),
+        output_ids: ids.into(),
         finish,
         prompt_tokens: 3,
-        completion_tokens: completion,
-        logprob_ids: ids.to_vec(),
+        completion_tokens: completion.into(),
+        logprob_ids: ids.into(),
         logprob_vals: ids.iter().map(|_| -0.5).collect(),
         ..BatchRow::default()
     }

@@ -70,7 +70,8 @@ impl EngineWire for Tokenspeed {
         // Aux frames are ignored: the slim batch has no tensors.
         let (batch, drift) = decode_batch(release, &[first.as_ref()], limits).map_err(WireError::Decode)?;
         let rows = batch.into_rows().map_err(|e| WireError::Decode(e.into()))?;
-        for row in rows {
+        for mut row in rows {
+            narrow_tokens(&mut row);
             let rid = row.rid.clone();
             demux.offer(&rid, row.finish.is_terminal(), move || row);
         }
@@ -78,6 +79,21 @@ impl EngineWire for Tokenspeed {
     }
 
     fn step_tokens(step: &BatchRow) -> &[i64] {
-        &step.output_ids
+        row_tokens(step)
+    }
+}
+
+/// A row's token ids as the gateway side keeps them. The wire allows ids up
+/// to 2^64-1 (docs/wire-protocol.md §6.4); no vocabulary has one above
+/// `i64::MAX`, so [`narrow_tokens`] keeps such an id as `i64::MAX`, itself
+/// no tokenizer's id, and every row a gateway hands on holds `i64`s.
+pub fn row_tokens(row: &BatchRow) -> &[i64] {
+    row.output_ids.as_i64().unwrap_or(&[])
+}
+
+/// Narrows a decoded row's token ids to `i64` (see [`row_tokens`]).
+fn narrow_tokens(row: &mut BatchRow) {
+    if row.output_ids.as_i64().is_none() {
+        row.output_ids = row.output_ids.iter().map(|t| i64::try_from(t).unwrap_or(i64::MAX)).collect();
     }
 }

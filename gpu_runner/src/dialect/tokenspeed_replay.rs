@@ -64,7 +64,7 @@ impl Replay for Tokenspeed {
     }
 
     fn view(row: &BatchRow) -> StepView<'_> {
-        StepView { tokens: &row.output_ids, finish: finish_reason(&row.finish), stop: None }
+        StepView { tokens: super::tokenspeed::row_tokens(row), finish: finish_reason(&row.finish), stop: None }
     }
 
     fn keep(_c: &mut ChildResult<Tokenspeed>, row: BatchRow) -> BatchRow {

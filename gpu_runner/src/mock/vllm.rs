@@ -379,7 +379,7 @@ impl Mock<'_> {
     /// A batch of `outputs` as this engine stamps it.
     fn batch(&self, outputs: Vec<EngineCoreOutput>) -> EngineCoreOutputs {
         EngineCoreOutputs {
-            engine_index: i64::from(self.script.engine_index),
+            engine_index: i128::from(self.script.engine_index),
             outputs,
             timestamp: self.started.elapsed().as_secs_f64() + 1.0,
             weight_version: Some("default".into()),
@@ -467,7 +467,7 @@ impl Mock<'_> {
                         } else if !r.ignore_eos && Some(t) == r.eos {
                             end = (Some(FinishReason::Stop), None);
                         } else if r.stop_ids.contains(&t) {
-                            end = (Some(FinishReason::Stop), Some(StopReason::TokenId(t)));
+                            end = (Some(FinishReason::Stop), Some(StopReason::TokenId(i128::from(t))));
                         }
                         if end.0.is_some() {
                             break;
@@ -483,7 +483,7 @@ impl Mock<'_> {
                 };
                 let mut o = EngineCoreOutput {
                     request_id: r.id.clone(),
-                    new_token_ids: st.new_token_ids.clone(),
+                    new_token_ids: st.new_token_ids.as_slice().into(),
                     finish_reason: finish,
                     stop_reason,
                     new_logprobs: st.logprobs.as_ref().map(rows_as_lists),
@@ -528,13 +528,13 @@ impl Mock<'_> {
             } else if !r.ignore_eos && Some(tok) == r.eos {
                 (Some(FinishReason::Stop), None)
             } else if r.stop_ids.contains(&tok) {
-                (Some(FinishReason::Stop), Some(StopReason::TokenId(tok)))
+                (Some(FinishReason::Stop), Some(StopReason::TokenId(i128::from(tok))))
             } else {
                 (None, None)
             };
             let mut o = EngineCoreOutput {
                 request_id: r.id.clone(),
-                new_token_ids: vec![tok],
+                new_token_ids: [tok].into(),
                 finish_reason: finish,
                 stop_reason,
                 new_logprobs: r.logprobs.map(|k| logprobs_lists(tok, k, script.vocab_size)),
@@ -589,7 +589,8 @@ fn forced_token(bias: Option<&Value>) -> Option<i64> {
 /// A scripted step's stop reason (a token id, a string, or nil).
 fn stop_reason_of(v: &Value) -> Option<StopReason> {
     match v {
-        Value::Int(t) => Some(StopReason::TokenId(*t)),
+        Value::Int(t) => Some(StopReason::TokenId(i128::from(*t))),
+        Value::UInt(t) => Some(StopReason::TokenId(i128::from(*t))),
         Value::Str(s) => Some(StopReason::Text(s.clone())),
         _ => None,
     }
@@ -685,5 +686,5 @@ fn rows_as_tensors(rows: &Rows) -> LogprobsTensors {
 
 /// `PrefillStats` for a prompt computed from scratch.
 fn prefill_stats(prompt_len: i64) -> PrefillStats {
-    PrefillStats { num_prompt_tokens: prompt_len, num_computed_tokens: prompt_len, ..PrefillStats::default() }
+    PrefillStats { num_prompt_tokens: prompt_len.into(), num_computed_tokens: prompt_len.into(), ..PrefillStats::default() }
 }
