@@ -327,7 +327,9 @@ pub fn dictionary() -> String {
             }
         }
     }
-    names.extend(engine_protocol::schema::tokenspeed::TAGS.iter().map(|(_, tag)| *tag));
+    for r in ALL_RELEASES {
+        names.extend(r.structs().iter().filter_map(|s| s.tag()));
+    }
     for n in names {
         add(format!("str_{}", ident(n)), str_token(n));
     }

@@ -299,10 +299,10 @@ impl Gen<'_, '_> {
             let mut tries = 0;
             while let Err(violation) = crate::validate::check(s, &v) {
                 tries += 1;
-                if tries > 4 || violation.field.is_empty() {
+                if tries > 4 || violation.fields.is_empty() {
                     return Err(ArbError::IncorrectFormat);
                 }
-                for name in violation.field.split(',') {
+                for name in violation.fields.iter().copied() {
                     let i = s.index_of(name).ok_or(ArbError::IncorrectFormat)?;
                     if s.fields[i].default == Default::Required {
                         return Err(ArbError::IncorrectFormat);

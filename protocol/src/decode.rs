@@ -766,7 +766,7 @@ impl<'a> Decoder<'a, '_> {
         self.depth -= 1;
         if s.validate.is_some() {
             if let Err(violation) = crate::validate::check(s, &v) {
-                let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
+                let path = if violation.fields.is_empty() { String::new() } else { format!(".{}", violation.path()) };
                 return Err(Box::new(Error::new(RejectClass::Validation, path, violation.message)));
             }
         }

@@ -134,6 +134,7 @@ pub mod frames;
 pub mod hot;
 pub mod message;
 pub mod msgpack;
+mod registry;
 pub mod schema;
 pub mod translate;
 pub mod typed;

@@ -147,13 +147,13 @@ fn every_rule_names_fields_of_the_structs_it_is_tagged_on() {
     assert_eq!(tagged, 4);
 }
 
-/// A table entry's `Debug` text does not show the codec's lazily filled
-/// defaults cache, so it is the same before and after a decode.
+/// A table entry is data only (the codec's caches live outside the
+/// tables), so its `Debug` text is the same before and after a decode.
 #[test]
 fn regression_debug_text_of_a_table_does_not_depend_on_the_defaults_cache() {
     let rel = release("vllm", "0.33.0").unwrap();
     let before = format!("{:?}", rel.sampling_params);
     let _ = rel.sampling_params.default_values();
     assert_eq!(format!("{:?}", rel.sampling_params), before);
-    assert!(before.contains("DefaultValues") && !before.contains("OnceLock"), "{before}");
+    assert!(!before.contains("OnceLock"), "{before}");
 }

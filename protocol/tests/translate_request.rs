@@ -329,7 +329,7 @@ fn every_sampling_rule_a_gateway_can_break_is_refused_by_translation_and_decoder
         let mut sp = engine_protocol::typed::sampling_params(rel);
         sp.set(rule.field, Value::from_json(&bad));
         let v = engine_protocol::validate::sampling_params(&sp).expect_err(rule.field);
-        assert_eq!(v.field, rule.field);
+        assert_eq!(v.fields, [rule.field]);
         let req = engine_protocol::typed::engine_core_request(rel, "r", vec![1, 2], sp, 0.0);
         let err = encode_message(rel, MessageKind::EngineCoreRequest, &req).expect_err("encode validates");
         assert_eq!(err.class, engine_protocol::RejectClass::Validation);
@@ -352,7 +352,7 @@ fn relation_rules_are_refused_by_translation_and_decoder_alike() {
         for (k, v) in fields.as_object().unwrap() {
             sp.set(k, Value::from_json(v));
         }
-        assert_eq!(engine_protocol::validate::sampling_params(&sp).unwrap_err().field, field);
+        assert_eq!(engine_protocol::validate::sampling_params(&sp).unwrap_err().fields, [field]);
     }
 }
 

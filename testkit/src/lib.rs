@@ -4,6 +4,8 @@
 //! - [`corpus`]: walking a golden corpus and parsing its cases
 //!   (docs/case-format.md); `conformance` checks what it loads;
 //! - [`hex`]: hex frames, hex literals, hex in failure messages;
+//! - [`house`]: the module graph of a crate read from its sources, and
+//!   the check that it has no import cycle (the `architecture` tests);
 //! - [`json`]: JSON and wire values both ways, through the canonical view
 //!   of `engine_protocol::view`;
 //! - [`outcome`]: the one classification of a check's outcome (pass, fail,
@@ -24,6 +26,7 @@
 pub mod build;
 pub mod corpus;
 pub mod hex;
+pub mod house;
 pub mod json;
 pub mod oracle;
 pub mod outcome;

@@ -17,8 +17,8 @@ use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::GatewayTokenizer;
 use serde_json::Value as Json;
 
-use crate::check::Verdict;
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
+use engine_testkit::outcome::Verdict;
 
 /// The gateway kinds this build checks.
 pub const KNOWN: &[&str] = &["stop_detection", "logprob_shaping", "translation", "tokenspeed_translation"];

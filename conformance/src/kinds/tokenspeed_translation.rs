@@ -27,7 +27,7 @@ use serde_json::Value as Json;
 
 use super::tokenizer_for;
 use super::translation::{error_key, same_key, show_key, ErrorKey};
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
 
 /// The engine facts and options a case runs under.
 pub fn setup(input: &Json) -> Result<(TokenSpeedEngineInfo, TokenSpeedOptions), String> {

@@ -28,7 +28,7 @@ use engine_protocol::MessageKind;
 use serde_json::{json, Value as Json};
 
 use super::{num, same_f64, tokenizer_for};
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
 
 /// A wire value as JSON: the canonical view of an untyped value
 /// ([`any_view`], docs/case-format.md §6), the rendering vLLM's side of the

@@ -31,6 +31,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use engine_protocol::frames::{engine_index, is_engine_dead};
+use engine_protocol::hot::tokenspeed::decode_batch;
 use engine_protocol::typed::tokenspeed::{self as ts, BatchRow};
 use engine_protocol::Limits;
 use futures_util::StreamExt;
@@ -539,7 +540,7 @@ impl Actor {
         }
         self.stats.batches += 1;
         // Aux frames are ignored: the slim batch has no tensors.
-        let (batch, drift) = match ts::decode_batch(release(), &slices[..1], &Limits::default()) {
+        let (batch, drift) = match decode_batch(release(), &slices[..1], &Limits::default()) {
             Ok(d) => d,
             Err(e) => {
                 self.stats.bad_batches.push(e.to_string());

@@ -540,7 +540,7 @@ impl Engine<'_> {
     /// Starts a request the receive path accepted.
     fn admit(&mut self, req: &StructValue) -> Result<Vec<BatchRow>, String> {
         let fin = receive(req, &RECEIVE_0_1_1, &self.script.engine_config())
-            .map_err(|v| format!("{}: {}", v.field, v.message))?;
+            .map_err(|v| format!("{}: {}", v.path(), v.message))?;
         let rid = req.str_field("rid").ok_or("ADD without a string rid")?.to_string();
         if self.pending_aborts.remove(&rid) {
             return Ok(Vec::new());

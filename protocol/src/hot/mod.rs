@@ -58,6 +58,52 @@ pub mod tokenspeed;
 
 pub use request::{decode_request, decode_request_direct};
 
+/// How `typed::decode_typed` reads each message: the direct decoder for
+/// `EngineCoreRequest`, the reference path (`decode_typed_via_value`) for
+/// the others (the structs sit below this module; it picks their decoder).
+mod typed_decoders {
+    use crate::decode::Limits;
+    use crate::error::Error;
+    use crate::schema::ReleaseSchema;
+    use crate::typed::{
+        decode_typed_via_value, DecodeFrames, EngineCoreOutputs, EngineCoreReadyResponse, EngineCoreRequest,
+        EngineHandshakeMetadata, HandshakeStatus, StartDpWave, UtilityOutput, UtilityRequest,
+    };
+
+    impl DecodeFrames for EngineCoreRequest {
+        fn decode_frames(
+            release: &'static ReleaseSchema,
+            frames: &[&[u8]],
+            limits: &Limits,
+        ) -> Result<(Self, Vec<String>), Error> {
+            super::decode_request(release, frames, limits)
+        }
+    }
+
+    macro_rules! via_value {
+        ($($t:ident),*) => {$(
+            impl DecodeFrames for $t {
+                fn decode_frames(
+                    release: &'static ReleaseSchema,
+                    frames: &[&[u8]],
+                    limits: &Limits,
+                ) -> Result<(Self, Vec<String>), Error> {
+                    decode_typed_via_value::<Self>(release, frames, limits)
+                }
+            }
+        )*};
+    }
+    via_value!(
+        EngineCoreOutputs,
+        UtilityOutput,
+        EngineCoreReadyResponse,
+        HandshakeStatus,
+        EngineHandshakeMetadata,
+        UtilityRequest,
+        StartDpWave
+    );
+}
+
 use std::ops::Range;
 
 use crate::decode::{check_tensor_shape, decode_sub, Limits};

@@ -14,10 +14,12 @@
 //! tables (`tokenspeed`) come from TokenSpeed's classes the same way
 //! (docs/tokenspeed-wire.md).
 //!
-//! The tables are pure data: they call no code of the codec. Which decoder
-//! rules apply to a struct is a data tag ([`Rules`], interpreted by
-//! `crate::validate::check`); the defaults as values and wire bytes are
-//! computed by the codec on first use and cached in each struct's entry.
+//! The tables are pure data: this module imports nothing of the crate
+//! above it. Which decoder rules apply to a struct is a data tag
+//! ([`Rules`], interpreted by the validation layer); what the codec
+//! computes from a table (defaults as values and as wire bytes, resolved
+//! rule tables) is cached by the layer that computes it, keyed by the
+//! struct's identity (`crate::registry`), never in the entry.
 //!
 //! Two properties of msgspec structs are not layouts of their own:
 //! - a *tagged* `array_like` struct (TokenSpeed's) writes its class name as
@@ -191,30 +193,10 @@ pub struct StructSchema {
     pub fields: &'static [Field],
     /// The decoder's rules for this struct, if any.
     pub validate: Option<Rules>,
-    /// A cache the codec fills on first use with every field's default as a
-    /// value and as wire bytes (`crate::value::Defaults`); no table sets it.
-    #[doc(hidden)]
-    pub defaults: DefaultValues,
-}
-
-/// The codec's cache of a struct's defaults (see `crate::value::Defaults`):
-/// the tables hold an empty cell, [`DefaultValues::NEW`].
-#[doc(hidden)]
-pub struct DefaultValues(pub(crate) std::sync::OnceLock<crate::value::Defaults>);
-
-/// The same whether or not the cache is filled yet: a table entry's `Debug`
-/// text must not depend on what was decoded before.
-impl std::fmt::Debug for DefaultValues {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DefaultValues")
-    }
-}
-
-impl DefaultValues {
-    /// An empty cell, for the `defaults` field of a table entry. Each use
-    /// in a `static` is its own cell, which is the point.
-    #[allow(clippy::declare_interior_mutable_const)]
-    pub const NEW: DefaultValues = DefaultValues(std::sync::OnceLock::new());
+    /// The msgspec tag a tagged `array_like` struct writes as element 0 of
+    /// its array, before the fields (docs/tokenspeed-wire.md §3; msgspec's
+    /// default tag is the class name); `None` for untagged structs.
+    pub tag: Option<&'static str>,
 }
 
 impl StructSchema {
@@ -233,7 +215,7 @@ impl StructSchema {
     /// its array (docs/tokenspeed-wire.md §3); `None` for untagged structs.
     #[inline]
     pub fn tag(&self) -> Option<&'static str> {
-        tokenspeed::TAGS.iter().find(|(s, _)| std::ptr::eq(*s, self)).map(|(_, t)| *t)
+        self.tag
     }
 
     /// The position of field `name`.

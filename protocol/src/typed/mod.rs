@@ -82,9 +82,11 @@ pub mod wire;
 // TokenSpeed's wire messages as typed structs (docs/tokenspeed-wire.md);
 // documented by its own `//!` (an outer doc here would resolve its links
 // in this module).
+mod sampling_rules;
 pub mod tokenspeed;
 
 pub use generated::*;
+pub(crate) use sampling_rules::plainly_valid;
 
 use crate::decode::{decode_payload, Limits};
 use crate::message::{decode_message, MessageKind};
@@ -263,7 +265,7 @@ impl StructuredOutputs {
         crate::validate::structured_outputs_params(v).map_err(|violation| {
             Error::new(
                 RejectClass::Validation,
-                format!("StructuredOutputsParams.{}", violation.field).trim_end_matches('.').to_string(),
+                format!("StructuredOutputsParams.{}", violation.path()).trim_end_matches('.').to_string(),
                 violation.message,
             )
         })?;
@@ -691,37 +693,34 @@ impl WireType for UtilityResult {
 
 // ===== whole messages =====
 
+/// How [`decode_typed`] reads the frames of a message: implemented for
+/// every [`Message`] by the decoding layer above these structs
+/// (`crate::hot`): the direct decoder [`crate::hot::decode_request`] for
+/// `EngineCoreRequest` (same verdicts, struct and drift as the reference
+/// path), [`decode_typed_via_value`] for every other message.
+pub trait DecodeFrames: Sized {
+    /// Decodes the frames of one message as this struct.
+    fn decode_frames(
+        release: &'static ReleaseSchema,
+        frames: &[&[u8]],
+        limits: &Limits,
+    ) -> Result<(Self, Vec<String>), Error>;
+}
+
 /// A generated struct that is a whole message.
-pub trait Message: WireType {
+pub trait Message: WireType + DecodeFrames {
     /// The message kind it is sent as (`HandshakeStatus` is HELLO and
     /// READY alike; its kind here is HELLO).
     const KIND: MessageKind;
     /// The root of error paths.
     const NAME: &'static str;
-
-    /// Decodes the frames of one message as this struct: what
-    /// [`decode_typed`] runs. [`decode_typed_via_value`] for every message
-    /// but `EngineCoreRequest`, which has the direct decoder
-    /// [`crate::hot::decode_request`] (same verdicts, struct and drift).
-    #[doc(hidden)]
-    fn decode_frames(
-        release: &'static ReleaseSchema,
-        frames: &[&[u8]],
-        limits: &Limits,
-    ) -> Result<(Self, Vec<String>), Error> {
-        decode_typed_via_value::<Self>(release, frames, limits)
-    }
 }
 
 macro_rules! message {
     ($t:ident, $kind:ident) => {
-        message!($t, $kind, {});
-    };
-    ($t:ident, $kind:ident, { $($decode:item)* }) => {
         impl Message for $t {
             const KIND: MessageKind = MessageKind::$kind;
             const NAME: &'static str = stringify!($t);
-            $($decode)*
         }
 
         impl $t {
@@ -818,15 +817,7 @@ impl WireSize for EngineHandshakeMetadata {}
 impl WireSize for UtilityRequest {}
 impl WireSize for StartDpWave {}
 
-message!(EngineCoreRequest, EngineCoreRequest, {
-    fn decode_frames(
-        release: &'static ReleaseSchema,
-        frames: &[&[u8]],
-        limits: &Limits,
-    ) -> Result<(Self, Vec<String>), Error> {
-        crate::hot::decode_request(release, frames, limits)
-    }
-});
+message!(EngineCoreRequest, EngineCoreRequest);
 message!(EngineCoreOutputs, EngineCoreOutputs);
 message!(UtilityOutput, UtilityOutput);
 message!(EngineCoreReadyResponse, EngineCoreReadyResponse);
@@ -850,9 +841,7 @@ impl EngineCoreRequest {
     pub fn encode_checked(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
         let plain = self.lora_request.is_none()
             && self.sampling_params.as_ref().is_none_or(|sp| {
-                sp.structured_outputs.is_none()
-                    && sp.repetition_detection.is_none()
-                    && crate::hot::request::plainly_valid(sp)
+                sp.structured_outputs.is_none() && sp.repetition_detection.is_none() && plainly_valid(sp)
             });
         if !plain {
             crate::message::encode_message(release, MessageKind::EngineCoreRequest, &self.to_value(release)?)?;
@@ -887,7 +876,7 @@ pub fn decode_typed<M: Message>(
     frames: &[&[u8]],
     limits: &Limits,
 ) -> Result<(M, Vec<String>), Error> {
-    M::decode_frames(release, frames, limits)
+    <M as DecodeFrames>::decode_frames(release, frames, limits)
 }
 
 /// The reference typed decode: [`decode_message`] (same verdicts, same

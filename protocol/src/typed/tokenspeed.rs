@@ -31,13 +31,15 @@
 //!   a ragged batch with a [`RaggedBatch`] naming the column.
 //!
 //! A gateway's codec path: an ADD written from the struct, an ABORT, and
-//! an output batch read straight into the struct ([`decode_batch`]) and
+//! an output batch read straight into the struct
+//! ([`decode_batch`](crate::hot::tokenspeed::decode_batch)) and
 //! split into per-request rows (here the batch is built from rows, as the
 //! runner's mock engine builds it):
 //!
 //! ```
+//! use engine_protocol::hot::tokenspeed::decode_batch;
 //! use engine_protocol::typed::tokenspeed::{
-//!     decode_batch, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, SamplingParams,
+//!     encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, SamplingParams,
 //!     TokenizedGenerateReqInput,
 //! };
 //! use engine_protocol::{release, Limits};
@@ -78,11 +80,6 @@
 pub mod generated;
 
 pub use generated::*;
-
-/// The output batch straight from the bytes, with [`decode_typed`]'s
-/// result: what a gateway's output loop calls (module
-/// [`crate::hot::tokenspeed`]).
-pub use crate::hot::tokenspeed::decode_batch;
 
 use crate::decode::{decode_payload, Limits};
 use crate::error::{Error, RejectClass};
