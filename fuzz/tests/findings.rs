@@ -7,6 +7,7 @@
 //! --ignored` runs it); F1 to F3 are fixed (9f04fe3), so their tests guard
 //! the fixes; F6 was the oracle's mistake, and its test guards the oracle.
 
+use engine_protocol::Dialect;
 use std::path::Path;
 use std::time::Instant;
 
@@ -104,7 +105,7 @@ fn peak(kind: MessageKind, data: &[u8]) -> (usize, usize) {
     let frames = engine_fuzz::split::split(data);
     let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
     let input: usize = refs.iter().map(|f| f.len()).sum();
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let (_, peak) = alloc::measure(|| decode_message(rel, kind, &refs, &Limits::default()));
     (peak, input)
 }
@@ -187,7 +188,7 @@ fn measure_findings() {
 #[test]
 #[ignore = "measurement, run by hand"]
 fn classify_findings() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     for (kind, data) in [
         (MessageKind::EngineCoreOutputs, build::f2_aux_frame_reuse()),
         (MessageKind::EngineCoreOutputs, build::f2_payload_self_reference()),

@@ -382,7 +382,7 @@ pub async fn run(args: RunArgs) -> Result<i32, String> {
     }
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").map_err(|e| e.to_string())?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
     let mut scenarios = scenario::load_dir(&dir)?;
     // Scenarios on a fresh engine (which may leave it dead) run last.
@@ -643,7 +643,9 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
     }
     let script = match &args.script {
         Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?)?,
-        None => Script::new(engine_protocol::release("vllm", "0.32.0").ok_or("no schema table")?),
+        None => {
+            Script::new(engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").map_err(|e| e.to_string())?)
+        }
     };
     let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
     let (_stop, stop_rx) = tokio::sync::oneshot::channel();
@@ -658,7 +660,7 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, String> {
 /// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
 pub async fn gateway(args: GatewayArgs) -> Result<i32, String> {
     use crate::gateway_mode::{self, Launch, Target};
-    let release = engine_protocol::release("vllm", "0.32.0").ok_or("no schema table for vllm 0.32.0")?;
+    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").map_err(|e| e.to_string())?;
     let venv = args.venv.clone().unwrap_or_else(crate::smg::default_venv);
     let launch = if args.attach {
         if args.http.is_none() || args.handshake.is_none() {

@@ -151,7 +151,7 @@ impl Recorder {
         let doc = doc_of(self.release, message, t.from_engine, &scenario, &summary);
         let d = json!({
             "case": case,
-            "dialect": self.release.dialect,
+            "dialect": self.release.dialect.as_str(),
             "version": self.meta.engine_version,
             "kind": "message",
             "doc": doc,
@@ -541,7 +541,7 @@ mod tests {
 
     #[test]
     fn frame_sets_are_named_by_socket_direction_and_type_byte() {
-        let release = engine_protocol::release("vllm", "0.32.0").unwrap();
+        let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
         let tap = |socket, from_engine, frames: Vec<Vec<u8>>| Tapped {
             socket,
             from_engine,
@@ -573,7 +573,7 @@ mod tests {
 
     #[test]
     fn tokenspeed_frame_sets_take_tokenspeeds_names_and_request_ids() {
-        let ts = engine_protocol::release("tokenspeed", "0.1.1").unwrap();
+        let ts = engine_protocol::release(engine_protocol::Dialect::TokenSpeed, "0.1.1").unwrap();
         let tap = |socket, frames: Vec<Vec<u8>>| Tapped {
             socket,
             from_engine: false,

@@ -1589,7 +1589,7 @@ mod tests {
 
     #[test]
     fn setting_a_path_edits_the_engine_request_and_names_what_is_missing() {
-        let release = engine_protocol::release("vllm", "0.32.0").unwrap();
+        let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
         let sp = engine_protocol::typed::sampling_params(release);
         let mut v = engine_protocol::typed::engine_core_request(release, "r", vec![1, 2], sp, 1.0);
         set_path(&mut v, "prompt_token_ids", &json!({"$repeat": [5, 4]})).unwrap();
@@ -1672,7 +1672,7 @@ mod tests {
 
     #[test]
     fn sample_logprobs_check_reads_rows_ranks_and_shaping() {
-        let release = engine_protocol::release("vllm", "0.32.0").unwrap();
+        let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
         let out = |tok: i64, l: Value| {
             let mut o = StructValue::with_defaults(release.engine_core_output);
             o.set("new_token_ids", Value::IntArray(vec![tok])).set("new_logprobs", l);

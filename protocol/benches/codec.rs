@@ -4,6 +4,7 @@
 //!
 //! Run: `cargo bench -p engine-protocol --bench codec`.
 
+use engine_protocol::Dialect;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -29,7 +30,7 @@ fn load(id: &str) -> (MessageKind, Vec<Vec<u8>>) {
 }
 
 fn codec(c: &mut Criterion) {
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     for (name, id) in CASES {
         let (kind, frames) = load(id);
@@ -48,7 +49,7 @@ fn codec(c: &mut Criterion) {
 /// (`engine_protocol::hot::decode_outputs`) on the output cases above; compare
 /// with `<case>/decode`.
 fn hot_decode(c: &mut Criterion) {
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     let mut g = c.benchmark_group("hot_decode");
     for (name, id) in CASES {
@@ -73,7 +74,7 @@ fn hot_decode(c: &mut Criterion) {
 /// encoder.
 fn typed_encode(c: &mut Criterion) {
     use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     let mut g = c.benchmark_group("typed_encode");
     for (name, id) in CASES {
@@ -109,7 +110,7 @@ fn typed_encode(c: &mut Criterion) {
 /// `decode_typed` was before the direct decoder).
 fn typed_decode(c: &mut Criterion) {
     use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreRequest};
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     let mut g = c.benchmark_group("typed_decode");
     for (name, id) in CASES {
@@ -138,7 +139,7 @@ fn typed_decode(c: &mut Criterion) {
 fn tokenspeed_decode(c: &mut Criterion) {
     use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
     use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
-    let rel = release("tokenspeed", "0.1.1").expect("0.1.1");
+    let rel = release(Dialect::TokenSpeed, "0.1.1").expect("0.1.1");
     let limits = Limits::default();
     let mut g = c.benchmark_group("tokenspeed_decode");
     for id in ["output/many_rows", "output/logprobs_multi"] {

@@ -34,10 +34,10 @@
 //!
 //! ```
 //! use engine_protocol::typed::{decode_typed, EngineCoreRequest, SamplingParams, StopStrings};
-//! use engine_protocol::{release, Limits};
+//! use engine_protocol::{release, Dialect, Limits};
 //!
 //! // 1. The table of the engine's release (from its handshake).
-//! let v033 = release("vllm", "0.33.0").expect("a table for 0.33.0");
+//! let v033 = release(Dialect::Vllm, "0.33.0").expect("a table for 0.33.0");
 //! // 2. Build.
 //! let request = EngineCoreRequest {
 //!     request_id: "req-1".into(),
@@ -147,7 +147,7 @@ pub use error::{Error, Outcome, RejectClass};
 pub use hot::{decode_outputs, decode_request};
 pub use message::decode_message_with;
 pub use message::{decode_message, encode_message, MessageKind};
-pub use schema::{release, ReleaseSchema};
+pub use schema::{release, Dialect, ReleaseSchema, UnknownDialect, UnknownRelease};
 pub use value::{StructValue, Tensor, Value};
 
 /// Runs one message through the decoder and classifies the result: the one

@@ -128,7 +128,7 @@ impl<T: Send + Sync + 'static> PerStruct<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{Layout, RELEASES};
+    use crate::schema::{Layout, VLLM_RELEASES};
 
     #[test]
     fn every_struct_of_every_table_has_its_own_index() {
@@ -146,8 +146,8 @@ mod tests {
     #[test]
     fn a_cache_computes_once_per_struct_and_keeps_structs_apart() {
         static C: PerStruct<&'static str> = PerStruct::new();
-        let a = RELEASES[0].sampling_params;
-        let b = RELEASES[0].engine_core_output;
+        let a = VLLM_RELEASES[0].sampling_params;
+        let b = VLLM_RELEASES[0].engine_core_output;
         assert_eq!(*C.get(a, || a.name), "SamplingParams");
         assert_eq!(*C.get(a, || "computed twice"), "SamplingParams");
         assert_eq!(*C.get(b, || b.name), "EngineCoreOutput");

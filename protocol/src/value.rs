@@ -151,7 +151,7 @@ impl StructValue {
 
     /// Every field in schema order, defaults included.
     pub fn fields(&self) -> Fields<'_> {
-        Fields { s: self, i: 0, next: 0 }
+        Fields { s: self, defaults: self.schema.default_values(), i: 0, next: 0 }
     }
 
     /// Field `i`, to change (held explicitly from now on).
@@ -250,6 +250,8 @@ impl StructValue {
 /// Every field of a struct value in schema order, defaults included.
 pub struct Fields<'a> {
     s: &'a StructValue,
+    /// The struct's defaults, looked up once.
+    defaults: &'static [Value],
     i: usize,
     next: usize,
 }
@@ -270,7 +272,7 @@ impl<'a> Iterator for Fields<'a> {
                 self.next += 1;
                 Some(v)
             }
-            _ => Some(&self.s.schema.default_values()[i]),
+            _ => Some(&self.defaults[i]),
         }
     }
 

@@ -37,7 +37,7 @@ use std::borrow::Cow;
 use engine_protocol::decode::{decode_payload, Decoded};
 use engine_protocol::encode::encode_payload;
 use engine_protocol::hot::{decode_output_value, decode_outputs, Outputs as HotOutputs, StopRef};
-use engine_protocol::schema::{tokenspeed, vllm, Layout, Ty, RELEASES};
+use engine_protocol::schema::{tokenspeed, vllm, Dialect, Layout, Ty, VLLM_RELEASES};
 use engine_protocol::value::{numpy_dtype, torch_dtype};
 use engine_protocol::{
     decode_message, encode_message, Error, Limits, MessageKind, Outcome, RejectClass, ReleaseSchema, Value,
@@ -167,7 +167,7 @@ pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
         Limits { max_frame_bytes: 64 << 10, ..Limits::default() },
     ];
     // The vLLM tables (the fast decoder reads vLLM's `EngineCoreOutputs`).
-    for &release in RELEASES.iter().filter(|r| r.dialect == "vllm") {
+    for &release in VLLM_RELEASES.iter() {
         for limits in &tight {
             let full = decode_message(release, MessageKind::EngineCoreOutputs, &frames, limits);
             let fast = p.decode(&frames, || decode_outputs(release, &frames, limits));
@@ -215,7 +215,7 @@ pub fn hot_request<P: Probe>(data: &[u8], p: &mut P) {
         Limits { max_frames: 2, ..Limits::default() },
         Limits { max_frame_bytes: 256, ..Limits::default() },
     ];
-    for &release in RELEASES.iter().filter(|r| r.dialect == "vllm") {
+    for &release in VLLM_RELEASES.iter() {
         for limits in &limits {
             let v = release.version;
             let reference = decode_typed_via_value::<EngineCoreRequest>(release, &frames, limits);
@@ -363,7 +363,7 @@ pub fn structured_outputs_params<P: Probe>(data: &[u8], p: &mut P) {
 /// the ones already tried.
 fn each_release<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
     let mut seen: Vec<&'static Ty> = Vec::new();
-    for &release in RELEASES {
+    for &release in VLLM_RELEASES {
         let ty = kind.payload_type(release);
         if seen.iter().any(|t| std::ptr::eq(*t, ty)) {
             continue;
@@ -377,7 +377,7 @@ fn each_release<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
 /// the payload decoder. TokenSpeed reads INIT from the last frame
 /// (docs/tokenspeed-wire.md 2.5).
 fn payload_frame<'a>(release: &ReleaseSchema, kind: MessageKind, frames: &[&'a [u8]]) -> Option<&'a [u8]> {
-    if release.dialect == "tokenspeed" && kind == MessageKind::HandshakeInit {
+    if release.dialect == Dialect::TokenSpeed && kind == MessageKind::HandshakeInit {
         frames.last().copied()
     } else if wire_type_byte(kind).is_some() {
         frames.get(1).copied()
@@ -635,7 +635,7 @@ pub fn frames<P: Probe>(data: &[u8], p: &mut P) {
     let owned = split(data);
     let frames = refs(&owned);
     let tight = Limits { max_depth: 6, max_frames: 3, max_frame_bytes: 1 << 16 };
-    for &release in RELEASES {
+    for &release in VLLM_RELEASES {
         let mut past_type_check = 0;
         for kind in MessageKind::ALL {
             let (outcome, value) = message(p, release, kind, &frames);

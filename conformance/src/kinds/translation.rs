@@ -18,7 +18,6 @@
 //!
 //! docs/case-format.md describes the `input` and `expected` shapes.
 
-use engine_protocol::release;
 use engine_protocol::translate::{
     translate, EngineInfo, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions, Translated,
 };
@@ -125,7 +124,7 @@ pub fn options_for(input: &Json) -> TranslateOptions {
 /// not parse): a failure whatever the case expects.
 pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<Translated, TranslateError>, String> {
     let tok = tokenizer_for(case, input)?;
-    let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
+    let rel = case.release().ok_or("no schema table")?;
     let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or("input.max_model_len")?;
     let engine = EngineInfo { max_model_len, release: rel };
     let req = input.get("request").ok_or("input.request")?;
@@ -242,7 +241,7 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
         (Some(e), Ok(_)) => Err(format!("expected an error ({e}), translation succeeded")),
         (None, Err(e)) => Err(format!("expected a translation, got error: {e}")),
         (None, Ok(t)) => {
-            let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
+            let rel = case.release().ok_or("no schema table")?;
             let ty = MessageKind::EngineCoreRequest.payload_type(rel);
             let volatile: Vec<&str> = match expected.get("volatile") {
                 None => Vec::new(),

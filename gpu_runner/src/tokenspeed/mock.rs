@@ -69,7 +69,8 @@ pub const FORCE_STREAM_INTERVAL: usize = 50;
 
 /// The TokenSpeed release the mock speaks.
 pub fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("tokenspeed", "0.1.1").expect("the TokenSpeed 0.1.1 table is built in")
+    engine_protocol::release(engine_protocol::Dialect::TokenSpeed, "0.1.1")
+        .expect("the TokenSpeed 0.1.1 table is built in")
 }
 
 /// A fault the TokenSpeed mock injects.

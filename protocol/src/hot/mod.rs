@@ -877,7 +877,7 @@ mod tests {
     #[test]
     fn both_vllm_tables_have_the_layout_the_fast_decoder_reads() {
         for v in ["0.32.0", "0.33.0"] {
-            let rel = crate::release("vllm", v).expect("table");
+            let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
             let batch = rel.engine_core_outputs.as_struct().expect("struct");
             assert!(layout_ok(batch, rel.engine_core_output), "{v}");
         }

@@ -626,7 +626,7 @@ mod tests {
     #[test]
     fn both_vllm_request_tables_have_the_layout_read_here() {
         for v in ["0.32.0", "0.33.0"] {
-            let rel = crate::release("vllm", v).expect("table");
+            let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
             let s = table(rel).expect("a known request table");
             let names: Vec<&str> = s.fields.iter().map(|f| f.name).collect();
             assert_eq!(names, REQUEST_FIELDS, "{v}");

@@ -41,7 +41,7 @@
 //! table is consulted.
 
 use super::Default as D;
-use super::{EnumSchema, Field, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
+use super::{Dialect, EnumSchema, Field, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -427,7 +427,7 @@ static ROOT_READY_08_03: Ty = Ty::Struct(&WIRE_ENGINE_CORE_READY_RESPONSE_08_03)
 /// `engine_core_request` is the ADD payload `TokenizedGenerateReqInput`,
 /// `engine_core_outputs` the output batch `BatchTokenIDOutSlim`.
 pub static V0_1_1: ReleaseSchema = ReleaseSchema {
-    dialect: "tokenspeed",
+    dialect: Dialect::TokenSpeed,
     version: "0.1.1",
     engine_core_request: &ROOT_REQUEST,
     sampling_params: &SAMPLING_PARAMS,
@@ -447,7 +447,7 @@ pub static V0_1_1: ReleaseSchema = ReleaseSchema {
 /// 9-element output batch, `block_size` in the ready response. The other
 /// structs (`SamplingParams`, the handshake, multimodal inputs) are 0.1.1's.
 pub static GIT_57B49061: ReleaseSchema = ReleaseSchema {
-    dialect: "tokenspeed",
+    dialect: Dialect::TokenSpeed,
     version: "git-57b49061",
     engine_core_request: &ROOT_REQUEST_08_03,
     sampling_params: &SAMPLING_PARAMS,

@@ -11,7 +11,7 @@
 //!   `coordinator_input_address` and `coordinator_output_address`.
 
 use super::Default as D;
-use super::{EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
+use super::{Dialect, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -835,7 +835,7 @@ static ROOT_READY_0_33: Ty = Ty::Struct(&READY_RESPONSE_0_33);
 
 /// vLLM 0.32.0.
 pub static V0_32_0: ReleaseSchema = ReleaseSchema {
-    dialect: "vllm",
+    dialect: Dialect::Vllm,
     version: "0.32.0",
     engine_core_request: &ROOT_REQUEST_0_32,
     sampling_params: &SAMPLING_PARAMS,
@@ -852,7 +852,7 @@ pub static V0_32_0: ReleaseSchema = ReleaseSchema {
 
 /// vLLM 0.33.0.
 pub static V0_33_0: ReleaseSchema = ReleaseSchema {
-    dialect: "vllm",
+    dialect: Dialect::Vllm,
     version: "0.33.0",
     engine_core_request: &ROOT_REQUEST_0_33,
     sampling_params: &SAMPLING_PARAMS,

@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn the_typed_struct_and_its_value_get_the_same_first_violation() {
-        let rel = crate::schema::RELEASES[1];
+        let rel = crate::schema::VLLM_RELEASES[1];
         let cases = [
             SamplingParams::default(),
             SamplingParams { n: 2, temperature: 0.0, ..Default::default() },

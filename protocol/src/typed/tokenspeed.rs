@@ -42,9 +42,9 @@
 //!     encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, SamplingParams,
 //!     TokenizedGenerateReqInput,
 //! };
-//! use engine_protocol::{release, Limits};
+//! use engine_protocol::{release, Dialect, Limits};
 //!
-//! let ts = release("tokenspeed", "0.1.1").expect("a known release");
+//! let ts = release(Dialect::TokenSpeed, "0.1.1").expect("a known release");
 //! let add = TokenizedGenerateReqInput {
 //!     rid: Some(Rid::One("r1".into())),
 //!     input_ids: Some(vec![1, 2, 3]),
