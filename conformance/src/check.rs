@@ -16,11 +16,11 @@
 //! on `engine_protocol::view::diff` for views (§6) and on the schema tables
 //! of `engine-protocol` for the set-order allowance.
 
-use engine_protocol::error::Outcome;
-use engine_protocol::msgpack::{Reader, Token};
+use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Layout, Ty};
 use engine_protocol::view::diff;
 use engine_protocol::MessageKind;
+use engine_protocol::Outcome;
 use engine_testkit::hex;
 use serde_json::Value as Json;
 

@@ -28,7 +28,7 @@ use engine_protocol::Dialect;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use engine_protocol::msgpack::{Reader, Token};
+use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Ty, ALL_RELEASES};
 use engine_protocol::MessageKind;
 use serde_json::Value as Json;
@@ -356,7 +356,7 @@ fn ident(s: &str) -> String {
 
 fn str_token(s: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    engine_protocol::msgpack::write::str(&mut out, s);
+    engine_protocol::internal::msgpack::write::str(&mut out, s);
     out
 }
 

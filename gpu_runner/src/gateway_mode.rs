@@ -35,9 +35,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use engine_protocol::frames::RequestType;
 use engine_protocol::translate::{translate, EngineInfo, GatewayTokenizer, GenerateRequest, TranslateOptions};
 use engine_protocol::view::any_view;
+use engine_protocol::RequestType;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use serde_json::{json, Value as Json};
 

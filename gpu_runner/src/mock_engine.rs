@@ -41,9 +41,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use engine_protocol::frames::{engine_identity, RequestType, ENGINE_CORE_DEAD};
 use engine_protocol::typed::FinishReason;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Tensor, Value};
+use engine_protocol::{engine_identity, RequestType, ENGINE_CORE_DEAD};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zeromq::util::PeerIdentity;

@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use engine_protocol::frames::is_engine_dead;
+use engine_protocol::is_engine_dead;
 use engine_protocol::typed::OutputsView;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, Value};
 use serde_json::{json, Value as Json};
@@ -565,9 +565,9 @@ mod tests {
             message_of(release, &tap(TapSocket::Input, false, vec![vec![0], vec![0xc1]])),
             MessageKind::EngineCoreRequest
         );
-        let dead = tap(TapSocket::Output, true, vec![engine_protocol::frames::ENGINE_CORE_DEAD.to_vec()]);
+        let dead = tap(TapSocket::Output, true, vec![engine_protocol::ENGINE_CORE_DEAD.to_vec()]);
         assert_eq!(message_of(release, &dead), MessageKind::EngineCoreOutputs);
-        let s = summarize(release, MessageKind::EngineCoreOutputs, &[engine_protocol::frames::ENGINE_CORE_DEAD]);
+        let s = summarize(release, MessageKind::EngineCoreOutputs, &[engine_protocol::ENGINE_CORE_DEAD]);
         assert!(s.sentinel && volatile(release, MessageKind::EngineCoreOutputs, &s).is_empty());
     }
 

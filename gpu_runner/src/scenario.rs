@@ -7,7 +7,7 @@
 //!
 //! Requests may also be sent *raw*, around the gateway's validation: the
 //! translated request edited field by field and encoded without
-//! validation (`engine_protocol::encode::encode_payload_unvalidated`), or
+//! validation (`engine_protocol::internal::encode_payload_unvalidated`), or
 //! input frames given as hex. They show what the engine itself does with
 //! input a gateway must never send (docs/runner.md "What the engine does
 //! with bad input").
@@ -20,13 +20,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
-use engine_protocol::encode::encode_payload_unvalidated;
+use engine_protocol::internal::encode_payload_unvalidated;
 use engine_protocol::translate::{
     self, EngineInfo, EngineRow, EngineStep, GatewayTokenizer, GenerateRequest, LogprobShaper,
     RequestStream as StopStream, TranslateOptions,
 };
 use engine_protocol::typed::{FinishReason, StopReason};
-use engine_protocol::value::Numbers;
+use engine_protocol::Numbers;
 use engine_protocol::{MessageKind, StructValue, Value};
 use serde_json::{json, Value as Json};
 
@@ -1218,7 +1218,7 @@ fn check_one(c: &Json, r: &RunResult) -> Result<(), String> {
 /// resolved from its data, as vLLM's decoder resolves it.
 fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
     let size = t.parsed_dtype()?.elem.size();
-    let dims = engine_protocol::decode::resolve_shape(&t.shape, t.data.len() / size)?;
+    let dims = engine_protocol::internal::resolve_shape(&t.shape, t.data.len() / size)?;
     dims.into_iter().map(|d| i64::try_from(d).ok()).collect()
 }
 

@@ -53,10 +53,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use engine_protocol::frames::{engine_identity, engine_index, is_engine_dead, RequestType};
 use engine_protocol::hot::{decode_output_value, decode_outputs};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::{encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
+use engine_protocol::{engine_identity, engine_index, is_engine_dead, RequestType};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;

@@ -120,7 +120,7 @@ fn typed_decode(c: &mut Criterion) {
         }
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         g.throughput(Throughput::Bytes(frames.iter().map(Vec::len).sum::<usize>() as u64));
-        assert!(engine_protocol::hot::decode_request_direct(rel, &refs, &limits).is_some(), "{id}: direct path");
+        assert!(engine_protocol::internal::decode_request_direct(rel, &refs, &limits).is_some(), "{id}: direct path");
         g.bench_function(*name, |b| {
             b.iter(|| decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &limits).unwrap())
         });
@@ -137,7 +137,8 @@ fn typed_decode(c: &mut Criterion) {
 /// value tree, then the conversion) and `decode_batch` (the direct
 /// decoder into the typed struct).
 fn tokenspeed_decode(c: &mut Criterion) {
-    use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+    use engine_protocol::hot::tokenspeed::decode_batch;
+    use engine_protocol::internal::decode_batch_direct;
     use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
     let rel = release(Dialect::TokenSpeed, "0.1.1").expect("0.1.1");
     let limits = Limits::default();

@@ -263,8 +263,12 @@ fn aux_frame_logprobs_are_the_aux_frames_themselves() {
 }
 
 fn arbitrary_batch(bytes: &[u8], rel: &'static ReleaseSchema) -> Option<Vec<Vec<u8>>> {
-    let v =
-        engine_protocol::arbitrary::message(&mut Unstructured::new(bytes), rel, MessageKind::EngineCoreOutputs).ok()?;
+    let v = engine_protocol::internal::arbitrary::message(
+        &mut Unstructured::new(bytes),
+        rel,
+        MessageKind::EngineCoreOutputs,
+    )
+    .ok()?;
     encode_message(rel, MessageKind::EngineCoreOutputs, &v).ok()
 }
 

@@ -6,7 +6,7 @@
 mod common;
 
 use common::unhex;
-use engine_protocol::decode::decode_payload;
+use engine_protocol::decode_payload;
 use engine_protocol::schema::{tokenspeed, Ty};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig, TOP_K_ALL};
 use engine_protocol::view::{diff, from_view_in, to_view};

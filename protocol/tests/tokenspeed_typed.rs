@@ -6,7 +6,8 @@
 //! per-request rows and back, and a ragged batch is refused naming its
 //! column (docs/tokenspeed-wire.md §3, §7, §8, §12).
 
-use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+use engine_protocol::hot::tokenspeed::decode_batch;
+use engine_protocol::internal::decode_batch_direct;
 use engine_protocol::typed::tokenspeed::{
     decode_abort, decode_typed, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, RaggedBatch,
     TokenSpeedMessage, TokenizedGenerateReqInput, WireEngineCoreReadyResponse, WireHandshakeInitMessage,

@@ -1,6 +1,6 @@
 //! Codec properties the translation layer relies on, over arbitrary values
 //! drawn with the crate's own schema-driven generator
-//! (`engine_protocol::arbitrary`):
+//! (`engine_protocol::internal::arbitrary`):
 //!
 //! - roundtrip for every message type and release: decode(encode(x)) has
 //!   x's canonical view, and re-encodes to the same bytes;
@@ -14,19 +14,19 @@
 //!   constraint by construction).
 
 use arbitrary::Unstructured;
-use engine_protocol::msgpack::{Reader, Token};
+use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Layout, Ty};
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::{diff, to_view};
 use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind, RejectClass};
+use engine_protocol::{StructValue, Value};
 use proptest::prelude::*;
 
 const VERSIONS: [&str; 2] = ["0.32.0", "0.33.0"];
 
 fn draw(bytes: &[u8], version: &str, kind: MessageKind) -> Option<Value> {
     let rel = release(Dialect::Vllm, version).ok()?;
-    engine_protocol::arbitrary::message(&mut Unstructured::new(bytes), rel, kind).ok()
+    engine_protocol::internal::arbitrary::message(&mut Unstructured::new(bytes), rel, kind).ok()
 }
 
 fn payload_index(kind: MessageKind) -> usize {
@@ -154,7 +154,7 @@ proptest! {
         // decode side are written without that check.
         let encoded = encode_message(rel, kind, &v).map(|_| ());
         let mut frames =
-            engine_protocol::encode::encode_payload_unvalidated("EngineCoreRequest", kind.payload_type(rel), &v)
+            engine_protocol::internal::encode_payload_unvalidated("EngineCoreRequest", kind.payload_type(rel), &v)
                 .unwrap();
         frames.insert(0, vec![0x00]);
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();

@@ -14,9 +14,9 @@ use engine_protocol::translate::{
     translate, ConstraintFields, EngineInfo, GenerateRequest, JsonObjectFalse, TranslateErrorClass, TranslateOptions,
     Translated,
 };
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::to_view;
 use engine_protocol::{encode_message, release, MessageKind};
+use engine_protocol::{StructValue, Value};
 use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 

@@ -17,8 +17,8 @@ use engine_protocol::translate::tokenspeed::{
 };
 use engine_protocol::translate::{ConstraintFields, GatewayTokenizer, GenerateRequest, TranslateErrorClass};
 use engine_protocol::validate::tokenspeed::{self as ts, EngineConfig, GREEDY_BELOW, TOP_K_ALL, TOP_K_KERNEL_LIMIT};
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::{decode_message_with, release, Limits, MessageKind};
+use engine_protocol::{StructValue, Value};
 
 fn tok() -> &'static GatewayTokenizer {
     static T: OnceLock<GatewayTokenizer> = OnceLock::new();

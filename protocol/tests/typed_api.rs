@@ -11,8 +11,8 @@ use engine_protocol::typed::{
     EngineHandshakeMetadata, FinishReason, HandshakeStatus, Message, RequestError, SamplingParams, StartDpWave,
     StopStrings, UtilityOutput, UtilityRequest,
 };
-use engine_protocol::value::Value;
 use engine_protocol::Dialect;
+use engine_protocol::Value;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};
 use engine_testkit::build::refs;
 use engine_testkit::corpus::{golden_dir, message_cases, Body, EncodeMode, Expect};

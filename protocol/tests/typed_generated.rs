@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use engine_protocol::msgpack::write;
+use engine_protocol::internal::msgpack::write;
 use engine_protocol::schema::{
     python_type, tokenspeed, Default as D, Layout, ReleaseSchema, StructSchema, Ty, VLLM_RELEASES,
 };

@@ -34,14 +34,14 @@
 
 use std::borrow::Cow;
 
-use engine_protocol::decode::{decode_payload, Decoded};
-use engine_protocol::encode::encode_payload;
+use engine_protocol::encode_payload;
 use engine_protocol::hot::{decode_output_value, decode_outputs, Outputs as HotOutputs, StopRef};
 use engine_protocol::schema::{tokenspeed, vllm, Dialect, Layout, Ty, VLLM_RELEASES};
-use engine_protocol::value::{numpy_dtype, torch_dtype};
 use engine_protocol::{
     decode_message, encode_message, Error, Limits, MessageKind, Outcome, RejectClass, ReleaseSchema, Value,
 };
+use engine_protocol::{decode_payload, Decoded};
+use engine_protocol::{numpy_dtype, torch_dtype};
 
 use crate::hex::frames_shown;
 use crate::outcome::EngineVerdict;
@@ -187,7 +187,7 @@ pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
 }
 
 /// `[type byte, payload, aux...]` through the direct request decoder
-/// (`engine_protocol::hot::decode_request_direct`, behind
+/// (`engine_protocol::internal::decode_request_direct`, behind
 /// `typed::decode_typed::<EngineCoreRequest>`) and through the reference
 /// typed path (`typed::decode_typed_via_value`: `decode_message`, then the
 /// conversion), with both vLLM tables, under the default limits and tight
@@ -202,7 +202,7 @@ pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
 ///
 /// The direct decode gets the allocation bound.
 pub fn hot_request<P: Probe>(data: &[u8], p: &mut P) {
-    use engine_protocol::hot::decode_request_direct;
+    use engine_protocol::internal::decode_request_direct;
     use engine_protocol::typed::{decode_typed_via_value, EngineCoreRequest};
     fn same(a: &EngineCoreRequest, b: &EngineCoreRequest) -> bool {
         a == b || format!("{a:?}") == format!("{b:?}")
@@ -563,7 +563,7 @@ fn check_tree(v: &Value) -> usize {
             let size = dt.elem.size();
             assert!(
                 t.data.len() % size == 0
-                    && engine_protocol::decode::resolve_shape(&t.shape, t.data.len() / size).is_some(),
+                    && engine_protocol::internal::resolve_shape(&t.shape, t.data.len() / size).is_some(),
                 "accepted tensor {} {:?} holds {} bytes",
                 t.dtype,
                 t.shape,
@@ -747,7 +747,8 @@ pub fn tokenspeed_abort<P: Probe>(data: &[u8], p: &mut P) {
 ///
 /// The direct decode gets the allocation bound.
 pub fn tokenspeed_outputs<P: Probe>(data: &[u8], p: &mut P) {
-    use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+    use engine_protocol::hot::tokenspeed::decode_batch;
+    use engine_protocol::internal::decode_batch_direct;
     use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
     let owned = split(data);
     let frames = refs(&owned);
@@ -869,7 +870,7 @@ fn rescued_by_greedy_seed_pin(frames: &[&[u8]]) -> bool {
     use engine_protocol::validate::tokenspeed::post_init;
     let Some(payload) = frames.get(1..) else { return false };
     let old = &tokenspeed::GIT_57B49061;
-    let Ok(d) = engine_protocol::decode::decode_payload(
+    let Ok(d) = engine_protocol::decode_payload(
         "TokenizedGenerateReqInput",
         old.engine_core_request,
         payload,

@@ -21,9 +21,9 @@
 use engine_protocol::translate::{
     translate, EngineInfo, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions, Translated,
 };
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::{any_view, diff, to_view};
 use engine_protocol::MessageKind;
+use engine_protocol::{StructValue, Value};
 use serde_json::{json, Value as Json};
 
 use super::{num, same_f64, tokenizer_for};

@@ -30,10 +30,10 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use engine_protocol::frames::{engine_index, is_engine_dead};
 use engine_protocol::hot::tokenspeed::decode_batch;
 use engine_protocol::typed::tokenspeed::{self as ts, BatchRow};
 use engine_protocol::Limits;
+use engine_protocol::{engine_index, is_engine_dead};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;

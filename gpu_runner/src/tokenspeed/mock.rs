@@ -48,7 +48,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use engine_protocol::frames::{engine_identity, ENGINE_CORE_DEAD};
 use engine_protocol::schema::tokenspeed::RECEIVE_0_1_1;
 use engine_protocol::typed::tokenspeed::{decode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig};
@@ -56,6 +55,7 @@ use engine_protocol::{
     decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema, StructValue,
     Value,
 };
+use engine_protocol::{engine_identity, ENGINE_CORE_DEAD};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zeromq::util::PeerIdentity;
@@ -501,7 +501,7 @@ impl Engine<'_> {
                 // has no string rid and gets nothing.
                 let ty = MessageKind::EngineCoreRequest.payload_type(rel);
                 let root = MessageKind::EngineCoreRequest.name_in(rel);
-                let decoded = engine_protocol::decode::decode_payload(root, ty, &slices[1..], &limits).ok();
+                let decoded = engine_protocol::decode_payload(root, ty, &slices[1..], &limits).ok();
                 let Some((rid, input_len)) = decoded.and_then(|d| match d.value {
                     Value::Struct(s) => {
                         s.str_field("rid").map(|rid| (rid.to_string(), ints(s.get("input_ids")).len() as i64))

@@ -54,9 +54,19 @@
 //! of three numpy tensors `[dtype, shape, data]` and an optional list.
 
 pub(crate) mod request;
-pub mod tokenspeed;
+// The TokenSpeed batch decoder, whose public face is [`tokenspeed`] (its
+// direct path alone is `crate::internal`'s).
+#[path = "tokenspeed.rs"]
+pub(crate) mod tokenspeed_direct;
 
-pub use request::{decode_request, decode_request_direct};
+/// TokenSpeed's output batch (`BatchTokenIDOutSlim`) read straight into the
+/// typed struct, with the verdict, struct and drift of
+/// `typed::tokenspeed::decode_typed` (docs/tokenspeed-wire.md §7).
+pub mod tokenspeed {
+    pub use super::tokenspeed_direct::decode_batch;
+}
+
+pub use request::decode_request;
 
 /// How `typed::decode_typed` reads each message: the direct decoder for
 /// `EngineCoreRequest`, the reference path (`decode_typed_via_value`) for

@@ -71,7 +71,6 @@ pub fn decode_request(
 /// `None` when it hands the message to the reference path (for the
 /// differential tests, the fuzz target and the bench, which check that the
 /// direct path is the one taken).
-#[doc(hidden)]
 pub fn decode_request_direct(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],

@@ -52,7 +52,7 @@
 //! leaves them out.
 //!
 //! The direct encoder (`encode`) writes the struct straight to bytes, with
-//! the rules of [`crate::encode`] (docs/wire-protocol.md §5, tensors §5.11),
+//! the rules of [`crate::encode_payload`] (docs/wire-protocol.md §5, tensors §5.11),
 //! byte-identical to vLLM's encoder; it checks types, enum values and
 //! release fields but not the rules vLLM's decoder runs (`__post_init__`,
 //! [`crate::validate`]). [`EngineCoreRequest::encode_checked`] runs those
@@ -77,8 +77,7 @@
 
 #[rustfmt::skip]
 pub mod generated;
-#[doc(hidden)]
-pub mod wire;
+pub(crate) mod wire;
 // TokenSpeed's wire messages as typed structs (docs/tokenspeed-wire.md);
 // documented by its own `//!` (an outer doc here would resolve its links
 // in this module).
@@ -99,6 +98,7 @@ use crate::value::{StructValue, Tensor, Value};
 
 /// Why a request finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FinishReason {
     /// 0: a stop string or stop token, or EOS.
     Stop = 0,
@@ -145,6 +145,7 @@ impl FinishReason {
 
 /// `RequestOutputKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RequestOutputKind {
     /// 0: every output so far.
     Cumulative = 0,
@@ -177,6 +178,7 @@ pub enum StopReason {
 
 /// The one structured-output constraint of a request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Constraint {
     /// A JSON schema, as text or as a JSON object (a map on the wire).
     Json(Value),
@@ -481,6 +483,7 @@ impl<'a> OutputView<'a> {
 
 /// `EngineCoreEventType` (IntEnum): 1 QUEUED, 2 SCHEDULED, 3 PREEMPTED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EngineCoreEventType {
     /// 1: queued.
     Queued = 1,

@@ -98,6 +98,7 @@ pub static RELEASES: &[&ReleaseSchema] = &[&tables::GIT_57B49061, &tables::V0_1_
 /// `tokenspeed.runtime.multimodal.inputs.Modality`: 1 IMAGE, 2 VIDEO,
 /// 3 AUDIO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Modality {
     /// 1: an image.
     Image = 1,
