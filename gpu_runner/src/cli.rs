@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
@@ -240,15 +239,7 @@ fn repo_path(rel: &str) -> PathBuf {
 /// `tokenizer_config.json` and `generation_config.json` when present, for
 /// the EOS facts).
 pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, String> {
-    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(|e| format!("{}/tokenizer.json: {e}", dir.display()))?;
-    let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
-    let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
-    GatewayTokenizer::from_files(&ModelFiles {
-        tokenizer_json: &tj,
-        tokenizer_config_json: tc.as_deref(),
-        generation_config_json: gc.as_deref(),
-    })
-    .map_err(|e| e.to_string())
+    engine_testkit::model::tokenizer(dir).map_err(|e| e.to_string())
 }
 
 /// A scratch directory removed on drop.

@@ -14,6 +14,9 @@
 //!   JUnit elements; and [`outcome::EngineVerdict`], what the engine said
 //!   of a message (accept, or reject with a class);
 //! - [`build`]: builders of vLLM requests and output batches for tests;
+//! - [`model`]: the one loader of a model directory (`tokenizer.json`,
+//!   `tokenizer_config.json`, `config.json`, `generation_config.json`) and,
+//!   with feature `translate`, its gateway tokenizer;
 //! - [`rng`]: the deterministic pseudo-random source of tests and seeds;
 //! - [`split`] and [`oracle`]: the input convention and the oracles of the
 //!   fuzz targets (`fuzz/`), shared with the stable seed tests
@@ -28,6 +31,7 @@ pub mod corpus;
 pub mod hex;
 pub mod house;
 pub mod json;
+pub mod model;
 pub mod oracle;
 pub mod outcome;
 pub mod rng;

@@ -738,7 +738,7 @@ pub fn tokenspeed_abort<P: Probe>(data: &[u8], p: &mut P) {
 /// with the checks of [`message`] and [`tokenspeed_frame_rules`], and the
 /// direct batch decoder against the typed API (both versions, the default
 /// limits and tight ones: depth 3, 1 frame, 256-byte frames):
-/// - whenever the direct path (`hot::tokenspeed::decode_batch_direct`)
+/// - whenever the direct path (`internal::decode_batch_direct`)
 ///   reads a batch itself, the typed API (`typed::tokenspeed::decode_typed`)
 ///   accepts it without drift and builds the same struct (NaN equal to
 ///   itself);
