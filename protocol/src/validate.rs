@@ -6,25 +6,33 @@
 //! Sources: docs/wire-protocol.md §10.2-§10.4; verdicts of vLLM 0.32/0.33's
 //! own decoder on the `mutant` goldens.
 //!
-//! # One home per rule
+//! # One home per rule, one interpreter
 //!
 //! The schema tables name which rules apply to a struct by a data tag
-//! ([`Rules`]); [`check`] interprets it. The range and
-//! relation rules of `SamplingParams.__post_init__` / `_verify_args` and of
-//! `LoRARequest.__post_init__` are data ([`SAMPLING_PARAMS_RULES`],
-//! [`LORA_REQUEST_RULES`]: one [`Rule`] record per check, in vLLM's order)
-//! read by three interpreters: the decoder's verdicts ([`check`]), the
-//! gateway's refusals (`crate::translate::translate` runs the same table on
-//! the `SamplingParams` it builds) and the fuzzing generator
-//! (`crate::arbitrary` draws values inside each rule's bounds). The
-//! structured-output "exactly one constraint" rule is
+//! ([`Rules`]); [`check`] interprets it. The range and relation rules of
+//! `SamplingParams.__post_init__` / `_verify_args`, of
+//! `LoRARequest.__post_init__` and of TokenSpeed's `SamplingParams.verify`
+//! are data ([`SAMPLING_PARAMS_RULES`], [`LORA_REQUEST_RULES`],
+//! [`tokenspeed::VERIFY_RULES`]: one [`Rule`] record per check, in the
+//! engine's order), judged by one interpreter: [`Rule::eval`] on borrowed
+//! views of the fields ([`FieldRef`]), driven by [`first_violation`] over
+//! anything that lends its fields by name ([`RuleFields`]: a
+//! [`StructValue`] and the typed `SamplingParams`). The decoder judges
+//! values with it, the direct request decoder and
+//! `typed::EngineCoreRequest::encode_checked` judge the typed struct with
+//! it (each rule's fields looked up once, no allocation on the way),
+//! `crate::translate` judges the `SamplingParams` it drafts with it, and
+//! the fuzzing generator (`arbitrary`) draws values inside each rule's
+//! bounds. The structured-output "exactly one constraint" rule is
 //! [`exactly_one_constraint`], used by the decoder, the typed API and the
-//! translation layer alike.
+//! translation layer alike. A violation names its fields as a list
+//! ([`Violation::fields`](crate::Violation::fields)).
 //!
-//! The decoder reads a table through a `RuleIndex` built once per struct
-//! (cached by struct identity, `crate::registry`): each rule's field resolved to a position, so
-//! a struct is judged by the fields it holds; the verdicts are those of
-//! [`first_violation`]'s lookup by name.
+//! The decoder reads a struct value's own table through a `RuleIndex`
+//! built once per struct (cached by struct identity, `crate::registry`):
+//! each rule's field resolved to a position, so a struct is judged by the
+//! fields it holds; the verdicts are those of [`first_violation`]'s lookup
+//! by name.
 #![warn(missing_docs)]
 
 use crate::error::Violation;
@@ -982,5 +990,60 @@ pub mod tokenspeed {
             assert_eq!(python_int("1__0"), None);
             assert_eq!(python_int(""), None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::vllm;
+
+    fn sp(fields: &[(&str, Value)]) -> StructValue {
+        let mut v = StructValue::with_defaults(&vllm::SAMPLING_PARAMS);
+        for (k, x) in fields {
+            v.set(k, x.clone());
+        }
+        v
+    }
+
+    #[test]
+    fn integers_above_i64_max_are_compared_as_python_ints() {
+        // msgspec gives a Python int up to 2^64 - 1; `min_tokens >
+        // max_tokens` and greedy `n > 1` hold for such an int too.
+        let big = Value::UInt(u64::MAX);
+        let v = sampling_params(&sp(&[("min_tokens", big.clone()), ("max_tokens", Value::Int(16))])).unwrap_err();
+        assert_eq!(
+            (v.fields.as_slice(), v.message.as_str()),
+            (&["min_tokens"][..], "must not exceed max_tokens (16), got 18446744073709551615")
+        );
+        let v = sampling_params(&sp(&[("n", big), ("temperature", Value::Float(0.0))])).unwrap_err();
+        assert_eq!(v.fields, ["n"]);
+        assert!(sampling_params(&sp(&[("seed", Value::UInt(u64::MAX))])).is_ok());
+    }
+
+    #[test]
+    fn the_value_path_and_the_lookup_by_name_give_the_same_first_violation() {
+        let cases = [
+            sp(&[]),
+            sp(&[("top_p", Value::Float(f64::NAN)), ("top_k", Value::Int(-5))]),
+            sp(&[("stop", Value::Array(vec![Value::Str(String::new())])), ("detokenize", Value::Bool(false))]),
+            sp(&[("stop", Value::Str("x".into())), ("detokenize", Value::Bool(false))]),
+            sp(&[("min_tokens", Value::Int(3)), ("max_tokens", Value::Int(2))]),
+        ];
+        for v in cases {
+            assert_eq!(sampling_params(&v), first_violation(&v, SAMPLING_PARAMS_RULES), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn a_check_on_several_fields_names_them_all() {
+        let rules = tokenspeed::VERIFY_RULES_AFTER_LOGIT_BIAS;
+        let mut v = StructValue::with_defaults(&crate::schema::tokenspeed::SAMPLING_PARAMS);
+        v.set("regex", Value::Str("a".into()));
+        assert!(first_violation(&v, rules).is_ok());
+        v.set("ebnf", Value::Str("b".into()));
+        let e = first_violation(&v, rules).unwrap_err();
+        assert_eq!(e.fields, ["json_schema", "regex", "ebnf"]);
+        assert_eq!(e.path(), "json_schema,regex,ebnf");
     }
 }

@@ -302,6 +302,29 @@ mod tests {
     }
 
     #[test]
+    fn a_cycle_planted_in_a_crates_sources_is_drawn() {
+        let src = std::env::temp_dir().join(format!("testkit-house-{}", std::process::id()));
+        std::fs::create_dir_all(src.join("typed")).unwrap();
+        std::fs::write(src.join("lib.rs"), "mod schema;\nmod typed;\npub use schema::Table;\n").unwrap();
+        std::fs::write(src.join("schema.rs"), "pub struct Table;\n").unwrap();
+        std::fs::write(src.join("typed/mod.rs"), "use crate::schema::Table;\nmod more;\n").unwrap();
+        std::fs::write(src.join("typed/more.rs"), "// crate::nothing\n").unwrap();
+        let g = Graph::of_crate(&src).unwrap();
+        assert_eq!(g.cycle(), None);
+        assert_eq!(g.floors().unwrap(), ["schema", "typed"]);
+        // The plant: the schema uses the typed layer, through a root
+        // re-export.
+        std::fs::write(src.join("lib.rs"), "mod schema;\nmod typed;\npub use typed::Struct;\n").unwrap();
+        std::fs::write(src.join("schema.rs"), "pub fn f(_: crate::Struct) {}\n").unwrap();
+        let g = Graph::of_crate(&src).unwrap();
+        let c = g.cycle().expect("the planted cycle");
+        let text = g.explain(&c);
+        assert!(text.contains("schema -> typed: schema.rs"), "{text}");
+        assert!(text.contains("typed -> schema: typed/mod.rs"), "{text}");
+        std::fs::remove_dir_all(&src).unwrap();
+    }
+
+    #[test]
     fn root_reexports_map_names_to_their_module() {
         let lib =
             "pub use decode::{Decoded, Limits};\npub use error::{Error as E, Outcome};\npub use schema::release;\n";

@@ -437,7 +437,7 @@ impl Parser<'_, '_, '_> {
     }
 
     /// `SamplingParams` (a map, not nil), its `__post_init__` rules checked
-    /// by [`plainly_valid`].
+    /// by `typed::plainly_valid` (the rule tables' interpreter on the struct).
     fn sampling_params(&mut self, sp: &mut SamplingParams) -> P<()> {
         let n = self.map_len()?;
         self.enter()?;
