@@ -81,7 +81,8 @@ fn index() -> &'static Index {
 
 /// One value of type `T` per struct, computed on first use.
 pub(crate) struct PerStruct<T: 'static> {
-    cells: OnceLock<Box<[OnceLock<T>]>>,
+    /// The index and one cell per indexed struct, behind one load.
+    cells: OnceLock<(&'static Index, Box<[OnceLock<T>]>)>,
     /// Structs outside the tables, by address.
     others: Mutex<Vec<(usize, &'static T)>>,
 }
@@ -96,12 +97,12 @@ impl<T: Send + Sync + 'static> PerStruct<T> {
     /// the cache for other structs (a default that is a nested struct).
     #[inline]
     pub(crate) fn get(&'static self, s: &StructSchema, make: impl FnOnce() -> T) -> &'static T {
-        let ix = index();
+        let (ix, cells) = self.cells.get_or_init(|| {
+            let ix = index();
+            (ix, (0..ix.len).map(|_| OnceLock::new()).collect())
+        });
         match ix.find(s) {
-            Some(i) => {
-                let cells = self.cells.get_or_init(|| (0..ix.len).map(|_| OnceLock::new()).collect());
-                cells[i].get_or_init(make)
-            }
+            Some(i) => cells[i].get_or_init(make),
             None => self.other(s, make),
         }
     }

@@ -469,6 +469,13 @@ impl RuleIndex {
     }
 
     fn first_violation(&self, v: &StructValue, rules: &[Rule]) -> Result<(), Violation> {
+        // Field `i` as `v.field(i)` reads it, with the defaults looked up
+        // once for every relation below.
+        let defaults = v.schema.default_values();
+        let field = |i: usize| match v.entries().binary_search_by_key(&(i as u16), |(k, _)| *k) {
+            Ok(at) => &v.entries()[at].1,
+            Err(_) => &defaults[i],
+        };
         // The first failing rule in table order: `first` is its position.
         let mut first: Option<(u32, Violation)> = None;
         let better = |first: &Option<(u32, Violation)>, b: u32| first.as_ref().is_none_or(|(f, _)| b < *f);
@@ -497,8 +504,8 @@ impl RuleIndex {
             }
             let (at, other) = self.fields[b as usize];
             if let Err(e) = rules[b as usize].eval(
-                FieldRef::of(v.field(at as usize)),
-                other.map_or(FieldRef::Nil, |o| FieldRef::of(v.field(o as usize))),
+                FieldRef::of(field(at as usize)),
+                other.map_or(FieldRef::Nil, |o| FieldRef::of(field(o as usize))),
             ) {
                 first = Some((b, e));
                 break;
@@ -509,7 +516,7 @@ impl RuleIndex {
             let b = unheld.trailing_zeros();
             if better(&first, b) {
                 let (at, _) = self.fields[b as usize];
-                if let Err(e) = rules[b as usize].eval(FieldRef::of(v.field(at as usize)), FieldRef::Nil) {
+                if let Err(e) = rules[b as usize].eval(FieldRef::of(field(at as usize)), FieldRef::Nil) {
                     first = Some((b, e));
                 }
             }
