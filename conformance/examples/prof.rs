@@ -1,6 +1,7 @@
 //! Profiling helper (not part of the suite): `prof <case.json> <iters> <dec|enc|hot>`
 //! (`hot`: the fast output decoder, `engine_protocol::hot::decode_outputs`;
 //! `conv`: the typed API's conversion of a decoded request to its struct).
+use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -12,7 +13,7 @@ fn main() {
     let frames: Vec<Vec<u8>> =
         j["frames"].as_array().unwrap().iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect();
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let n: usize = a[2].parse().unwrap();
     let value = decode_message(rel, kind, &refs, &Limits::default()).unwrap().value;
     let t = std::time::Instant::now();

@@ -21,7 +21,7 @@ use std::fmt;
 
 use engine_protocol::hot::decode_outputs;
 use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreOutputs, EngineCoreRequest};
-use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
+use engine_protocol::{decode_message, encode_message, Limits, MessageKind};
 
 use crate::corpus::{Body, Case, Expect};
 
@@ -97,7 +97,7 @@ pub fn run(cases: &[Case], repeats: usize, batch: Duration) -> (Vec<BenchLine>, 
         let Body::Message { message, frames, expect: Expect::Accept, .. } = &case.body else {
             continue;
         };
-        let Some(rel) = release(&case.dialect, &case.version) else {
+        let Some(rel) = case.release() else {
             skipped.push((case.id.clone(), format!("no schema table for {} {}", case.dialect, case.version)));
             continue;
         };

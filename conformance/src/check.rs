@@ -16,11 +16,11 @@
 //! on `engine_protocol::view::diff` for views (§6) and on the schema tables
 //! of `engine-protocol` for the set-order allowance.
 
-use engine_protocol::error::Outcome;
-use engine_protocol::msgpack::{Reader, Token};
+use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Layout, Ty};
 use engine_protocol::view::diff;
-use engine_protocol::{release, MessageKind};
+use engine_protocol::MessageKind;
+use engine_protocol::Outcome;
 use engine_testkit::hex;
 use serde_json::Value as Json;
 
@@ -35,7 +35,7 @@ pub use engine_testkit::outcome::Verdict;
 
 /// Checks one case against the reference implementation, in process.
 pub fn check(case: &Case) -> Verdict {
-    if release(&case.dialect, &case.version).is_none() {
+    if case.release().is_none() {
         return Verdict::Skip(format!("no schema table for {} {}", case.dialect, case.version));
     }
     match &case.body {
@@ -122,7 +122,7 @@ pub fn frames_diff(expected: &[Vec<u8>], actual: &[Vec<u8>]) -> Option<String> {
 /// elements in the payload frame (docs/case-format.md §9.2 item 3). Needs the
 /// schema of `dialect`/`version`; false without one.
 pub fn same_but_set_order(target: &Target, expected: &[Vec<u8>], actual: &[Vec<u8>]) -> bool {
-    let Some(rel) = release(target.dialect, target.version) else { return false };
+    let Some(rel) = target.release() else { return false };
     let ty = target.message.payload_type(rel);
     let payload_at = usize::from(target.message.request_type().is_some());
     expected.len() == actual.len()

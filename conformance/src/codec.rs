@@ -27,6 +27,7 @@ use engine_protocol::typed::{
     HandshakeStatus, Message, StartDpWave, UtilityOutput, UtilityRequest,
 };
 use engine_protocol::view::{from_view_in, to_view};
+use engine_protocol::Dialect;
 use engine_protocol::{
     decode_message, encode_message, release, Error, Limits, MessageKind, RejectClass, ReleaseSchema, Value,
 };
@@ -44,10 +45,17 @@ pub struct Target<'a> {
 }
 
 impl Target<'_> {
+    /// The schema table of the case's dialect and version, if this build
+    /// has one (a dialect name it does not know has none).
+    pub fn release(&self) -> Option<&'static ReleaseSchema> {
+        let dialect: Dialect = self.dialect.parse().ok()?;
+        release(dialect, self.version).ok()
+    }
+
     /// The message's name in the case's dialect (`TokenizedGenerateReqInput`
     /// for a TokenSpeed ADD; docs/tokenspeed-wire.md §2.6).
     pub fn message_name(&self) -> &'static str {
-        release(self.dialect, self.version).map_or(self.message.name(), |r| self.message.name_in(r))
+        self.release().map_or(self.message.name(), |r| self.message.name_in(r))
     }
 }
 
@@ -128,7 +136,7 @@ fn typed_ops(rel: &'static ReleaseSchema, kind: MessageKind) -> Option<TypedOps>
             TypedOps { decode: typed_decode::<$t>, encode: |rel, value| <$t>::from_value(rel, value)?.encode(rel) }
         };
     }
-    if !engine_protocol::schema::RELEASES.iter().any(|r| std::ptr::eq(*r, rel)) {
+    if !engine_protocol::schema::VLLM_RELEASES.iter().any(|r| std::ptr::eq(*r, rel)) {
         return None;
     }
     Some(match kind {
@@ -151,7 +159,7 @@ fn reject(e: &Error) -> DecodeAnswer {
 
 impl Codec for InProcess {
     fn decode(&mut self, target: &Target, frames: &[Vec<u8>]) -> Result<DecodeAnswer, NoAnswer> {
-        let rel = release(target.dialect, target.version).ok_or_else(|| no_table(target))?;
+        let rel = target.release().ok_or_else(|| no_table(target))?;
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         if let Some(ops) = typed_ops(rel, target.message) {
             // The typed verdict first (for an ADD, the direct decoder's).
@@ -166,7 +174,7 @@ impl Codec for InProcess {
     }
 
     fn encode(&mut self, target: &Target, view: &Json) -> Result<EncodeAnswer, NoAnswer> {
-        let rel = release(target.dialect, target.version).ok_or_else(|| no_table(target))?;
+        let rel = target.release().ok_or_else(|| no_table(target))?;
         let kind = target.message;
         let encoded = from_view_in(rel, kind.name_in(rel), kind.payload_type(rel), view).and_then(|value| {
             // `encode_message` checks the value (vLLM's rules); the typed
@@ -196,7 +204,7 @@ mod tests {
         // msgspec takes 2^64-1 for `data_parallel_rank: int | None`
         // (golden intrange/data_parallel_rank_u64_max); the typed decode
         // the codec answers with holds it too.
-        let rel = release("vllm", "0.33.0").expect("table");
+        let rel = release(Dialect::Vllm, "0.33.0").expect("table");
         let mut v = engine_protocol::typed::engine_core_request(
             rel,
             "r",

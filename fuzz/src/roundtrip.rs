@@ -1,5 +1,5 @@
 //! The structure-aware target: valid messages generated from the schema
-//! tables (`engine_protocol::arbitrary`), encoded, and decoded back.
+//! tables (`engine_protocol::internal::arbitrary`), encoded, and decoded back.
 //!
 //! For a generated value `v` of a message kind and release:
 //! - `encode(v)` succeeds;
@@ -10,7 +10,7 @@
 //! - `encode(decode(encode(v)))` is `encode(v)`, byte for byte.
 
 use arbitrary::{Arbitrary, Unstructured};
-use engine_protocol::arbitrary::GeneratedMessage;
+use engine_protocol::internal::arbitrary::GeneratedMessage;
 use engine_protocol::view::{diff, to_view};
 use engine_protocol::{decode_message, encode_message, Limits, Outcome};
 

@@ -24,10 +24,11 @@
 //! gets a few fixed pseudo-random inputs (its input drives a generator, not
 //! a decoder).
 
+use engine_protocol::Dialect;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use engine_protocol::msgpack::{Reader, Token};
+use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Ty, ALL_RELEASES};
 use engine_protocol::MessageKind;
 use serde_json::Value as Json;
@@ -64,10 +65,8 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
             continue;
         }
         let version = json.get("version").and_then(Json::as_str).unwrap_or("");
-        let dialect = json.get("dialect").and_then(Json::as_str).unwrap_or("");
-        if dialect != "vllm" && dialect != "tokenspeed" {
-            continue;
-        }
+        let dialect_name = json.get("dialect").and_then(Json::as_str).unwrap_or("");
+        let Ok(dialect) = dialect_name.parse::<Dialect>() else { continue };
         let Some(kind) = json.get("message").and_then(Json::as_str).and_then(MessageKind::parse) else {
             continue; // a message kind without a decoder yet
         };
@@ -79,9 +78,9 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
             .map(|f| f.as_str().and_then(|s| hex::decode(s).ok()))
             .collect::<Option<_>>()
             .ok_or_else(|| format!("{}: frames are not hex strings", file.display()))?;
-        let name = seed_name(&format!("{dialect}-{version}-{case}"));
+        let name = seed_name(&format!("{dialect_name}-{version}-{case}"));
         let Some(joined) = join(&frames) else { continue };
-        if dialect == "tokenspeed" {
+        if dialect == Dialect::TokenSpeed {
             // Only the `tokenspeed_*` targets: the others decode vLLM's
             // dialect, and TokenSpeed's bytes (whose HELLO, INIT, READY,
             // ready response and ABORT share vLLM's message names) would
@@ -327,7 +326,9 @@ pub fn dictionary() -> String {
             }
         }
     }
-    names.extend(engine_protocol::schema::tokenspeed::TAGS.iter().map(|(_, tag)| *tag));
+    for r in ALL_RELEASES {
+        names.extend(r.structs().iter().filter_map(|s| s.tag()));
+    }
     for n in names {
         add(format!("str_{}", ident(n)), str_token(n));
     }
@@ -355,7 +356,7 @@ fn ident(s: &str) -> String {
 
 fn str_token(s: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    engine_protocol::msgpack::write::str(&mut out, s);
+    engine_protocol::internal::msgpack::write::str(&mut out, s);
     out
 }
 

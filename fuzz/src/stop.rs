@@ -23,18 +23,23 @@
 use std::sync::OnceLock;
 
 use engine_protocol::translate::stop::stream_in_steps;
-use engine_protocol::translate::tokenizer::ModelFiles;
+use engine_testkit::model::ModelDir;
 use engine_protocol::translate::{GatewayTokenizer, StopParams, StopSemantics};
 
 /// The tiny tokenizer, built once from the committed files.
 pub fn tokenizer() -> &'static GatewayTokenizer {
     static T: OnceLock<GatewayTokenizer> = OnceLock::new();
     T.get_or_init(|| {
-        GatewayTokenizer::from_files(&ModelFiles {
-            tokenizer_json: include_bytes!("../../golden/tiny/tokenizer.json"),
-            tokenizer_config_json: Some(include_str!("../../golden/tiny/tokenizer_config.json")),
-            generation_config_json: Some(include_str!("../../golden/tiny/generation_config.json")),
-        })
+        // Embedded, so the fuzz binaries need no repository at run time;
+        // parsed by the same loader as a directory on disk.
+        ModelDir {
+            dir: "golden/tiny".into(),
+            tokenizer_json: include_bytes!("../../golden/tiny/tokenizer.json").to_vec(),
+            tokenizer_config_json: Some(include_str!("../../golden/tiny/tokenizer_config.json").into()),
+            config_json: Some(include_str!("../../golden/tiny/config.json").into()),
+            generation_config_json: Some(include_str!("../../golden/tiny/generation_config.json").into()),
+        }
+        .tokenizer()
         .expect("golden/tiny tokenizer")
     })
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use engine_fuzz::oracle::{agrees_with_verdict, EngineVerdict as Verdict};
-use engine_protocol::{MessageKind, RejectClass};
+use engine_protocol::{Dialect, MessageKind, RejectClass};
 use engine_testkit::corpus::{golden_dir, message_cases};
 use engine_testkit::on_large_stack;
 
@@ -96,7 +96,7 @@ fn the_verdict_oracle_reports_a_wrong_verdict() {
 fn every_tokenspeed_golden_gets_tokenspeeds_verdict_through_the_fuzz_decode_path() {
     use engine_protocol::validate::tokenspeed::EngineConfig;
     let engine = EngineConfig::default();
-    let cases: Vec<_> = golden_messages().into_iter().filter(|c| c.1.dialect == "tokenspeed").collect();
+    let cases: Vec<_> = golden_messages().into_iter().filter(|c| c.1.dialect == Dialect::TokenSpeed).collect();
     assert!(cases.len() > 300, "only {} TokenSpeed golden message cases", cases.len());
     let mut wrong = Vec::new();
     for (file, rel, kind, joined, verdict) in &cases {

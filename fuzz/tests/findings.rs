@@ -7,6 +7,7 @@
 //! --ignored` runs it); F1 to F3 are fixed (9f04fe3), so their tests guard
 //! the fixes; F6 was the oracle's mistake, and its test guards the oracle.
 
+use engine_protocol::Dialect;
 use std::path::Path;
 use std::time::Instant;
 
@@ -104,7 +105,7 @@ fn peak(kind: MessageKind, data: &[u8]) -> (usize, usize) {
     let frames = engine_fuzz::split::split(data);
     let refs: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
     let input: usize = refs.iter().map(|f| f.len()).sum();
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let (_, peak) = alloc::measure(|| decode_message(rel, kind, &refs, &Limits::default()));
     (peak, input)
 }
@@ -156,9 +157,9 @@ fn f3_set_dedup_is_not_quadratic() {
     // deduplication. Linear dedup of 20 000 strings takes one step per
     // element; the quadratic one took n(n+1)/2 = 200 million.
     let data = input("engine_core_outputs", "f3-set-dedup-quadratic");
-    engine_protocol::decode::work::reset();
+    engine_protocol::internal::work::reset();
     let _ = peak(MessageKind::EngineCoreOutputs, &data);
-    let steps = engine_protocol::decode::work::steps();
+    let steps = engine_protocol::internal::work::steps();
     assert!(steps >= 20_000, "the 20 000-element set was not deduplicated ({steps} steps)");
     assert!(steps <= 2 * 20_000, "deduplicating 20 000 set elements took {steps} steps");
 }
@@ -175,7 +176,7 @@ fn measure_findings() {
     let ty = engine_protocol::schema::Ty::Struct(&engine_protocol::schema::vllm::SAMPLING_PARAMS);
     let ty: &'static _ = Box::leak(Box::new(ty));
     let (_, p) =
-        alloc::measure(|| engine_protocol::decode::decode_payload("SamplingParams", ty, &[&data], &Limits::default()));
+        alloc::measure(|| engine_protocol::decode_payload("SamplingParams", ty, &[&data], &Limits::default()));
     println!("F1: input {} bytes, peak {p} bytes ({:.0}x)", data.len(), p as f64 / data.len() as f64);
     let data = build::f3_set_dedup_quadratic();
     let t = Instant::now();
@@ -187,7 +188,7 @@ fn measure_findings() {
 #[test]
 #[ignore = "measurement, run by hand"]
 fn classify_findings() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     for (kind, data) in [
         (MessageKind::EngineCoreOutputs, build::f2_aux_frame_reuse()),
         (MessageKind::EngineCoreOutputs, build::f2_payload_self_reference()),
@@ -200,6 +201,6 @@ fn classify_findings() {
     let data = build::f1_nested_prealloc();
     let ty: &'static _ =
         Box::leak(Box::new(engine_protocol::schema::Ty::Struct(&engine_protocol::schema::vllm::SAMPLING_PARAMS)));
-    let r = engine_protocol::decode::decode_payload("SamplingParams", ty, &[&data], &Limits::default());
+    let r = engine_protocol::decode_payload("SamplingParams", ty, &[&data], &Limits::default());
     println!("{:?}", r.map(|_| ()));
 }

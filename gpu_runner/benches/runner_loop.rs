@@ -44,7 +44,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 
 fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("vllm", "0.32.0").expect("the 0.32.0 schema")
+    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").expect("the 0.32.0 schema")
 }
 
 /// The request ids `bench/runner_loop.py` derives (`request_ids`).

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
 use crate::dialect::Vllm;
@@ -247,15 +246,7 @@ fn repo_path(rel: &str) -> PathBuf {
 /// `tokenizer_config.json` and `generation_config.json` when present, for
 /// the EOS facts).
 pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
-    let tj = std::fs::read(dir.join("tokenizer.json")).map_err(CliError::io(&dir.join("tokenizer.json")))?;
-    let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
-    let gc = std::fs::read_to_string(dir.join("generation_config.json")).ok();
-    GatewayTokenizer::from_files(&ModelFiles {
-        tokenizer_json: &tj,
-        tokenizer_config_json: tc.as_deref(),
-        generation_config_json: gc.as_deref(),
-    })
-    .map_err(CliError::from)
+    Ok(engine_testkit::model::tokenizer(dir)?)
 }
 
 /// A scratch directory removed on drop.
@@ -452,8 +443,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
-    let release =
-        engine_protocol::release("vllm", "0.32.0").ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?;
+    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
     let mut scenarios = scenario::load_dir(&dir)?;
     // Scenarios on a fresh engine (which may leave it dead) run last.
@@ -625,10 +615,7 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
     }
     let script = match &args.script {
         Some(p) => Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,
-        None => Script::new(
-            engine_protocol::release("vllm", "0.32.0")
-                .ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?,
-        ),
+        None => Script::new(engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?),
     };
     let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
     let (_stop, stop_rx) = tokio::sync::oneshot::channel();

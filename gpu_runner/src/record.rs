@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use engine_protocol::frames::is_engine_dead;
+use engine_protocol::is_engine_dead;
 use engine_protocol::typed::OutputsView;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, Value};
 use serde_json::{json, Value as Json};
@@ -173,7 +173,7 @@ impl Recorder {
         let doc = doc_of(self.release, message, t.from_engine, &scenario, &summary);
         let d = json!({
             "case": case,
-            "dialect": self.release.dialect,
+            "dialect": self.release.dialect.as_str(),
             "version": self.meta.engine_version,
             "kind": "message",
             "doc": doc,
@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn frame_sets_are_named_by_socket_direction_and_type_byte() {
-        let release = engine_protocol::release("vllm", "0.32.0").unwrap();
+        let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
         let tap = |socket, from_engine, frames: Vec<Vec<u8>>| Tapped {
             socket,
             from_engine,
@@ -587,15 +587,15 @@ mod tests {
             message_of(release, &tap(TapSocket::Input, false, vec![vec![0], vec![0xc1]])),
             MessageKind::EngineCoreRequest
         );
-        let dead = tap(TapSocket::Output, true, vec![engine_protocol::frames::ENGINE_CORE_DEAD.to_vec()]);
+        let dead = tap(TapSocket::Output, true, vec![engine_protocol::ENGINE_CORE_DEAD.to_vec()]);
         assert_eq!(message_of(release, &dead), MessageKind::EngineCoreOutputs);
-        let s = summarize(release, MessageKind::EngineCoreOutputs, &[engine_protocol::frames::ENGINE_CORE_DEAD]);
+        let s = summarize(release, MessageKind::EngineCoreOutputs, &[engine_protocol::ENGINE_CORE_DEAD]);
         assert!(s.sentinel && volatile(release, MessageKind::EngineCoreOutputs, &s).is_empty());
     }
 
     #[test]
     fn tokenspeed_frame_sets_take_tokenspeeds_names_and_request_ids() {
-        let ts = engine_protocol::release("tokenspeed", "0.1.1").unwrap();
+        let ts = engine_protocol::release(engine_protocol::Dialect::TokenSpeed, "0.1.1").unwrap();
         let tap = |socket, frames: Vec<Vec<u8>>| Tapped {
             socket,
             from_engine: false,

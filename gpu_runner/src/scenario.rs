@@ -7,7 +7,7 @@
 //!
 //! Requests may also be sent *raw*, around the gateway's validation: the
 //! translated request edited field by field and encoded without
-//! validation (`engine_protocol::encode::encode_payload_unvalidated`), or
+//! validation (`engine_protocol::internal::encode_payload_unvalidated`), or
 //! input frames given as hex. They show what the engine itself does with
 //! input a gateway must never send (docs/runner.md "What the engine does
 //! with bad input").
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn setting_a_path_edits_the_engine_request_and_names_what_is_missing() {
-        let release = engine_protocol::release("vllm", "0.32.0").unwrap();
+        let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
         let sp = engine_protocol::typed::sampling_params(release);
         let mut v = engine_protocol::typed::engine_core_request(release, "r", vec![1, 2], sp, 1.0);
         set_path(&mut v, "prompt_token_ids", &json!({"$repeat": [5, 4]})).unwrap();
@@ -184,7 +184,7 @@ mod tests {
     fn sample_logprobs_check_reads_rows_ranks_and_shaping() {
         let check_sample_logprobs =
             |c: &ChildResult, k: i64| crate::check::logprobs::check_sample(&crate::check::Observation::from(c), k);
-        let release = engine_protocol::release("vllm", "0.32.0").unwrap();
+        let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
         let out = |tok: i64, l: Value| {
             let mut o = StructValue::with_defaults(release.engine_core_output);
             o.set("new_token_ids", Value::IntArray(vec![tok])).set("new_logprobs", l);

@@ -23,7 +23,7 @@ use serde_json::{json, Value as Json};
 use tokio::sync::mpsc;
 
 fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("vllm", "0.32.0").unwrap()
+    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
 }
 
 fn repo() -> PathBuf {

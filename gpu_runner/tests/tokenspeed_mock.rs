@@ -285,7 +285,7 @@ fn the_cli_runs_the_tokenspeed_scenarios_against_the_mock_with_a_report_and_a_re
         // What the mock engine sent is valid (the gateway's side may be a
         // scenario's deliberately bad request).
         let from_engine = case["provenance"]["direction"] == "engine->gateway";
-        if from_engine && !engine_protocol::frames::is_engine_dead(&refs) {
+        if from_engine && !engine_protocol::is_engine_dead(&refs) {
             engine_protocol::decode_message(release(), kind, &refs, &engine_protocol::Limits::default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }

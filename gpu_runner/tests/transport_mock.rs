@@ -20,7 +20,7 @@ const READY: Duration = Duration::from_secs(10);
 const FINISH: Duration = Duration::from_secs(10);
 
 fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("vllm", "0.32.0").unwrap()
+    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
 }
 
 /// Runs `f` under the test deadline: no test can hang.

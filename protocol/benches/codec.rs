@@ -4,6 +4,7 @@
 //!
 //! Run: `cargo bench -p engine-protocol --bench codec`.
 
+use engine_protocol::Dialect;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -29,7 +30,7 @@ fn load(id: &str) -> (MessageKind, Vec<Vec<u8>>) {
 }
 
 fn codec(c: &mut Criterion) {
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     for (name, id) in CASES {
         let (kind, frames) = load(id);
@@ -48,7 +49,7 @@ fn codec(c: &mut Criterion) {
 /// (`engine_protocol::hot::decode_outputs`) on the output cases above; compare
 /// with `<case>/decode`.
 fn hot_decode(c: &mut Criterion) {
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     let mut g = c.benchmark_group("hot_decode");
     for (name, id) in CASES {
@@ -73,7 +74,7 @@ fn hot_decode(c: &mut Criterion) {
 /// encoder.
 fn typed_encode(c: &mut Criterion) {
     use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     let mut g = c.benchmark_group("typed_encode");
     for (name, id) in CASES {
@@ -109,7 +110,7 @@ fn typed_encode(c: &mut Criterion) {
 /// `decode_typed` was before the direct decoder).
 fn typed_decode(c: &mut Criterion) {
     use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreRequest};
-    let rel = release("vllm", "0.33.0").expect("0.33.0");
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     let limits = Limits::default();
     let mut g = c.benchmark_group("typed_decode");
     for (name, id) in CASES {
@@ -119,7 +120,7 @@ fn typed_decode(c: &mut Criterion) {
         }
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         g.throughput(Throughput::Bytes(frames.iter().map(Vec::len).sum::<usize>() as u64));
-        assert!(engine_protocol::hot::decode_request_direct(rel, &refs, &limits).is_some(), "{id}: direct path");
+        assert!(engine_protocol::internal::decode_request_direct(rel, &refs, &limits).is_some(), "{id}: direct path");
         g.bench_function(*name, |b| {
             b.iter(|| decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &limits).unwrap())
         });
@@ -136,9 +137,10 @@ fn typed_decode(c: &mut Criterion) {
 /// value tree, then the conversion) and `decode_batch` (the direct
 /// decoder into the typed struct).
 fn tokenspeed_decode(c: &mut Criterion) {
-    use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+    use engine_protocol::hot::tokenspeed::decode_batch;
+    use engine_protocol::internal::decode_batch_direct;
     use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
-    let rel = release("tokenspeed", "0.1.1").expect("0.1.1");
+    let rel = release(Dialect::TokenSpeed, "0.1.1").expect("0.1.1");
     let limits = Limits::default();
     let mut g = c.benchmark_group("tokenspeed_decode");
     for id in ["output/many_rows", "output/logprobs_multi"] {

@@ -37,7 +37,7 @@ use arbitrary::{Arbitrary, Error as ArbError, Result, Unstructured};
 
 use crate::message::MessageKind;
 use crate::schema::Rules;
-use crate::schema::{Default, Field, Layout, ReleaseSchema, StructSchema, TensorKind, Ty, RELEASES};
+use crate::schema::{Default, Field, Layout, ReleaseSchema, StructSchema, TensorKind, Ty, VLLM_RELEASES};
 use crate::validate::{Check, Rule, LORA_REQUEST_RULES, SAMPLING_PARAMS_RULES};
 use crate::value::{default_for, numpy_dtype, torch_dtype, StructValue, Tensor, Value};
 
@@ -60,7 +60,7 @@ pub struct GeneratedMessage {
 
 impl<'a> Arbitrary<'a> for GeneratedMessage {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        let release = *u.choose(RELEASES)?;
+        let release = *u.choose(VLLM_RELEASES)?;
         let kind = *u.choose(&MessageKind::ALL)?;
         let value = message(u, release, kind)?;
         Ok(GeneratedMessage { release, kind, value })
@@ -299,10 +299,10 @@ impl Gen<'_, '_> {
             let mut tries = 0;
             while let Err(violation) = crate::validate::check(s, &v) {
                 tries += 1;
-                if tries > 4 || violation.field.is_empty() {
+                if tries > 4 || violation.fields.is_empty() {
                     return Err(ArbError::IncorrectFormat);
                 }
-                for name in violation.field.split(',') {
+                for name in violation.fields.iter().copied() {
                     let i = s.index_of(name).ok_or(ArbError::IncorrectFormat)?;
                     if s.fields[i].default == Default::Required {
                         return Err(ArbError::IncorrectFormat);
@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn structs_breaking_one_rule_are_rejected_by_the_decoder_at_that_field() {
         let mut judged = 0;
-        for release in RELEASES {
+        for release in VLLM_RELEASES {
             let request = release.engine_core_request.as_struct().expect("a struct root");
             for seed in 0..200u64 {
                 let data = bytes(seed * 7919 + 1, 4096);
@@ -505,7 +505,7 @@ mod tests {
     #[test]
     fn generated_messages_roundtrip_exactly() {
         let mut drawn = 0;
-        for release in RELEASES {
+        for release in VLLM_RELEASES {
             for kind in MessageKind::ALL {
                 for seed in 0..300u64 {
                     let data = bytes(seed * 31 + kind as u64, 4096);

@@ -766,7 +766,7 @@ impl<'a> Decoder<'a, '_> {
         self.depth -= 1;
         if s.validate.is_some() {
             if let Err(violation) = crate::validate::check(s, &v) {
-                let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
+                let path = if violation.fields.is_empty() { String::new() } else { format!(".{}", violation.path()) };
                 return Err(Box::new(Error::new(RejectClass::Validation, path, violation.message)));
             }
         }
@@ -1015,7 +1015,7 @@ impl<'a> Decoder<'a, '_> {
 /// otherwise the product must equal `elements`. `None` when the shape does
 /// not fit (or its product overflows). Every tensor vLLM accepts, numpy or
 /// torch, satisfies this (torch's rules are stricter, see
-/// [`check_tensor_shape`]).
+/// `check_tensor_shape`).
 pub fn resolve_shape(shape: &[i64], elements: usize) -> Option<Vec<u64>> {
     let mut unknown = None;
     let mut known: u64 = 1;
@@ -1151,7 +1151,6 @@ fn dedup_set(v: &mut Value) {
 /// A per-thread count of the decoder's element comparisons in set
 /// deduplication, for tests that bound the work a decode does (a count is
 /// stable where a wall-clock bound is not). Not part of the API.
-#[doc(hidden)]
 pub mod work {
     use std::cell::Cell;
 

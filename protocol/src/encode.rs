@@ -19,6 +19,7 @@
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
+use crate::registry::PerStruct;
 use crate::schema::{Layout, StructSchema, Ty};
 use crate::value::{is_default, StructValue, Tensor, Value};
 
@@ -72,6 +73,59 @@ pub(crate) fn encode_plain(ty: &'static Ty, value: &Value) -> Option<Vec<u8>> {
     let mut e = Encoder { out: Vec::new(), aux: Vec::new(), validate: false };
     e.value(ty, value).ok()?;
     e.aux.is_empty().then_some(e.out)
+}
+
+/// A struct's defaults as wire bytes (for positional encoding, where a
+/// run of default fields is one copy), computed once per struct and kept
+/// out of the tables (`crate::registry`).
+struct WireDefaults {
+    /// The encoding of every field's default, concatenated; field `i` is
+    /// `wire[offsets[i]..offsets[i + 1]]`.
+    wire: Box<[u8]>,
+    /// Where each field's default starts in `wire` (one more than fields).
+    offsets: Box<[u32]>,
+    /// `not_encodable[i]`: how many of fields `0..i` have no default
+    /// encoding (required fields that cannot be nil), to check a run in O(1).
+    not_encodable: Box<[u32]>,
+}
+
+impl WireDefaults {
+    #[inline]
+    fn of(s: &'static StructSchema) -> &'static WireDefaults {
+        static CACHE: PerStruct<WireDefaults> = PerStruct::new();
+        CACHE.get(s, || WireDefaults::compute(s))
+    }
+
+    fn compute(s: &'static StructSchema) -> WireDefaults {
+        let mut wire = Vec::new();
+        let mut offsets = vec![0u32];
+        let mut not_encodable = vec![0u32];
+        for (f, v) in s.fields.iter().zip(s.default_values()) {
+            let missing = not_encodable[not_encodable.len() - 1];
+            match encode_plain(f.ty, v) {
+                Some(b) => {
+                    wire.extend_from_slice(&b);
+                    not_encodable.push(missing);
+                }
+                None => not_encodable.push(missing + 1),
+            }
+            offsets.push(wire.len() as u32);
+        }
+        WireDefaults {
+            wire: wire.into_boxed_slice(),
+            offsets: offsets.into_boxed_slice(),
+            not_encodable: not_encodable.into_boxed_slice(),
+        }
+    }
+
+    /// The wire bytes of the defaults of fields `a..b`, if all have one.
+    #[inline]
+    fn wire_run(&self, a: usize, b: usize) -> Option<&[u8]> {
+        if self.not_encodable[b] != self.not_encodable[a] {
+            return None;
+        }
+        Some(&self.wire[self.offsets[a] as usize..self.offsets[b] as usize])
+    }
 }
 
 struct Encoder {
@@ -257,7 +311,7 @@ impl Encoder {
     fn struct_value(&mut self, s: &'static StructSchema, v: &StructValue) -> Result<(), Error> {
         if self.validate {
             if let Err(violation) = crate::validate::check(s, v) {
-                let path = if violation.field.is_empty() { String::new() } else { format!(".{}", violation.field) };
+                let path = if violation.fields.is_empty() { String::new() } else { format!(".{}", violation.path()) };
                 return Err(Error::new(RejectClass::Validation, path, violation.message));
             }
         }
@@ -281,7 +335,7 @@ impl Encoder {
                 }
                 // Fields not held are defaults: each run of them is one copy
                 // of their precomputed bytes.
-                let defaults = s.defaults();
+                let defaults = WireDefaults::of(s);
                 let mut next = 0;
                 for (i, x) in v.entries() {
                     let i = *i as usize;
@@ -331,13 +385,7 @@ impl Encoder {
     /// Writes the defaults of fields `a..b` (an error names the first
     /// required field among them).
     #[inline]
-    fn default_run(
-        &mut self,
-        s: &'static StructSchema,
-        d: &crate::value::Defaults,
-        a: usize,
-        b: usize,
-    ) -> Result<(), Error> {
+    fn default_run(&mut self, s: &'static StructSchema, d: &WireDefaults, a: usize, b: usize) -> Result<(), Error> {
         if a >= b {
             return Ok(());
         }
@@ -349,7 +397,7 @@ impl Encoder {
             None => {
                 let f = (a..b)
                     .map(|i| &s.fields[i])
-                    .find(|f| crate::encode::encode_plain(f.ty, &Value::Nil).is_none())
+                    .find(|f| encode_plain(f.ty, &Value::Nil).is_none())
                     .unwrap_or(&s.fields[a]);
                 Err(Error::new(
                     RejectClass::MissingField,

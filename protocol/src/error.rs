@@ -108,19 +108,34 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// A rule violation found by a validator; the decoder turns it into an
-/// `Error` of class `validation` at the struct's path plus `field`.
+/// `Error` of class `validation` at the struct's path plus
+/// [`Violation::path`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// The field (or comma-separated fields) at fault, relative to the struct.
-    pub field: String,
+    /// The fields at fault, relative to the struct: one for a rule on a
+    /// field, several for a rule on their combination (two structured-output
+    /// constraints set), none for a rule on the struct as a whole.
+    pub fields: Vec<&'static str>,
     /// What the rule requires, and the value found.
     pub message: String,
 }
 
 impl Violation {
-    /// A violation of the rule on `field`.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Violation { field: field.into(), message: message.into() }
+    /// A violation of the rule on `field` (`""`: on the struct as a whole).
+    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
+        let fields = if field.is_empty() { Vec::new() } else { vec![field] };
+        Violation { fields, message: message.into() }
+    }
+
+    /// A violation of a rule on the combination of `fields`.
+    pub fn on_fields(fields: Vec<&'static str>, message: impl Into<String>) -> Self {
+        Violation { fields, message: message.into() }
+    }
+
+    /// The fields as an error path names them after the struct's: joined by
+    /// commas (`json,regex`), empty for the struct as a whole.
+    pub fn path(&self) -> String {
+        self.fields.join(",")
     }
 }
 

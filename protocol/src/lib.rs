@@ -3,25 +3,39 @@
 //! (ZeroMQ multipart frames carrying msgspec-encoded MessagePack,
 //! docs/wire-protocol.md) and TokenSpeed 0.1.1 (docs/tokenspeed-wire.md).
 //!
-//! Pure: no I/O, no sockets, no files. Layers, bottom up:
+//! Pure: no I/O, no sockets, no files. The codec's modules are private;
+//! what a gateway uses is re-exported here, with a few namespaces. Layers,
+//! bottom up (no module uses one above it: `tests/architecture.rs` draws
+//! the graph from the sources):
 //!
-//! - [`schema`]: one table per engine release (field order, types,
-//!   defaults, and which decoder rules apply, as a data tag): versions are
-//!   data, and the tables call no code;
-//! - [`decode`] / [`encode`] (with [`value`]): the codec, written once
-//!   against the tables, byte-identical to vLLM's encoder and as tolerant as
-//!   its decoder, with drift reported and documented [`Limits`];
+//! - [`schema`]: one table per engine release of each [`Dialect`] (field
+//!   order, types, defaults, the TokenSpeed tag, and which decoder rules
+//!   apply, as a data tag): versions are data, and the tables import
+//!   nothing of this crate; [`release`] picks one;
+//! - the values ([`Value`], [`StructValue`], [`Tensor`]) and the codec
+//!   written once against the tables ([`decode_payload`],
+//!   [`encode_payload`]), byte-identical to vLLM's encoder and as tolerant
+//!   as its decoder, with drift reported and documented [`Limits`]; what
+//!   they compute from a table (defaults, their wire bytes, resolved rule
+//!   indexes) is cached per struct outside the tables;
 //! - [`validate`]: the rules the engines' decoders run (`__post_init__`),
-//!   the range rules as data ([`validate::SAMPLING_PARAMS_RULES`]) shared
-//!   by the decoder, the translation layer and the fuzzing generator;
-//!   TokenSpeed's receive path in [`validate::tokenspeed`];
-//! - [`frames`] / [`message`]: request-type bytes, identities, the death
-//!   sentinel, and which frames carry which message;
+//!   as data ([`validate::SAMPLING_PARAMS_RULES`],
+//!   [`validate::tokenspeed::VERIFY_RULES`]) read by one interpreter
+//!   ([`validate::first_violation`]) over values and typed structs alike
+//!   ([`validate::RuleFields`]), shared by the decoder, the typed request
+//!   path, the translation layer and the fuzzing generator; TokenSpeed's
+//!   receive path in [`validate::tokenspeed`];
+//! - request-type bytes, identities and the death sentinel
+//!   ([`RequestType`], [`engine_identity`], [`is_engine_dead`]) and which
+//!   frames carry which message ([`MessageKind`], [`decode_message`],
+//!   [`encode_message`]);
 //! - [`typed`]: one Rust struct per wire struct, generated from the tables,
 //!   converting to and from values and encoding straight to bytes;
 //! - [`hot`]: the fast borrowing decoders of the per-token path
-//!   ([`decode_outputs`], [`decode_request`]), with the verdicts of
-//!   [`decode_message`];
+//!   ([`decode_outputs`], [`decode_request`],
+//!   [`hot::tokenspeed::decode_batch`]), with the verdicts of
+//!   [`decode_message`] (and the direct decoder behind
+//!   [`typed::decode_typed`] for requests);
 //! - [`translate`] (feature `translate`, on by default): the gateway layer:
 //!   request translation, logprob shaping, stop-string detection,
 //!   finish reasons (docs/translation.md);
@@ -34,10 +48,10 @@
 //!
 //! ```
 //! use engine_protocol::typed::{decode_typed, EngineCoreRequest, SamplingParams, StopStrings};
-//! use engine_protocol::{release, Limits};
+//! use engine_protocol::{release, Dialect, Limits};
 //!
 //! // 1. The table of the engine's release (from its handshake).
-//! let v033 = release("vllm", "0.33.0").expect("a table for 0.33.0");
+//! let v033 = release(Dialect::Vllm, "0.33.0").expect("a table for 0.33.0");
 //! // 2. Build.
 //! let request = EngineCoreRequest {
 //!     request_id: "req-1".into(),
@@ -86,8 +100,10 @@
 //!   `frames`), the path of the offending value
 //!   (`EngineCoreRequest.sampling_params.temperature`) and a detail;
 //!   [`classify`] turns a decode into an [`Outcome`];
-//! - [`error::Violation`]: a decoder rule's verdict on one struct (its
-//!   field and message), which the codec turns into a `validation` error;
+//! - [`Violation`]: a decoder rule's verdict on one struct (its fields and
+//!   message), which the codec turns into a `validation` error;
+//! - [`UnknownRelease`] / [`UnknownDialect`]: no table for a dialect and
+//!   version, a dialect name this crate does not know;
 //! - `translate::TranslateError`: a refusal of the translation layer,
 //!   with a `TranslateErrorClass` and the request field(s) at fault;
 //!   `translate::tokenizer::TokenizerError` and
@@ -106,48 +122,82 @@
 //! # API boundary
 //!
 //! Enums that grow with new releases or new failure kinds are
-//! `#[non_exhaustive]`: [`RejectClass`], [`MessageKind`], the error enums,
-//! [`schema::Rules`], [`validate::Check`]. The schema's type language
-//! ([`schema::Ty`], [`schema::Layout`], [`schema::Default`],
-//! [`schema::TensorKind`]) and the wire's request types
-//! ([`frames::RequestType`]) stay exhaustive: a codec must handle every one.
+//! `#[non_exhaustive]`: [`Dialect`], [`RejectClass`], [`MessageKind`], the
+//! wire enums ([`typed::FinishReason`], which gained `Repetition` in 0.33,
+//! [`typed::EngineCoreEventType`], [`typed::RequestOutputKind`],
+//! [`typed::Constraint`], [`typed::tokenspeed::Modality`]), the error
+//! enums, [`schema::Rules`], [`validate::Check`]. The schema's type
+//! language ([`schema::Ty`], [`schema::Layout`], [`schema::Default`],
+//! [`schema::TensorKind`]) and the wire's request types ([`RequestType`])
+//! stay exhaustive: a codec must handle every one. TokenSpeed's
+//! [`typed::tokenspeed::Finish`] has `Other` for any string the engine
+//! sends.
 //!
-//! Hidden from these docs (`#[doc(hidden)]`), for the fuzzers, tests and
-//! benches of this repository only, with no stability promise: the
-//! `arbitrary` module (feature `arbitrary`, structure-aware generation),
-//! `typed::wire` (the generated code's traits), the defaults cache of the
-//! tables (`schema::DefaultValues`, `value::Defaults`,
-//! `StructSchema::defaults`), and the direct-path probes of [`hot`].
+//! One module is hidden from these docs, `internal` (`#[doc(hidden)]`):
+//! what this repository's fuzzers, tests and benches need below the API
+//! (structure-aware generation with feature `arbitrary`, the MessagePack
+//! reader and writer, the encoder without the validations, the direct
+//! decoders without their hand-over), with no stability promise.
 //!
 //! # Provenance
 //! Wire facts come from the engines' own classes and encoders (goldens under
 //! `golden/`) and from docs/wire-protocol.md and docs/tokenspeed-wire.md;
 //! no engine source is copied.
 
+// The house, bottom up (protocol/tests/architecture.rs checks that no
+// module uses one above it): msgpack, error; schema (pure data); registry
+// (per-struct caches); value; frames, validate; decode, encode; message;
+// view, typed; hot; translate; arbitrary.
 #[cfg(feature = "arbitrary")]
-#[doc(hidden)]
-pub mod arbitrary;
-pub mod decode;
-pub mod encode;
-pub mod error;
-pub mod frames;
+mod arbitrary;
+mod decode;
+mod encode;
+mod error;
+mod frames;
 pub mod hot;
-pub mod message;
-pub mod msgpack;
+mod message;
+mod msgpack;
+mod registry;
 pub mod schema;
 pub mod translate;
 pub mod typed;
 pub mod validate;
-pub mod value;
+mod value;
 pub mod view;
 
-pub use decode::{Decoded, Limits};
-pub use error::{Error, Outcome, RejectClass};
+pub use decode::{decode_payload, Decoded, Limits, VLLM_ENGINE_MAX_DEPTH};
+pub use encode::{encode_into, encode_payload, ZERO_COPY_THRESHOLD};
+pub use error::{Error, Outcome, RejectClass, Violation};
+pub use frames::{engine_identity, engine_index, is_engine_dead, RequestType, ENGINE_CORE_DEAD};
 pub use hot::{decode_outputs, decode_request};
-pub use message::decode_message_with;
-pub use message::{decode_message, encode_message, MessageKind};
-pub use schema::{release, ReleaseSchema};
-pub use value::{StructValue, Tensor, Value};
+pub use message::{decode_message, decode_message_with, encode_message, MessageKind};
+pub use schema::{release, Dialect, ReleaseSchema, UnknownDialect, UnknownRelease};
+pub use value::{numpy_dtype, torch_dtype, DType, Elem, Fields, Numbers, StructValue, Tensor, Value};
+
+/// For this repository's fuzzers, tests and benches only: the pieces they
+/// need below the API (the MessagePack reader and writer, the decoder's
+/// work counter and shape resolution, the encoder without the validations,
+/// the direct decoders without their hand-over, structure-aware generation
+/// with feature `arbitrary`). No stability promise.
+#[doc(hidden)]
+pub mod internal {
+    /// Structure-aware generation of messages from the schema tables
+    /// (feature `arbitrary`; the fuzz targets and property tests).
+    #[cfg(feature = "arbitrary")]
+    pub mod arbitrary {
+        pub use crate::arbitrary::*;
+    }
+
+    /// The MessagePack reader and writer under the codec.
+    pub mod msgpack {
+        pub use crate::msgpack::*;
+    }
+
+    pub use crate::decode::{resolve_shape, work};
+    pub use crate::encode::encode_payload_unvalidated;
+    pub use crate::hot::request::decode_request_direct;
+    pub use crate::hot::tokenspeed_direct::decode_batch_direct;
+}
 
 /// Runs one message through the decoder and classifies the result: the one
 /// outcome classification shared by verify, fuzz and the live runner.

@@ -246,7 +246,7 @@ fn decode_tokenspeed(
                         )
                     })?;
                     let fin = receive(req, rules, engine)
-                        .map_err(|v| Error::new(RejectClass::Validation, format!("{root}.{}", v.field), v.message))?;
+                        .map_err(|v| Error::new(RejectClass::Validation, format!("{root}.{}", v.path()), v.message))?;
                     if let Some(why) = fin.validation_error {
                         return Err(Error::new(
                             RejectClass::Validation,

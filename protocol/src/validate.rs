@@ -6,28 +6,37 @@
 //! Sources: docs/wire-protocol.md §10.2-§10.4; verdicts of vLLM 0.32/0.33's
 //! own decoder on the `mutant` goldens.
 //!
-//! # One home per rule
+//! # One home per rule, one interpreter
 //!
 //! The schema tables name which rules apply to a struct by a data tag
-//! ([`Rules`]); [`check`] interprets it. The range and
-//! relation rules of `SamplingParams.__post_init__` / `_verify_args` and of
-//! `LoRARequest.__post_init__` are data ([`SAMPLING_PARAMS_RULES`],
-//! [`LORA_REQUEST_RULES`]: one [`Rule`] record per check, in vLLM's order)
-//! read by three interpreters: the decoder's verdicts ([`check`]), the
-//! gateway's refusals (`crate::translate::translate` runs the same table on
-//! the `SamplingParams` it builds) and the fuzzing generator
-//! (`crate::arbitrary` draws values inside each rule's bounds). The
-//! structured-output "exactly one constraint" rule is
+//! ([`Rules`]); [`check`] interprets it. The range and relation rules of
+//! `SamplingParams.__post_init__` / `_verify_args`, of
+//! `LoRARequest.__post_init__` and of TokenSpeed's `SamplingParams.verify`
+//! are data ([`SAMPLING_PARAMS_RULES`], [`LORA_REQUEST_RULES`],
+//! [`tokenspeed::VERIFY_RULES`]: one [`Rule`] record per check, in the
+//! engine's order), judged by one interpreter: [`Rule::eval`] on borrowed
+//! views of the fields ([`FieldRef`]), driven by [`first_violation`] over
+//! anything that lends its fields by name ([`RuleFields`]: a
+//! [`StructValue`] and the typed `SamplingParams`). The decoder judges
+//! values with it, the direct request decoder and
+//! `typed::EngineCoreRequest::encode_checked` judge the typed struct with
+//! it (each rule's fields looked up once, no allocation on the way),
+//! `crate::translate` judges the `SamplingParams` it drafts with it, and
+//! the fuzzing generator (`arbitrary`) draws values inside each rule's
+//! bounds. The structured-output "exactly one constraint" rule is
 //! [`exactly_one_constraint`], used by the decoder, the typed API and the
-//! translation layer alike.
+//! translation layer alike. A violation names its fields as a list
+//! ([`Violation::fields`](crate::Violation::fields)).
 //!
-//! The decoder reads a table through a `RuleIndex` built once per struct
-//! (cached with its defaults): each rule's field resolved to a position, so
-//! a struct is judged by the fields it holds; the verdicts are those of
-//! [`first_violation`]'s lookup by name.
+//! The decoder reads a struct value's own table through a `RuleIndex`
+//! built once per struct (cached by struct identity, `crate::registry`):
+//! each rule's field resolved to a position, so a struct is judged by the
+//! fields it holds; the verdicts are those of [`first_violation`]'s lookup
+//! by name.
 #![warn(missing_docs)]
 
 use crate::error::Violation;
+use crate::registry::PerStruct;
 use crate::schema::{Rules, StructSchema};
 use crate::value::{StructValue, Value};
 
@@ -63,8 +72,30 @@ pub enum Check {
         /// Whether `hi` itself is excluded.
         hi_open: bool,
     },
+    /// A number not below this; NaN and nil pass (TokenSpeed's
+    /// `x < 0` test).
+    NotBelow(f64),
     /// A string, or a list of strings, none of them empty.
     NoEmptyString,
+    /// An integer at least `min`, or exactly `except`; nil passes.
+    IntAtLeastUnless {
+        /// The lower bound.
+        min: i64,
+        /// The one value below it that passes.
+        except: i64,
+    },
+    /// An integer below `max`, or exactly `except`; nil passes.
+    IntBelowUnless {
+        /// The bound (excluded).
+        max: i64,
+        /// The one value at or above it that passes.
+        except: i64,
+    },
+    /// An integer equal to this; nil passes.
+    IntIs(i64),
+    /// At most one of these fields set (not nil); the violation names them
+    /// all. The rule's own field is the first of them.
+    AtMostOneSet(&'static [&'static str]),
     /// An integer not above the named field's integer (either nil passes).
     NotAbove(&'static str),
     /// When the field holds a string or a non-empty list, the named
@@ -143,25 +174,6 @@ pub static LORA_REQUEST_RULES: &[Rule] = &[
     rule("lora_path", Check::NoEmptyString, "must not be empty"),
 ];
 
-pub(crate) fn num(v: Option<&Value>) -> Option<f64> {
-    match v? {
-        Value::Float(f) => Some(*f),
-        Value::Int(i) => Some(*i as f64),
-        Value::UInt(u) => Some(*u as f64),
-        _ => None,
-    }
-}
-
-/// An integer field's value: any of -2^63 ..= 2^64-1 (msgspec's `int`),
-/// so `uint 64` values are compared by value too.
-fn int(v: Option<&Value>) -> Option<i128> {
-    match v? {
-        Value::Int(i) => Some(i128::from(*i)),
-        Value::UInt(u) => Some(i128::from(*u)),
-        _ => None,
-    }
-}
-
 impl Check {
     /// Whether the check relates its field to another one.
     pub fn is_relation(&self) -> bool {
@@ -177,21 +189,121 @@ impl Check {
     }
 }
 
+/// A field as a rule reads it: a small borrowed view of a [`Value`] or of a
+/// typed struct's field, so that one interpreter ([`Rule::eval`]) judges
+/// both.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldRef<'a> {
+    /// nil (`None`).
+    Nil,
+    /// A bool.
+    Bool(bool),
+    /// An integer: any of -2^63 ..= 2^64-1 (a Python `int`, msgspec's
+    /// range), so `uint 64` values are compared by value too.
+    Int(i128),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(&'a str),
+    /// A list: its length, and whether one of its elements is an empty
+    /// string.
+    List {
+        /// How many elements.
+        len: usize,
+        /// Whether an element is `""`.
+        empty_str: bool,
+    },
+    /// A value of a kind no rule reads (a map, a struct, bytes, a list of
+    /// integers): present, but neither a number, a string nor nil.
+    Other,
+}
+
+impl<'a> FieldRef<'a> {
+    /// The view of a value.
+    #[inline]
+    pub fn of(v: &'a Value) -> FieldRef<'a> {
+        match v {
+            Value::Nil => FieldRef::Nil,
+            Value::Bool(b) => FieldRef::Bool(*b),
+            Value::Int(i) => FieldRef::Int(i128::from(*i)),
+            Value::UInt(u) => FieldRef::Int(i128::from(*u)),
+            Value::Float(f) => FieldRef::Float(*f),
+            Value::Str(s) => FieldRef::Str(s),
+            Value::Array(xs) => FieldRef::List {
+                len: xs.len(),
+                empty_str: xs.iter().any(|x| matches!(x, Value::Str(s) if s.is_empty())),
+            },
+            _ => FieldRef::Other,
+        }
+    }
+
+    /// The view of a list of strings.
+    #[inline]
+    pub fn strings(xs: &'a [String]) -> FieldRef<'a> {
+        FieldRef::List { len: xs.len(), empty_str: xs.iter().any(String::is_empty) }
+    }
+
+    /// The view of an optional integer.
+    #[inline]
+    pub fn opt_int(v: Option<i128>) -> FieldRef<'a> {
+        v.map_or(FieldRef::Nil, FieldRef::Int)
+    }
+
+    /// An integer, whatever its width.
+    #[inline]
+    fn int(self) -> Option<i128> {
+        match self {
+            FieldRef::Int(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// A number (an integer widened).
+    #[inline]
+    fn num(self) -> Option<f64> {
+        match self {
+            FieldRef::Float(f) => Some(f),
+            FieldRef::Int(i) => Some(i as f64),
+            _ => None,
+        }
+    }
+}
+
+/// A struct whose fields the rules can read by name: a [`StructValue`] and
+/// the typed structs the rules are run on (`typed::SamplingParams`), so
+/// that [`first_violation`] is one interpreter for both.
+pub trait RuleFields {
+    /// Field `name` as a rule reads it (its default when not held); `None`
+    /// when the struct has no such field (a rule on it is then not run).
+    fn field(&self, name: &str) -> Option<FieldRef<'_>>;
+}
+
+impl RuleFields for StructValue {
+    #[inline]
+    fn field(&self, name: &str) -> Option<FieldRef<'_>> {
+        self.get(name).map(FieldRef::of)
+    }
+}
+
 impl Rule {
     /// Whether `x`, the value of [`Rule::field`], passes; `other` is the
-    /// value of the field a relation reads (nil when absent).
-    fn eval(&self, x: &Value, other: Option<&Value>) -> Result<(), Violation> {
+    /// value of the field a relation reads ([`FieldRef::Nil`] when there is
+    /// none). The interpreter of every single-field and relation check;
+    /// a check on several fields ([`Check::AtMostOneSet`]) reads them
+    /// itself in [`Rule::judge`] and passes here.
+    #[inline]
+    pub fn eval(&self, x: FieldRef<'_>, other: FieldRef<'_>) -> Result<(), Violation> {
         let fail = |message: String| Err(Violation::new(self.field, message));
         match self.check {
-            Check::IntAtLeast(min) => match int(Some(x)) {
+            Check::IntAtLeast(min) => match x.int() {
                 Some(i) if i < i128::from(min) => fail(format!("{}, got {i}", self.message)),
                 _ => Ok(()),
             },
-            Check::IntAtMost(max) => match int(Some(x)) {
+            Check::IntAtMost(max) => match x.int() {
                 Some(i) if i > i128::from(max) => fail(format!("{}, got {i}", self.message)),
                 _ => Ok(()),
             },
-            Check::Range { lo, lo_open, hi, hi_open } => match num(Some(x)) {
+            Check::Range { lo, lo_open, hi, hi_open } => match x.num() {
                 Some(f) => {
                     let above = if lo_open { f > lo } else { f >= lo };
                     let below = if hi_open { f < hi } else { f <= hi };
@@ -203,10 +315,14 @@ impl Rule {
                 }
                 None => Ok(()),
             },
+            Check::NotBelow(lo) => match x.num() {
+                Some(f) if f < lo => fail(format!("{}, got {f}", self.message)),
+                _ => Ok(()),
+            },
             Check::NoEmptyString => {
                 let empty = match x {
-                    Value::Str(s) => s.is_empty(),
-                    Value::Array(xs) => xs.iter().any(|x| matches!(x, Value::Str(s) if s.is_empty())),
+                    FieldRef::Str(s) => s.is_empty(),
+                    FieldRef::List { empty_str, .. } => empty_str,
                     _ => false,
                 };
                 if empty {
@@ -215,42 +331,76 @@ impl Rule {
                     Ok(())
                 }
             }
-            Check::NotAbove(_) => match (int(Some(x)), int(other)) {
+            Check::IntAtLeastUnless { min, except } => match x.int() {
+                Some(i) if i < i128::from(min) && i != i128::from(except) => fail(format!("{}, got {i}", self.message)),
+                _ => Ok(()),
+            },
+            Check::IntBelowUnless { max, except } => match x.int() {
+                Some(i) if i >= i128::from(max) && i != i128::from(except) => {
+                    fail(format!("{}, got {i}", self.message))
+                }
+                _ => Ok(()),
+            },
+            Check::IntIs(want) => match x.int() {
+                Some(i) if i != i128::from(want) => fail(format!("{}, got {i}", self.message)),
+                _ => Ok(()),
+            },
+            Check::NotAbove(_) => match (x.int(), other.int()) {
                 (Some(a), Some(max)) if a > max => fail(format!("{} ({max}), got {a}", self.message)),
                 _ => Ok(()),
             },
             Check::NeedsTrue(_) => {
                 let present = match x {
-                    Value::Str(_) => true,
-                    Value::Array(xs) => !xs.is_empty(),
+                    FieldRef::Str(_) => true,
+                    FieldRef::List { len, .. } => len > 0,
                     _ => false,
                 };
-                if present && matches!(other, Some(Value::Bool(false))) {
+                if present && other == FieldRef::Bool(false) {
                     fail(self.message.to_string())
                 } else {
                     Ok(())
                 }
             }
-            Check::OneWhenBelow { below, .. } => match (int(Some(x)), num(other)) {
+            Check::OneWhenBelow { below, .. } => match (x.int(), other.num()) {
                 (Some(n), Some(t)) if n > 1 && t < below => fail(format!("{}, got {n}", self.message)),
                 _ => Ok(()),
             },
+            Check::AtMostOneSet(_) => Ok(()),
         }
+    }
+
+    /// Runs the rule on `f`: its field (and the field a relation reads, or
+    /// the fields of a check on several) looked up by name. A rule on a
+    /// field `f` lacks is not run (a field of another release).
+    pub fn judge<F: RuleFields + ?Sized>(&self, f: &F) -> Result<(), Violation> {
+        if let Check::AtMostOneSet(names) = self.check {
+            let set = names.iter().filter(|n| f.field(n).is_some_and(|x| x != FieldRef::Nil)).count();
+            if set > 1 {
+                return Err(Violation::on_fields(names.to_vec(), self.message));
+            }
+            return Ok(());
+        }
+        let Some(x) = f.field(self.field) else { return Ok(()) };
+        let other = self.check.other().and_then(|o| f.field(o)).unwrap_or(FieldRef::Nil);
+        self.eval(x, other)
     }
 }
 
-/// The first rule of `rules` (in table order) that `v` violates. A field
-/// not held reads as its default, as on the Python side.
-pub fn first_violation(v: &StructValue, rules: &[Rule]) -> Result<(), Violation> {
-    if let Some(ix) = v.schema.defaults().rules.as_ref().filter(|ix| std::ptr::eq(ix.table, rules)) {
+/// The first rule of `rules` (in table order) that `f` violates: the one
+/// interpreter of the rule tables, for values and typed structs alike. A
+/// field not held reads as its default, as on the Python side.
+pub fn first_violation<F: RuleFields + ?Sized>(f: &F, rules: &[Rule]) -> Result<(), Violation> {
+    rules.iter().try_for_each(|r| r.judge(f))
+}
+
+/// [`first_violation`] on a struct value, through the struct's resolved
+/// rule index when `rules` is its own table (same verdicts, without a
+/// lookup by name per rule).
+pub fn first_violation_in(v: &StructValue, rules: &[Rule]) -> Result<(), Violation> {
+    if let Some(ix) = RuleIndex::of(v.schema).filter(|ix| std::ptr::eq(ix.table, rules)) {
         return ix.first_violation(v, rules);
     }
-    for r in rules {
-        if let Some(x) = v.get(r.field) {
-            r.eval(x, r.check.other().and_then(|o| v.get(o)))?;
-        }
-    }
-    Ok(())
+    first_violation(v, rules)
 }
 
 /// The rule table a tag names, when its rules are data.
@@ -262,13 +412,12 @@ pub fn rules_for(tag: Rules) -> Option<&'static [Rule]> {
     }
 }
 
-/// A struct's rule table resolved against its fields, computed once with
-/// its defaults (`crate::value::Defaults`), so that the decoder judges a
+/// A struct's rule table resolved against its fields, computed once per
+/// struct (`crate::registry`), so that the decoder judges a
 /// struct by the fields it holds instead of looking every rule's field up
 /// by name. Same verdicts as the lookup by name.
 #[derive(Debug)]
-#[doc(hidden)]
-pub struct RuleIndex {
+struct RuleIndex {
     /// The table this index is for.
     table: &'static [Rule],
     /// Per field: the single-field rules on it, as a bit set of rule
@@ -284,9 +433,16 @@ pub struct RuleIndex {
 }
 
 impl RuleIndex {
+    /// The index of `s`'s rule table, built once per struct and kept out of
+    /// the tables (`crate::registry`).
+    fn of(s: &'static StructSchema) -> Option<&'static RuleIndex> {
+        static CACHE: PerStruct<Option<RuleIndex>> = PerStruct::new();
+        CACHE.get(s, || RuleIndex::new(s, s.default_values())).as_ref()
+    }
+
     /// The index of `s`'s own rule table; `None` when it has none, a rule
     /// names a field `s` lacks, or the table has more than 64 rules.
-    pub(crate) fn new(s: &StructSchema, defaults: &[Value]) -> Option<RuleIndex> {
+    fn new(s: &StructSchema, defaults: &[Value]) -> Option<RuleIndex> {
         let rules = rules_for(s.validate?)?;
         if rules.len() > 64 {
             return None;
@@ -295,6 +451,9 @@ impl RuleIndex {
         let (mut relations, mut default_fails) = (0u64, 0u64);
         let mut fields = Vec::with_capacity(rules.len());
         for (b, r) in rules.iter().enumerate() {
+            if matches!(r.check, Check::AtMostOneSet(_)) {
+                return None;
+            }
             let at = s.index_of(r.field)?;
             let other = match r.check.other() {
                 Some(o) => Some(u16::try_from(s.index_of(o)?).ok()?),
@@ -305,7 +464,7 @@ impl RuleIndex {
                 relations |= 1 << b;
             } else {
                 on_field[at] |= 1 << b;
-                if r.eval(&defaults[at], None).is_err() {
+                if r.eval(FieldRef::of(&defaults[at]), FieldRef::Nil).is_err() {
                     default_fails |= 1 << b;
                 }
             }
@@ -320,6 +479,13 @@ impl RuleIndex {
     }
 
     fn first_violation(&self, v: &StructValue, rules: &[Rule]) -> Result<(), Violation> {
+        // Field `i` as `v.field(i)` reads it, with the defaults looked up
+        // once for every relation below.
+        let defaults = v.schema.default_values();
+        let field = |i: usize| match v.entries().binary_search_by_key(&(i as u16), |(k, _)| *k) {
+            Ok(at) => &v.entries()[at].1,
+            Err(_) => &defaults[i],
+        };
         // The first failing rule in table order: `first` is its position.
         let mut first: Option<(u32, Violation)> = None;
         let better = |first: &Option<(u32, Violation)>, b: u32| first.as_ref().is_none_or(|(f, _)| b < *f);
@@ -333,7 +499,7 @@ impl RuleIndex {
                 if !better(&first, b) {
                     break;
                 }
-                if let Err(e) = rules[b as usize].eval(x, None) {
+                if let Err(e) = rules[b as usize].eval(FieldRef::of(x), FieldRef::Nil) {
                     first = Some((b, e));
                     break;
                 }
@@ -347,7 +513,10 @@ impl RuleIndex {
                 break;
             }
             let (at, other) = self.fields[b as usize];
-            if let Err(e) = rules[b as usize].eval(v.field(at as usize), other.map(|o| v.field(o as usize))) {
+            if let Err(e) = rules[b as usize].eval(
+                FieldRef::of(field(at as usize)),
+                other.map_or(FieldRef::Nil, |o| FieldRef::of(field(o as usize))),
+            ) {
                 first = Some((b, e));
                 break;
             }
@@ -357,7 +526,7 @@ impl RuleIndex {
             let b = unheld.trailing_zeros();
             if better(&first, b) {
                 let (at, _) = self.fields[b as usize];
-                if let Err(e) = rules[b as usize].eval(v.field(at as usize), None) {
+                if let Err(e) = rules[b as usize].eval(FieldRef::of(field(at as usize)), FieldRef::Nil) {
                     first = Some((b, e));
                 }
             }
@@ -406,23 +575,23 @@ pub fn structured_outputs_params(v: &StructValue) -> Result<(), Violation> {
                 CONSTRAINT_FIELDS.join(", ")
             ),
         )),
-        Err(ConstraintCount::Many(set)) => Err(Violation::new(
-            set.join(","),
-            format!("exactly one structured-output constraint must be set, got {}: {}", set.len(), set.join(", ")),
-        )),
+        Err(ConstraintCount::Many(set)) => {
+            let message =
+                format!("exactly one structured-output constraint must be set, got {}: {}", set.len(), set.join(", "));
+            Err(Violation::on_fields(set, message))
+        }
     }
 }
 
 /// `LoRARequest.__post_init__`: [`LORA_REQUEST_RULES`].
 pub fn lora_request(v: &StructValue) -> Result<(), Violation> {
-    first_violation(v, LORA_REQUEST_RULES)
+    first_violation_in(v, LORA_REQUEST_RULES)
 }
 
 /// `RepetitionDetectionParams.__post_init__`.
 pub fn repetition_detection_params(v: &StructValue) -> Result<(), Violation> {
-    let max = int(v.get("max_pattern_size")).unwrap_or(0);
-    let min = int(v.get("min_pattern_size")).unwrap_or(0);
-    let count = int(v.get("min_count")).unwrap_or(0);
+    let int = |name: &str| v.get(name).map(FieldRef::of).and_then(FieldRef::int).unwrap_or(0);
+    let (max, min, count) = (int("max_pattern_size"), int("min_pattern_size"), int("min_count"));
     if max < 0 || min < 0 || count < 0 {
         return Err(Violation::new("", "pattern sizes and min_count must be non-negative"));
     }
@@ -446,7 +615,7 @@ pub fn repetition_detection_params(v: &StructValue) -> Result<(), Violation> {
 /// `SamplingParams.__post_init__` / `_verify_args` as run on decode:
 /// [`SAMPLING_PARAMS_RULES`].
 pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
-    first_violation(v, SAMPLING_PARAMS_RULES)
+    first_violation_in(v, SAMPLING_PARAMS_RULES)
 }
 
 /// TokenSpeed's receive path for the ADD payload and its handshake rule:
@@ -534,16 +703,16 @@ pub mod tokenspeed {
         Ok(())
     }
 
-    use super::num;
+    use super::{first_violation, range, rule, Check, FieldRef, Rule};
+
+    fn num(v: Option<&Value>) -> Option<f64> {
+        v.map(FieldRef::of).and_then(FieldRef::num)
+    }
 
     /// An integer field as i128 (TokenSpeed's ints are Python ints: -2^63
     /// to 2^64-1 on the wire).
     fn int(v: Option<&Value>) -> Option<i128> {
-        match v? {
-            Value::Int(i) => Some(i128::from(*i)),
-            Value::UInt(u) => Some(i128::from(*u)),
-            _ => None,
-        }
+        v.map(FieldRef::of).and_then(FieldRef::int)
     }
 
     fn flag(v: &StructValue, name: &str) -> bool {
@@ -637,58 +806,51 @@ pub mod tokenspeed {
         Some(if neg { -v } else { v })
     }
 
-    /// `SamplingParams.verify(vocab_size)` on the normalised parameters.
-    /// Comparisons are written as the engine's are, so a NaN passes a
-    /// `x < 0` test and fails a `0 < x <= 1` one.
+    /// `SamplingParams.verify(vocab_size)`'s range and relation checks
+    /// before the `logit_bias` keys, in the engine's order. The engine's
+    /// comparisons are kept: a NaN temperature passes its `x < 0` test
+    /// ([`Check::NotBelow`]) and fails the `0 < x <= 1` of `top_p`.
+    pub static VERIFY_RULES: &[Rule] = &[
+        rule("temperature", Check::NotBelow(0.0), "must be non-negative"),
+        rule("top_p", range(0.0, true, 1.0, false), "must be in (0, 1]"),
+        rule("min_p", range(0.0, false, 1.0, false), "must be in [0, 1]"),
+        rule("top_k", Check::IntAtLeastUnless { min: 1, except: -1 }, "must be -1 (disable) or at least 1"),
+        rule(
+            "top_k",
+            Check::IntBelowUnless { max: TOP_K_KERNEL_LIMIT, except: TOP_K_ALL },
+            "must be below 128 (fused kernel limit) or -1",
+        ),
+        rule("frequency_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
+        rule("presence_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
+        rule("repetition_penalty", range(0.0, false, 2.0, false), "must be in [0, 2]"),
+        rule("min_new_tokens", Check::IntAtLeast(0), "must be at least 0"),
+        rule("max_new_tokens", Check::IntAtLeast(0), "must be at least 0"),
+        rule("min_new_tokens", Check::NotAbove("max_new_tokens"), "must not exceed max_new_tokens"),
+    ];
+
+    /// `SamplingParams.verify`'s checks after the `logit_bias` keys (which
+    /// need the engine's vocabulary: [`verify`] checks them in between).
+    pub static VERIFY_RULES_AFTER_LOGIT_BIAS: &[Rule] = &[
+        rule("logprobs", Check::IntIs(0), "only nil or 0 (the sampled token) is carried"),
+        rule(
+            "json_schema",
+            Check::AtMostOneSet(&["json_schema", "regex", "ebnf"]),
+            "at most one of regex, json_schema, ebnf may be set",
+        ),
+    ];
+
+    /// `SamplingParams.verify(vocab_size)` on the normalised parameters:
+    /// [`VERIFY_RULES`], the `logit_bias` keys, then
+    /// [`VERIFY_RULES_AFTER_LOGIT_BIAS`].
     pub fn verify(sp: &StructValue, vocab_size: Option<u32>) -> Result<(), Violation> {
-        let f = |name: &str| num(sp.get(name)).unwrap_or(0.0);
-        let temperature = f("temperature");
-        if temperature < 0.0 {
-            return Err(Violation::new("temperature", format!("must be non-negative, got {temperature}")));
-        }
-        let top_p = f("top_p");
-        if !(0.0 < top_p && top_p <= 1.0) {
-            return Err(Violation::new("top_p", format!("must be in (0, 1], got {top_p}")));
-        }
-        let min_p = f("min_p");
-        if !(0.0..=1.0).contains(&min_p) {
-            return Err(Violation::new("min_p", format!("must be in [0, 1], got {min_p}")));
-        }
-        let top_k = int(sp.get("top_k")).unwrap_or(-1);
-        if top_k < 1 && top_k != -1 {
-            return Err(Violation::new("top_k", format!("must be -1 (disable) or at least 1, got {top_k}")));
-        }
-        if top_k >= i128::from(TOP_K_KERNEL_LIMIT) && top_k != i128::from(TOP_K_ALL) {
-            return Err(Violation::new(
-                "top_k",
-                format!("must be below {TOP_K_KERNEL_LIMIT} (fused kernel limit) or -1, got {top_k}"),
-            ));
-        }
-        for name in ["frequency_penalty", "presence_penalty"] {
-            let p = f(name);
-            if !(-2.0..=2.0).contains(&p) {
-                return Err(Violation::new(name, format!("must be in [-2, 2], got {p}")));
-            }
-        }
-        let rp = f("repetition_penalty");
-        if !(0.0..=2.0).contains(&rp) {
-            return Err(Violation::new("repetition_penalty", format!("must be in [0, 2], got {rp}")));
-        }
-        let min_new = int(sp.get("min_new_tokens")).unwrap_or(0);
-        if min_new < 0 {
-            return Err(Violation::new("min_new_tokens", format!("must be at least 0, got {min_new}")));
-        }
-        if let Some(max_new) = int(sp.get("max_new_tokens")) {
-            if max_new < 0 {
-                return Err(Violation::new("max_new_tokens", format!("must be at least 0, got {max_new}")));
-            }
-            if min_new > max_new {
-                return Err(Violation::new(
-                    "min_new_tokens",
-                    format!("must not exceed max_new_tokens ({max_new}), got {min_new}"),
-                ));
-            }
-        }
+        first_violation(sp, VERIFY_RULES)?;
+        logit_bias_keys(sp, vocab_size)?;
+        first_violation(sp, VERIFY_RULES_AFTER_LOGIT_BIAS)
+    }
+
+    /// The `logit_bias` keys: Python ints (`int(key)`), inside the
+    /// vocabulary when its size is known.
+    fn logit_bias_keys(sp: &StructValue, vocab_size: Option<u32>) -> Result<(), Violation> {
         if let Some(Value::Map(bias)) = sp.get("logit_bias") {
             for (k, _) in bias {
                 let Value::Str(k) = k else { continue };
@@ -704,18 +866,6 @@ pub mod tokenspeed {
                     }
                 }
             }
-        }
-        if let Some(l) = int(sp.get("logprobs")) {
-            if l != 0 {
-                return Err(Violation::new(
-                    "logprobs",
-                    format!("only nil or 0 (the sampled token) is carried, got {l}"),
-                ));
-            }
-        }
-        let grammars = ["json_schema", "regex", "ebnf"].into_iter().filter(|g| !sp.is_nil(g)).count();
-        if grammars > 1 {
-            return Err(Violation::new("json_schema,regex,ebnf", "at most one of regex, json_schema, ebnf may be set"));
         }
         Ok(())
     }
@@ -785,8 +935,11 @@ pub mod tokenspeed {
         };
         let mut sp = sp.clone();
         post_init(&mut sp, rules);
-        resolve_seed(&mut sp, req.get("rid").unwrap_or(&Value::Nil))
-            .map_err(|v| Violation::new(format!("sampling_params.seed,{}", v.field), v.message))?;
+        resolve_seed(&mut sp, req.get("rid").unwrap_or(&Value::Nil)).map_err(|v| {
+            let mut fields = vec!["sampling_params.seed"];
+            fields.extend(v.fields);
+            Violation::on_fields(fields, v.message)
+        })?;
         normalize(&mut sp);
         let mut start = int(req.get("logprob_start_len")).unwrap_or(-1);
         let mut error = req.str_field("validation_error").map(|s| format!("sent on the wire: {s}"));
@@ -799,12 +952,12 @@ pub mod tokenspeed {
         if error.is_none() {
             match logprob_gate(req, rules, engine) {
                 Ok(s) => start = s,
-                Err(v) => error = Some(format!("{}: {}", v.field, v.message)),
+                Err(v) => error = Some(format!("{}: {}", v.path(), v.message)),
             }
         }
         if error.is_none() {
             if let Err(v) = verify(&sp, engine.vocab_size) {
-                error = Some(format!("sampling_params.{}: {}", v.field, v.message));
+                error = Some(format!("sampling_params.{}: {}", v.path(), v.message));
             }
         }
         Ok(Finalized { sampling_params: sp, logprob_start_len: start, validation_error: error })
@@ -835,6 +988,12 @@ pub mod tokenspeed {
         }
 
         #[test]
+        fn the_kernel_limit_rule_says_the_limit_it_checks() {
+            let r = VERIFY_RULES.iter().find(|r| matches!(r.check, Check::IntBelowUnless { .. })).unwrap();
+            assert!(r.message.contains(&TOP_K_KERNEL_LIMIT.to_string()), "{}", r.message);
+        }
+
+        #[test]
         fn logit_bias_keys_parse_as_python_ints() {
             assert_eq!(python_int(" 42 "), Some(42));
             assert_eq!(python_int("-1"), Some(-1));
@@ -843,5 +1002,60 @@ pub mod tokenspeed {
             assert_eq!(python_int("1__0"), None);
             assert_eq!(python_int(""), None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::vllm;
+
+    fn sp(fields: &[(&str, Value)]) -> StructValue {
+        let mut v = StructValue::with_defaults(&vllm::SAMPLING_PARAMS);
+        for (k, x) in fields {
+            v.set(k, x.clone());
+        }
+        v
+    }
+
+    #[test]
+    fn integers_above_i64_max_are_compared_as_python_ints() {
+        // msgspec gives a Python int up to 2^64 - 1; `min_tokens >
+        // max_tokens` and greedy `n > 1` hold for such an int too.
+        let big = Value::UInt(u64::MAX);
+        let v = sampling_params(&sp(&[("min_tokens", big.clone()), ("max_tokens", Value::Int(16))])).unwrap_err();
+        assert_eq!(
+            (v.fields.as_slice(), v.message.as_str()),
+            (&["min_tokens"][..], "must not exceed max_tokens (16), got 18446744073709551615")
+        );
+        let v = sampling_params(&sp(&[("n", big), ("temperature", Value::Float(0.0))])).unwrap_err();
+        assert_eq!(v.fields, ["n"]);
+        assert!(sampling_params(&sp(&[("seed", Value::UInt(u64::MAX))])).is_ok());
+    }
+
+    #[test]
+    fn the_value_path_and_the_lookup_by_name_give_the_same_first_violation() {
+        let cases = [
+            sp(&[]),
+            sp(&[("top_p", Value::Float(f64::NAN)), ("top_k", Value::Int(-5))]),
+            sp(&[("stop", Value::Array(vec![Value::Str(String::new())])), ("detokenize", Value::Bool(false))]),
+            sp(&[("stop", Value::Str("x".into())), ("detokenize", Value::Bool(false))]),
+            sp(&[("min_tokens", Value::Int(3)), ("max_tokens", Value::Int(2))]),
+        ];
+        for v in cases {
+            assert_eq!(sampling_params(&v), first_violation(&v, SAMPLING_PARAMS_RULES), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn a_check_on_several_fields_names_them_all() {
+        let rules = tokenspeed::VERIFY_RULES_AFTER_LOGIT_BIAS;
+        let mut v = StructValue::with_defaults(&crate::schema::tokenspeed::SAMPLING_PARAMS);
+        v.set("regex", Value::Str("a".into()));
+        assert!(first_violation(&v, rules).is_ok());
+        v.set("ebnf", Value::Str("b".into()));
+        let e = first_violation(&v, rules).unwrap_err();
+        assert_eq!(e.fields, ["json_schema", "regex", "ebnf"]);
+        assert_eq!(e.path(), "json_schema,regex,ebnf");
     }
 }

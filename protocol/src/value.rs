@@ -3,6 +3,7 @@
 //! and tensors keep their dtype, shape and raw bytes.
 #![warn(missing_docs)]
 
+use crate::registry::PerStruct;
 use crate::schema::{Default, StructSchema};
 
 /// A decoded MessagePack value; structs typed by their schema.
@@ -150,7 +151,7 @@ impl StructValue {
 
     /// Every field in schema order, defaults included.
     pub fn fields(&self) -> Fields<'_> {
-        Fields { s: self, i: 0, next: 0 }
+        Fields { s: self, defaults: self.schema.default_values(), i: 0, next: 0 }
     }
 
     /// Field `i`, to change (held explicitly from now on).
@@ -249,6 +250,8 @@ impl StructValue {
 /// Every field of a struct value in schema order, defaults included.
 pub struct Fields<'a> {
     s: &'a StructValue,
+    /// The struct's defaults, looked up once.
+    defaults: &'static [Value],
     i: usize,
     next: usize,
 }
@@ -269,7 +272,7 @@ impl<'a> Iterator for Fields<'a> {
                 self.next += 1;
                 Some(v)
             }
-            _ => Some(&self.s.schema.default_values()[i]),
+            _ => Some(&self.defaults[i]),
         }
     }
 
@@ -281,77 +284,14 @@ impl<'a> Iterator for Fields<'a> {
 
 impl ExactSizeIterator for Fields<'_> {}
 
-/// A struct's defaults, computed once by the codec and cached in its table
-/// entry: as values, and as their wire bytes (for positional encoding,
-/// where a run of default fields is one copy).
-#[derive(Debug)]
-#[doc(hidden)]
-pub struct Defaults {
-    /// Every field's default as a value (nil for required fields).
-    pub values: Box<[Value]>,
-    /// The encoding of every field's default, concatenated; field `i` is
-    /// `wire[offsets[i]..offsets[i + 1]]`.
-    pub wire: Box<[u8]>,
-    /// Where each field's default starts in `wire` (one more than fields).
-    pub offsets: Box<[u32]>,
-    /// `not_encodable[i]`: how many of fields `0..i` have no default
-    /// encoding (required fields that cannot be nil), to check a run in O(1).
-    pub not_encodable: Box<[u32]>,
-    /// The struct's rule table resolved against its fields
-    /// (`crate::validate`), when its rules are data.
-    pub rules: Option<crate::validate::RuleIndex>,
-}
-
-impl Defaults {
-    /// The wire bytes of the defaults of fields `a..b`, if all have one.
-    #[inline]
-    pub fn wire_run(&self, a: usize, b: usize) -> Option<&[u8]> {
-        if self.not_encodable[b] != self.not_encodable[a] {
-            return None;
-        }
-        Some(&self.wire[self.offsets[a] as usize..self.offsets[b] as usize])
-    }
-
-    fn compute(s: &StructSchema) -> Defaults {
-        let values: Box<[Value]> = s.fields.iter().map(default_for).collect();
-        let mut wire = Vec::new();
-        let mut offsets = vec![0u32];
-        let mut not_encodable = vec![0u32];
-        for (f, v) in s.fields.iter().zip(values.iter()) {
-            let bytes = crate::encode::encode_plain(f.ty, v);
-            let missing = not_encodable[not_encodable.len() - 1];
-            match bytes {
-                Some(b) => {
-                    wire.extend_from_slice(&b);
-                    not_encodable.push(missing);
-                }
-                None => not_encodable.push(missing + 1),
-            }
-            offsets.push(wire.len() as u32);
-        }
-        let rules = crate::validate::RuleIndex::new(s, &values);
-        Defaults {
-            rules,
-            values,
-            wire: wire.into_boxed_slice(),
-            offsets: offsets.into_boxed_slice(),
-            not_encodable: not_encodable.into_boxed_slice(),
-        }
-    }
-}
-
-// The codec's computed defaults, kept out of the (pure data) tables.
+// The default values of a struct, computed once per struct and kept out of
+// the (pure data) tables, in a cache keyed by the struct's identity.
 impl StructSchema {
     /// The default value of every field, in order (nil for required ones).
     #[inline]
-    pub fn default_values(&self) -> &[Value] {
-        &self.defaults().values
-    }
-
-    /// Defaults as values and wire bytes, built on first use.
-    #[doc(hidden)]
-    pub fn defaults(&self) -> &Defaults {
-        self.defaults.0.get_or_init(|| Defaults::compute(self))
+    pub fn default_values(&self) -> &'static [Value] {
+        static DEFAULTS: PerStruct<Box<[Value]>> = PerStruct::new();
+        DEFAULTS.get(self, || self.fields.iter().map(default_for).collect())
     }
 }
 

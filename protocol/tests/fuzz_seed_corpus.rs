@@ -59,7 +59,7 @@ fn every_fuzz_seed_decodes_without_panic_and_passes_the_oracles() {
 #[cfg(feature = "arbitrary")]
 fn roundtrip(data: &[u8]) {
     use arbitrary::{Arbitrary, Unstructured};
-    use engine_protocol::arbitrary::GeneratedMessage;
+    use engine_protocol::internal::arbitrary::GeneratedMessage;
     let Ok(g) = GeneratedMessage::arbitrary_take_rest(Unstructured::new(data)) else { return };
     let frames = engine_protocol::encode_message(g.release, g.kind, &g.value).expect("a generated value encodes");
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();

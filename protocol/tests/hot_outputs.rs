@@ -14,6 +14,7 @@ use common::*;
 use engine_protocol::hot::{decode_output_value, decode_outputs, IntRun, Output, Outputs, TensorRef};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::view::struct_view;
+use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use engine_testkit::build::refs;
 use engine_testkit::corpus::{golden_dir, message_cases};
@@ -28,7 +29,7 @@ fn golden_output_cases() -> Vec<(String, Vec<Vec<u8>>)> {
         cases
             .iter()
             .filter_map(|c| match c.message() {
-                Some((MessageKind::EngineCoreOutputs, frames, _)) if c.dialect == "vllm" => {
+                Some((MessageKind::EngineCoreOutputs, frames, _)) if c.dialect.parse() == Ok(Dialect::Vllm) => {
                     Some((c.report_id(), frames.to_vec()))
                 }
                 _ => None,
@@ -263,8 +264,12 @@ fn aux_frame_logprobs_are_the_aux_frames_themselves() {
 }
 
 fn arbitrary_batch(bytes: &[u8], rel: &'static ReleaseSchema) -> Option<Vec<Vec<u8>>> {
-    let v =
-        engine_protocol::arbitrary::message(&mut Unstructured::new(bytes), rel, MessageKind::EngineCoreOutputs).ok()?;
+    let v = engine_protocol::internal::arbitrary::message(
+        &mut Unstructured::new(bytes),
+        rel,
+        MessageKind::EngineCoreOutputs,
+    )
+    .ok()?;
     encode_message(rel, MessageKind::EngineCoreOutputs, &v).ok()
 }
 

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::Unstructured;
 use common::*;
-use engine_protocol::hot::{decode_request, decode_request_direct};
+use engine_protocol::hot::decode_request;
+use engine_protocol::internal::decode_request_direct;
 use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreRequest};
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};
 use proptest::prelude::*;
@@ -204,8 +205,12 @@ fn drift_is_handed_over_and_keeps_the_unknown_fields() {
 }
 
 fn arbitrary_request(bytes: &[u8], rel: &'static ReleaseSchema) -> Option<Vec<Vec<u8>>> {
-    let v =
-        engine_protocol::arbitrary::message(&mut Unstructured::new(bytes), rel, MessageKind::EngineCoreRequest).ok()?;
+    let v = engine_protocol::internal::arbitrary::message(
+        &mut Unstructured::new(bytes),
+        rel,
+        MessageKind::EngineCoreRequest,
+    )
+    .ok()?;
     encode_message(rel, MessageKind::EngineCoreRequest, &v).ok()
 }
 

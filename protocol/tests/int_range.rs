@@ -17,8 +17,9 @@
 mod common;
 
 use common::*;
-use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
-use engine_protocol::hot::{decode_outputs, decode_request, decode_request_direct, Outputs};
+use engine_protocol::hot::tokenspeed::decode_batch;
+use engine_protocol::hot::{decode_outputs, decode_request, Outputs};
+use engine_protocol::internal::{decode_batch_direct, decode_request_direct};
 use engine_protocol::typed::tokenspeed::BatchTokenIDOutSlim;
 use engine_protocol::typed::{
     decode_typed, decode_typed_via_value, EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest, IntList, LoRARequest,
@@ -383,7 +384,7 @@ fn other_messages(rel: &'static ReleaseSchema, v: i128) -> Result<(), String> {
 }
 
 fn tokenspeed() -> &'static ReleaseSchema {
-    release("tokenspeed", "0.1.1").expect("TokenSpeed 0.1.1")
+    release(engine_protocol::Dialect::TokenSpeed, "0.1.1").expect("TokenSpeed 0.1.1")
 }
 
 /// TokenSpeed's batch with one row: field `which` (0: an output id, 1:

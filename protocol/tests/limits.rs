@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use engine_protocol::decode::{decode_payload, Limits, VLLM_ENGINE_MAX_DEPTH};
 use engine_protocol::schema::Ty;
 use engine_protocol::{decode_message, MessageKind, RejectClass};
+use engine_protocol::{decode_payload, Limits, VLLM_ENGINE_MAX_DEPTH};
 
 static ANY: Ty = Ty::Any;
 

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
-use engine_protocol::frames::is_engine_dead;
+use engine_protocol::is_engine_dead;
 use engine_protocol::typed::{FinishReason, OutputsView, StopReason};
-use engine_protocol::value::Numbers;
+use engine_protocol::Numbers;
 use engine_protocol::{encode_message, MessageKind, RejectClass};
 
 #[test]

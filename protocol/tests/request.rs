@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use engine_protocol::typed::{self, Constraint, StructuredOutputs};
-use engine_protocol::value::Value;
+use engine_protocol::Value;
 use engine_protocol::{encode_message, MessageKind, RejectClass};
 
 fn add(payload: &str) -> Vec<Vec<u8>> {
@@ -98,7 +98,7 @@ fn two_constraints_are_refused_naming_both_fields() {
 /// Request frames written without the encoder's validations.
 fn unvalidated(req: &Value) -> Vec<Vec<u8>> {
     let ty = MessageKind::EngineCoreRequest.payload_type(v033());
-    let mut frames = engine_protocol::encode::encode_payload_unvalidated("EngineCoreRequest", ty, req).unwrap();
+    let mut frames = engine_protocol::internal::encode_payload_unvalidated("EngineCoreRequest", ty, req).unwrap();
     frames.insert(0, vec![0x00]);
     frames
 }

@@ -4,6 +4,7 @@
 //! packages (`golden/generate/schema/vllm-<version>.json`).
 
 use engine_protocol::schema::{python_type, release, Default, Layout};
+use engine_protocol::Dialect;
 use serde_json::Value as Json;
 
 /// Types whose Python annotation names a custom-encoded class that the
@@ -62,7 +63,7 @@ fn layout_matches(layout: Layout, t: &Json) -> bool {
 }
 
 fn check_release(version: &str) {
-    let rel = release("vllm", version).expect("table exists");
+    let rel = release(Dialect::Vllm, version).expect("table exists");
     let dump = dump(version);
     assert_eq!(dump["vllm"].as_str(), Some(version), "dump is of vLLM {version}");
     let types = dump["types"].as_array().expect("types");
@@ -124,7 +125,7 @@ fn every_rule_names_fields_of_the_structs_it_is_tagged_on() {
     use engine_protocol::schema::Rules;
     use engine_protocol::validate::{Check, LORA_REQUEST_RULES, SAMPLING_PARAMS_RULES};
     let mut tagged = 0;
-    for rel in engine_protocol::schema::RELEASES {
+    for rel in engine_protocol::schema::VLLM_RELEASES {
         for s in rel.structs() {
             let rules = match s.validate {
                 Some(Rules::SamplingParams) => SAMPLING_PARAMS_RULES,
@@ -147,13 +148,13 @@ fn every_rule_names_fields_of_the_structs_it_is_tagged_on() {
     assert_eq!(tagged, 4);
 }
 
-/// A table entry's `Debug` text does not show the codec's lazily filled
-/// defaults cache, so it is the same before and after a decode.
+/// A table entry is data only (the codec's caches live outside the
+/// tables), so its `Debug` text is the same before and after a decode.
 #[test]
 fn regression_debug_text_of_a_table_does_not_depend_on_the_defaults_cache() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let before = format!("{:?}", rel.sampling_params);
     let _ = rel.sampling_params.default_values();
     assert_eq!(format!("{:?}", rel.sampling_params), before);
-    assert!(before.contains("DefaultValues") && !before.contains("OnceLock"), "{before}");
+    assert!(!before.contains("OnceLock"), "{before}");
 }

@@ -6,10 +6,11 @@
 mod common;
 
 use common::unhex;
-use engine_protocol::decode::decode_payload;
+use engine_protocol::decode_payload;
 use engine_protocol::schema::{tokenspeed, Ty};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig, TOP_K_ALL};
 use engine_protocol::view::{diff, from_view_in, to_view};
+use engine_protocol::Dialect;
 use engine_protocol::{
     decode_message, decode_message_with, encode_message, release, Limits, MessageKind, RejectClass, ReleaseSchema,
     Value,
@@ -162,7 +163,7 @@ fn message_names_follow_the_dialect() {
     assert_eq!(MessageKind::parse("BatchTokenIDOutSlim"), Some(MessageKind::EngineCoreOutputs));
     assert_eq!(MessageKind::EngineCoreRequest.name_in(ts()), "TokenizedGenerateReqInput");
     assert_eq!(MessageKind::EngineCoreOutputs.name_in(ts()), "BatchTokenIDOutSlim");
-    let v033 = release("vllm", "0.33.0").expect("0.33.0");
+    let v033 = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
     assert_eq!(MessageKind::EngineCoreRequest.name_in(v033), "EngineCoreRequest");
     assert_eq!(MessageKind::AbortRequest.name_in(ts()), "AbortRequest");
 }
@@ -212,7 +213,7 @@ fn the_engine_configuration_decides_the_rules_that_depend_on_it() {
 #[test]
 fn the_receive_path_finalizes_requests_as_tokenspeed_does() {
     for version in ["0.1.1", "git-57b49061"] {
-        let rel = release("tokenspeed", version).expect("a TokenSpeed release");
+        let rel = release(Dialect::TokenSpeed, version).expect("a TokenSpeed release");
         finalizes_requests_as_tokenspeed_does(rel);
     }
 }
@@ -294,7 +295,7 @@ fn golden_08_03(id: &str) -> Json {
 }
 
 fn git_57b49061() -> &'static ReleaseSchema {
-    release("tokenspeed", "git-57b49061").expect("TokenSpeed at 57b49061 is a release")
+    release(Dialect::TokenSpeed, "git-57b49061").expect("TokenSpeed at 57b49061 is a release")
 }
 
 /// The 08-03 engine (commit 57b49061) has no greedy seed pin and gates only

@@ -6,7 +6,8 @@
 //! and from TokenSpeed's tree at commit 57b49061
 //! (`golden/generate/schema/tokenspeed-git-57b49061.json`).
 
-use engine_protocol::schema::{python_type, release, Default, Layout, RELEASES};
+use engine_protocol::schema::{python_type, release, Default, Layout, VLLM_RELEASES};
+use engine_protocol::Dialect;
 use serde_json::Value as Json;
 
 /// Types whose Python annotation the tables model by their wire shape.
@@ -67,7 +68,7 @@ fn every_tokenspeed_release_has_a_dump_to_check_it_against() {
 }
 
 fn table_matches_classes(version: &str) {
-    let rel = release("tokenspeed", version).expect("a table for this TokenSpeed version");
+    let rel = release(Dialect::TokenSpeed, version).expect("a table for this TokenSpeed version");
     let dump = dump_of(version);
     assert_eq!(dump["tokenspeed"].as_str(), Some(version), "the dump is of TokenSpeed {version}");
     let types = dump["types"].as_array().expect("types");
@@ -151,7 +152,7 @@ fn vllm_tables_need_exactly_their_leading_required_fields() {
     // The positional decoder requires `min_len()` elements (up to the last
     // required field); for vLLM's tables, whose required fields all come
     // first, that is the same as `required()`, so vLLM decoding is unchanged.
-    for rel in RELEASES {
+    for rel in VLLM_RELEASES {
         for s in rel.structs() {
             assert_eq!(s.min_len(), s.required(), "vLLM {} {}", rel.version, s.name);
             assert_eq!(s.tag(), None, "vLLM {} {} is untagged", rel.version, s.name);

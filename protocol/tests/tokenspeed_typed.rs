@@ -6,24 +6,26 @@
 //! per-request rows and back, and a ragged batch is refused naming its
 //! column (docs/tokenspeed-wire.md §3, §7, §8, §12).
 
-use engine_protocol::hot::tokenspeed::decode_batch_direct;
+use engine_protocol::hot::tokenspeed::decode_batch;
+use engine_protocol::internal::decode_batch_direct;
 use engine_protocol::typed::tokenspeed::{
-    decode_abort, decode_batch, decode_typed, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail,
-    RaggedBatch, TokenSpeedMessage, TokenizedGenerateReqInput, WireEngineCoreReadyResponse, WireHandshakeInitMessage,
+    decode_abort, decode_typed, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, RaggedBatch,
+    TokenSpeedMessage, TokenizedGenerateReqInput, WireEngineCoreReadyResponse, WireHandshakeInitMessage,
     WireReadyMessage,
 };
 use engine_protocol::typed::IntList;
+use engine_protocol::Dialect;
 use engine_protocol::{decode_message, release, Error, Limits, MessageKind, RejectClass, ReleaseSchema};
 use engine_testkit::corpus::{golden_dir, message_cases, Body, EncodeMode, Expect};
 use proptest::prelude::*;
 
 fn ts() -> &'static ReleaseSchema {
-    release("tokenspeed", "0.1.1").expect("TokenSpeed 0.1.1 is a release")
+    release(Dialect::TokenSpeed, "0.1.1").expect("TokenSpeed 0.1.1 is a release")
 }
 
 /// The 08-03 wire.
 fn git() -> &'static ReleaseSchema {
-    release("tokenspeed", "git-57b49061").expect("TokenSpeed git-57b49061 is a release")
+    release(Dialect::TokenSpeed, "git-57b49061").expect("TokenSpeed git-57b49061 is a release")
 }
 
 /// Both wire versions, with the fewest `exact` accepted goldens each must
@@ -211,7 +213,7 @@ fn the_typed_request_converts_to_the_decoders_value_and_back() {
 
 #[test]
 fn a_vllm_release_is_refused_by_the_typed_tokenspeed_api() {
-    let vllm = release("vllm", "0.33.0").expect("vLLM 0.33.0");
+    let vllm = release(Dialect::Vllm, "0.33.0").expect("vLLM 0.33.0");
     let e = BatchTokenIDOutSlim::default().encode(vllm).unwrap_err();
     assert_eq!(e.class, RejectClass::Validation);
     assert!(e.detail.contains("no typed TokenSpeed API"), "{e}");

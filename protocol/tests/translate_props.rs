@@ -1,6 +1,6 @@
 //! Codec properties the translation layer relies on, over arbitrary values
 //! drawn with the crate's own schema-driven generator
-//! (`engine_protocol::arbitrary`):
+//! (`engine_protocol::internal::arbitrary`):
 //!
 //! - roundtrip for every message type and release: decode(encode(x)) has
 //!   x's canonical view, and re-encodes to the same bytes;
@@ -14,18 +14,19 @@
 //!   constraint by construction).
 
 use arbitrary::Unstructured;
-use engine_protocol::msgpack::{Reader, Token};
+use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Layout, Ty};
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::{diff, to_view};
+use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind, RejectClass};
+use engine_protocol::{StructValue, Value};
 use proptest::prelude::*;
 
 const VERSIONS: [&str; 2] = ["0.32.0", "0.33.0"];
 
 fn draw(bytes: &[u8], version: &str, kind: MessageKind) -> Option<Value> {
-    let rel = release("vllm", version)?;
-    engine_protocol::arbitrary::message(&mut Unstructured::new(bytes), rel, kind).ok()
+    let rel = release(Dialect::Vllm, version).ok()?;
+    engine_protocol::internal::arbitrary::message(&mut Unstructured::new(bytes), rel, kind).ok()
 }
 
 fn payload_index(kind: MessageKind) -> usize {
@@ -76,7 +77,7 @@ proptest! {
     #[test]
     fn roundtrip_every_message_type(bytes in prop::collection::vec(any::<u8>(), 16..2048), k in 0usize..10, ver in 0usize..2) {
         let kind = MessageKind::ALL[k];
-        let rel = release("vllm", VERSIONS[ver]).unwrap();
+        let rel = release(Dialect::Vllm, VERSIONS[ver]).unwrap();
         let Some(v) = draw(&bytes, VERSIONS[ver], kind) else { return Ok(()) };
         let frames = encode_message(rel, kind, &v).expect("a generated value encodes");
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
@@ -91,7 +92,7 @@ proptest! {
 
     #[test]
     fn sampling_params_are_sparse_and_positional_structs_full(bytes in prop::collection::vec(any::<u8>(), 64..2048), ver in 0usize..2) {
-        let rel = release("vllm", VERSIONS[ver]).unwrap();
+        let rel = release(Dialect::Vllm, VERSIONS[ver]).unwrap();
         let kind = MessageKind::EngineCoreRequest;
         let Some(v) = draw(&bytes, VERSIONS[ver], kind) else { return Ok(()) };
         let Value::Struct(req) = &v else { panic!("request is a struct") };
@@ -124,7 +125,7 @@ proptest! {
         mask in 0u8..64,
         ver in 0usize..2,
     ) {
-        let rel = release("vllm", VERSIONS[ver]).unwrap();
+        let rel = release(Dialect::Vllm, VERSIONS[ver]).unwrap();
         let kind = MessageKind::EngineCoreRequest;
         let Some(mut v) = draw(&bytes, VERSIONS[ver], kind) else { return Ok(()) };
         let Value::Struct(req) = &mut v else { panic!() };
@@ -153,7 +154,7 @@ proptest! {
         // decode side are written without that check.
         let encoded = encode_message(rel, kind, &v).map(|_| ());
         let mut frames =
-            engine_protocol::encode::encode_payload_unvalidated("EngineCoreRequest", kind.payload_type(rel), &v)
+            engine_protocol::internal::encode_payload_unvalidated("EngineCoreRequest", kind.payload_type(rel), &v)
                 .unwrap();
         frames.insert(0, vec![0x00]);
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
@@ -183,7 +184,7 @@ proptest! {
 /// compared by identity) and decoding gives -0.0 back.
 #[test]
 fn regression_negative_zero_penalty_is_written() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let mut sp = engine_protocol::typed::sampling_params(rel);
     sp.set("max_tokens", Value::Int(4));
     sp.set("frequency_penalty", Value::Float(-0.0));
@@ -207,7 +208,7 @@ fn regression_negative_zero_penalty_is_written() {
 /// the integer.
 #[test]
 fn regression_int_zero_in_float_field_is_written() {
-    let rel = release("vllm", "0.32.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.32.0").unwrap();
     let mut sp = engine_protocol::typed::sampling_params(rel);
     sp.set("max_tokens", Value::Int(4));
     sp.set("presence_penalty", Value::Int(0));

@@ -6,6 +6,7 @@
 
 mod common;
 
+use engine_protocol::Dialect;
 use std::sync::OnceLock;
 
 use engine_protocol::translate::GatewayTokenizer;
@@ -13,9 +14,9 @@ use engine_protocol::translate::{
     translate, ConstraintFields, EngineInfo, GenerateRequest, JsonObjectFalse, TranslateErrorClass, TranslateOptions,
     Translated,
 };
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::to_view;
 use engine_protocol::{encode_message, release, MessageKind};
+use engine_protocol::{StructValue, Value};
 use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
@@ -25,7 +26,7 @@ fn tok() -> &'static GatewayTokenizer {
 }
 
 fn engine(mml: i64) -> EngineInfo {
-    EngineInfo { max_model_len: mml, release: release("vllm", "0.33.0").unwrap() }
+    EngineInfo { max_model_len: mml, release: release(Dialect::Vllm, "0.33.0").unwrap() }
 }
 
 fn req(prompt_len: usize) -> GenerateRequest {
@@ -294,7 +295,7 @@ fn breaking(check: &engine_protocol::validate::Check) -> Option<Json> {
 
 #[test]
 fn every_sampling_rule_a_gateway_can_break_is_refused_by_translation_and_decoder_alike() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let mut judged = 0;
     for rule in engine_protocol::validate::SAMPLING_PARAMS_RULES {
         // The sampling options a gateway request carries.
@@ -329,7 +330,7 @@ fn every_sampling_rule_a_gateway_can_break_is_refused_by_translation_and_decoder
         let mut sp = engine_protocol::typed::sampling_params(rel);
         sp.set(rule.field, Value::from_json(&bad));
         let v = engine_protocol::validate::sampling_params(&sp).expect_err(rule.field);
-        assert_eq!(v.field, rule.field);
+        assert_eq!(v.fields, [rule.field]);
         let req = engine_protocol::typed::engine_core_request(rel, "r", vec![1, 2], sp, 0.0);
         let err = encode_message(rel, MessageKind::EngineCoreRequest, &req).expect_err("encode validates");
         assert_eq!(err.class, engine_protocol::RejectClass::Validation);
@@ -339,7 +340,7 @@ fn every_sampling_rule_a_gateway_can_break_is_refused_by_translation_and_decoder
 
 #[test]
 fn relation_rules_are_refused_by_translation_and_decoder_alike() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let cases = [(json!({"n": 2, "temperature": 0.0}), "n"), (json!({"min_tokens": 5, "max_tokens": 2}), "min_tokens")];
     for (fields, field) in cases {
         let mut body = fields.clone();
@@ -352,13 +353,13 @@ fn relation_rules_are_refused_by_translation_and_decoder_alike() {
         for (k, v) in fields.as_object().unwrap() {
             sp.set(k, Value::from_json(v));
         }
-        assert_eq!(engine_protocol::validate::sampling_params(&sp).unwrap_err().field, field);
+        assert_eq!(engine_protocol::validate::sampling_params(&sp).unwrap_err().fields, [field]);
     }
 }
 
 #[test]
 fn translation_builds_the_typed_request_its_value_form_mirrors() {
-    let rel = release("vllm", "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let r = GenerateRequest {
         n: Some(2),
         seed: Some(7),

@@ -9,6 +9,7 @@
 
 mod common;
 
+use engine_protocol::Dialect;
 use std::sync::OnceLock;
 
 use engine_protocol::translate::tokenspeed::{
@@ -16,8 +17,8 @@ use engine_protocol::translate::tokenspeed::{
 };
 use engine_protocol::translate::{ConstraintFields, GatewayTokenizer, GenerateRequest, TranslateErrorClass};
 use engine_protocol::validate::tokenspeed::{self as ts, EngineConfig, GREEDY_BELOW, TOP_K_ALL, TOP_K_KERNEL_LIMIT};
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::{decode_message_with, release, Limits, MessageKind};
+use engine_protocol::{StructValue, Value};
 
 fn tok() -> &'static GatewayTokenizer {
     static T: OnceLock<GatewayTokenizer> = OnceLock::new();
@@ -93,7 +94,7 @@ fn the_engine_finalises_our_payload_to_exactly_what_we_sent() {
         GenerateRequest { logprobs: Some(0), stop_token_ids: vec![9, 3, 3], ..req() },
         GenerateRequest { logit_bias: Some(vec![(5, 1.5)]), min_tokens: Some(2), max_tokens: Some(4), ..req() },
     ];
-    let rel = release("tokenspeed", "0.1.1").unwrap();
+    let rel = release(Dialect::TokenSpeed, "0.1.1").unwrap();
     let engine = EngineConfig { vocab_size: Some(512), enable_output_logprobs: true };
     for r in cases {
         let t = ok(&r);
@@ -397,7 +398,7 @@ mod props {
             prop_assert!(t.max_new_tokens >= 0);
             prop_assert!(t.max_new_tokens + t.prompt_len as i64 <= info.max_model_len);
             let bytes = encode_request(&t).expect("encodes");
-            let rel = release("tokenspeed", "0.1.1").unwrap();
+            let rel = release(Dialect::TokenSpeed, "0.1.1").unwrap();
             let engine = info.engine_config();
             let d = decode_message_with(rel, MessageKind::EngineCoreRequest, &[&[0u8], &bytes], &Limits::default(), &engine)
                 .expect("decodes");
@@ -413,7 +414,7 @@ mod props {
         fn the_typed_request_and_the_value_request_encode_to_the_same_bytes(r in request(), parity in any::<bool>()) {
             let opts = if parity { TokenSpeedOptions::tokenspeed_parity() } else { TokenSpeedOptions::default() };
             let Ok(t) = translate(&r, &info(), tok(), &opts) else { return Ok(()) };
-            let rel = release("tokenspeed", "0.1.1").unwrap();
+            let rel = release(Dialect::TokenSpeed, "0.1.1").unwrap();
             let by_value = engine_protocol::encode_message(rel, MessageKind::EngineCoreRequest, &t.request).expect("encodes");
             prop_assert_eq!(t.typed.encode(rel).expect("encodes"), by_value.clone());
             prop_assert_eq!(encode_request(&t).expect("encodes"), by_value[1].clone());

@@ -11,7 +11,8 @@ use engine_protocol::typed::{
     EngineHandshakeMetadata, FinishReason, HandshakeStatus, IntList, Message, RequestError, SamplingParams,
     StartDpWave, StopStrings, UtilityOutput, UtilityRequest,
 };
-use engine_protocol::value::Value;
+use engine_protocol::Dialect;
+use engine_protocol::Value;
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};
 use engine_testkit::build::refs;
 use engine_testkit::corpus::{golden_dir, message_cases, Body, EncodeMode, Expect};
@@ -104,7 +105,7 @@ fn both_ways<M: Message + TypedEncode + PartialEq + std::fmt::Debug>(
 const WIDENED: &[&str] = &["mutant/out_timestamp_int", "mutant/req_arrival_time_int", "mutant/sp_int_temperature"];
 
 fn check_release(version: &str) -> (usize, usize) {
-    let rel = engine_protocol::release("vllm", version).expect("table");
+    let rel = engine_protocol::release(Dialect::Vllm, version).expect("table");
     let mut exact_hot = 0;
     let mut checked = 0;
     let mut drifted = 0;

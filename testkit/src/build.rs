@@ -10,18 +10,19 @@
 
 use engine_protocol::typed::FinishReason;
 use engine_protocol::{
-    decode_message, encode_message, release, Decoded, Error, Limits, MessageKind, ReleaseSchema, StructValue, Value,
+    decode_message, encode_message, release, Decoded, Dialect, Error, Limits, MessageKind, ReleaseSchema, StructValue,
+    Value,
 };
 
 /// The vLLM table of `version` (`0.32.0`, `0.33.0`); panics without one.
 #[track_caller]
 pub fn vllm(version: &str) -> &'static ReleaseSchema {
-    release("vllm", version).unwrap_or_else(|| panic!("no table for vLLM {version}"))
+    release(Dialect::Vllm, version).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The TokenSpeed 0.1.1 table.
 pub fn tokenspeed() -> &'static ReleaseSchema {
-    release("tokenspeed", "0.1.1").expect("a table for TokenSpeed 0.1.1")
+    release(Dialect::TokenSpeed, "0.1.1").expect("a table for TokenSpeed 0.1.1")
 }
 
 /// Borrowed frames, as the decoders take them.

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use engine_protocol::{MessageKind, ReleaseSchema};
+use engine_protocol::{Dialect, MessageKind, ReleaseSchema};
 use serde_json::Value as Json;
 
 use crate::outcome::EngineVerdict;
@@ -83,9 +83,10 @@ impl Case {
     }
 
     /// The schema table of the case's dialect and version, if this build
-    /// has one.
+    /// has one (a dialect this build does not know has none).
     pub fn release(&self) -> Option<&'static ReleaseSchema> {
-        engine_protocol::release(&self.dialect, &self.version)
+        let dialect: Dialect = self.dialect.parse().ok()?;
+        engine_protocol::release(dialect, &self.version).ok()
     }
 
     /// The message type, frames and engine verdict of a `message` case.

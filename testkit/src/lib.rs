@@ -4,6 +4,8 @@
 //! - [`corpus`]: walking a golden corpus and parsing its cases
 //!   (docs/case-format.md); `conformance` checks what it loads;
 //! - [`hex`]: hex frames, hex literals, hex in failure messages;
+//! - [`house`]: the module graph of a crate read from its sources, and
+//!   the check that it has no import cycle (the `architecture` tests);
 //! - [`json`]: JSON and wire values both ways, through the canonical view
 //!   of `engine_protocol::view`;
 //! - [`outcome`]: the one classification of a check's outcome (pass, fail,
@@ -12,6 +14,9 @@
 //!   JUnit elements; and [`outcome::EngineVerdict`], what the engine said
 //!   of a message (accept, or reject with a class);
 //! - [`build`]: builders of vLLM requests and output batches for tests;
+//! - [`model`]: the one loader of a model directory (`tokenizer.json`,
+//!   `tokenizer_config.json`, `config.json`, `generation_config.json`) and,
+//!   with feature `translate`, its gateway tokenizer;
 //! - [`rng`]: the deterministic pseudo-random source of tests and seeds;
 //! - [`split`] and [`oracle`]: the input convention and the oracles of the
 //!   fuzz targets (`fuzz/`), shared with the stable seed tests
@@ -24,7 +29,9 @@
 pub mod build;
 pub mod corpus;
 pub mod hex;
+pub mod house;
 pub mod json;
+pub mod model;
 pub mod oracle;
 pub mod outcome;
 pub mod rng;

@@ -34,14 +34,14 @@
 
 use std::borrow::Cow;
 
-use engine_protocol::decode::{decode_payload, Decoded};
-use engine_protocol::encode::encode_payload;
+use engine_protocol::encode_payload;
 use engine_protocol::hot::{decode_output_value, decode_outputs, Outputs as HotOutputs, StopRef};
-use engine_protocol::schema::{tokenspeed, vllm, Layout, Ty, RELEASES};
-use engine_protocol::value::{numpy_dtype, torch_dtype};
+use engine_protocol::schema::{tokenspeed, vllm, Dialect, Layout, Ty, VLLM_RELEASES};
 use engine_protocol::{
     decode_message, encode_message, Error, Limits, MessageKind, Outcome, RejectClass, ReleaseSchema, Value,
 };
+use engine_protocol::{decode_payload, Decoded};
+use engine_protocol::{numpy_dtype, torch_dtype};
 
 use crate::hex::frames_shown;
 use crate::outcome::EngineVerdict;
@@ -167,7 +167,7 @@ pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
         Limits { max_frame_bytes: 64 << 10, ..Limits::default() },
     ];
     // The vLLM tables (the fast decoder reads vLLM's `EngineCoreOutputs`).
-    for &release in RELEASES.iter().filter(|r| r.dialect == "vllm") {
+    for &release in VLLM_RELEASES.iter() {
         for limits in &tight {
             let full = decode_message(release, MessageKind::EngineCoreOutputs, &frames, limits);
             let fast = p.decode(&frames, || decode_outputs(release, &frames, limits));
@@ -187,7 +187,7 @@ pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
 }
 
 /// `[type byte, payload, aux...]` through the direct request decoder
-/// (`engine_protocol::hot::decode_request_direct`, behind
+/// (`engine_protocol::internal::decode_request_direct`, behind
 /// `typed::decode_typed::<EngineCoreRequest>`) and through the reference
 /// typed path (`typed::decode_typed_via_value`: `decode_message`, then the
 /// conversion), with both vLLM tables, under the default limits and tight
@@ -202,7 +202,7 @@ pub fn hot_outputs<P: Probe>(data: &[u8], p: &mut P) {
 ///
 /// The direct decode gets the allocation bound.
 pub fn hot_request<P: Probe>(data: &[u8], p: &mut P) {
-    use engine_protocol::hot::decode_request_direct;
+    use engine_protocol::internal::decode_request_direct;
     use engine_protocol::typed::{decode_typed_via_value, EngineCoreRequest};
     fn same(a: &EngineCoreRequest, b: &EngineCoreRequest) -> bool {
         a == b || format!("{a:?}") == format!("{b:?}")
@@ -215,7 +215,7 @@ pub fn hot_request<P: Probe>(data: &[u8], p: &mut P) {
         Limits { max_frames: 2, ..Limits::default() },
         Limits { max_frame_bytes: 256, ..Limits::default() },
     ];
-    for &release in RELEASES.iter().filter(|r| r.dialect == "vllm") {
+    for &release in VLLM_RELEASES.iter() {
         for limits in &limits {
             let v = release.version;
             let reference = decode_typed_via_value::<EngineCoreRequest>(release, &frames, limits);
@@ -360,7 +360,7 @@ pub fn structured_outputs_params<P: Probe>(data: &[u8], p: &mut P) {
 /// the ones already tried.
 fn each_release<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
     let mut seen: Vec<&'static Ty> = Vec::new();
-    for &release in RELEASES {
+    for &release in VLLM_RELEASES {
         let ty = kind.payload_type(release);
         if seen.iter().any(|t| std::ptr::eq(*t, ty)) {
             continue;
@@ -374,7 +374,7 @@ fn each_release<P: Probe>(p: &mut P, kind: MessageKind, frames: &[&[u8]]) {
 /// the payload decoder. TokenSpeed reads INIT from the last frame
 /// (docs/tokenspeed-wire.md 2.5).
 fn payload_frame<'a>(release: &ReleaseSchema, kind: MessageKind, frames: &[&'a [u8]]) -> Option<&'a [u8]> {
-    if release.dialect == "tokenspeed" && kind == MessageKind::HandshakeInit {
+    if release.dialect == Dialect::TokenSpeed && kind == MessageKind::HandshakeInit {
         frames.last().copied()
     } else if wire_type_byte(kind).is_some() {
         frames.get(1).copied()
@@ -560,7 +560,7 @@ fn check_tree(v: &Value) -> usize {
             let size = dt.elem.size();
             assert!(
                 t.data.len() % size == 0
-                    && engine_protocol::decode::resolve_shape(&t.shape, t.data.len() / size).is_some(),
+                    && engine_protocol::internal::resolve_shape(&t.shape, t.data.len() / size).is_some(),
                 "accepted tensor {} {:?} holds {} bytes",
                 t.dtype,
                 t.shape,
@@ -632,7 +632,7 @@ pub fn frames<P: Probe>(data: &[u8], p: &mut P) {
     let owned = split(data);
     let frames = refs(&owned);
     let tight = Limits { max_depth: 6, max_frames: 3, max_frame_bytes: 1 << 16 };
-    for &release in RELEASES {
+    for &release in VLLM_RELEASES {
         let mut past_type_check = 0;
         for kind in MessageKind::ALL {
             let (outcome, value) = message(p, release, kind, &frames);
@@ -735,7 +735,7 @@ pub fn tokenspeed_abort<P: Probe>(data: &[u8], p: &mut P) {
 /// with the checks of [`message`] and [`tokenspeed_frame_rules`], and the
 /// direct batch decoder against the typed API (both versions, the default
 /// limits and tight ones: depth 3, 1 frame, 256-byte frames):
-/// - whenever the direct path (`hot::tokenspeed::decode_batch_direct`)
+/// - whenever the direct path (`internal::decode_batch_direct`)
 ///   reads a batch itself, the typed API (`typed::tokenspeed::decode_typed`)
 ///   accepts it without drift and builds the same struct (NaN equal to
 ///   itself);
@@ -744,7 +744,8 @@ pub fn tokenspeed_abort<P: Probe>(data: &[u8], p: &mut P) {
 ///
 /// The direct decode gets the allocation bound.
 pub fn tokenspeed_outputs<P: Probe>(data: &[u8], p: &mut P) {
-    use engine_protocol::hot::tokenspeed::{decode_batch, decode_batch_direct};
+    use engine_protocol::hot::tokenspeed::decode_batch;
+    use engine_protocol::internal::decode_batch_direct;
     use engine_protocol::typed::tokenspeed::{decode_typed, BatchTokenIDOutSlim};
     let owned = split(data);
     let frames = refs(&owned);
@@ -866,7 +867,7 @@ fn rescued_by_greedy_seed_pin(frames: &[&[u8]]) -> bool {
     use engine_protocol::validate::tokenspeed::post_init;
     let Some(payload) = frames.get(1..) else { return false };
     let old = &tokenspeed::GIT_57B49061;
-    let Ok(d) = engine_protocol::decode::decode_payload(
+    let Ok(d) = engine_protocol::decode_payload(
         "TokenizedGenerateReqInput",
         old.engine_core_request,
         payload,

@@ -235,7 +235,10 @@ fn built_requests_and_batches_encode_and_decode_as_built() {
 #[test]
 fn the_pseudo_random_source_is_the_generators_and_deterministic() {
     for seed in [0, 1, 7, u64::MAX] {
-        assert_eq!(rng::pseudo_random_bytes(seed, 300), engine_protocol::arbitrary::pseudo_random_bytes(seed, 300));
+        assert_eq!(
+            rng::pseudo_random_bytes(seed, 300),
+            engine_protocol::internal::arbitrary::pseudo_random_bytes(seed, 300)
+        );
     }
     let mut a = rng::XorShift::new(42);
     let mut b = rng::XorShift::new(42);

@@ -5,7 +5,7 @@ use engine_protocol::translate::{EngineRow, LogprobEntry, LogprobShaper};
 use serde_json::Value as Json;
 
 use super::{ids, num, same_f64, tokenizer_for};
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
 
 fn rows(v: &Json, what: &str) -> Result<Vec<EngineRow>, String> {
     let tids = v.get("token_ids").and_then(Json::as_array).ok_or(format!("{what}.token_ids"))?;

@@ -13,12 +13,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use engine_protocol::translate::tokenizer::ModelFiles;
 use engine_protocol::translate::GatewayTokenizer;
 use serde_json::Value as Json;
 
-use crate::check::Verdict;
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
+use engine_testkit::outcome::Verdict;
 
 /// The gateway kinds this build checks.
 pub const KNOWN: &[&str] = &["stop_detection", "logprob_shaping", "translation", "tokenspeed_translation"];
@@ -81,18 +80,10 @@ fn load(dir: &Path) -> Result<Arc<GatewayTokenizer>, String> {
 }
 
 /// Reads a model directory (`tokenizer.json`, and `tokenizer_config.json`
-/// and `generation_config.json` when present) into a gateway tokenizer.
+/// and `generation_config.json` when present) into a gateway tokenizer:
+/// the testkit's loader ([`engine_testkit::model::ModelDir`]).
 pub fn load_tokenizer(dir: &Path) -> Result<GatewayTokenizer, String> {
-    let tokenizer_json = std::fs::read(dir.join("tokenizer.json"))
-        .map_err(|e| format!("{}: {e}", dir.join("tokenizer.json").display()))?;
-    let tokenizer_config = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok();
-    let generation_config = std::fs::read_to_string(dir.join("generation_config.json")).ok();
-    GatewayTokenizer::from_files(&ModelFiles {
-        tokenizer_json: &tokenizer_json,
-        tokenizer_config_json: tokenizer_config.as_deref(),
-        generation_config_json: generation_config.as_deref(),
-    })
-    .map_err(|e| format!("{}: {e}", dir.display()))
+    engine_testkit::model::tokenizer(dir).map_err(|e| e.to_string())
 }
 
 /// JSON number or non-finite string as f64 (docs/case-format.md §6.4).

@@ -7,7 +7,7 @@ use engine_protocol::typed::{FinishReason, StopReason};
 use serde_json::Value as Json;
 
 use super::{ids, tokenizer_for};
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
 
 fn flag(p: &Json, k: &str, default: bool) -> Result<bool, String> {
     match p.get(k) {

@@ -22,12 +22,12 @@ use engine_protocol::translate::tokenspeed::{
 };
 use engine_protocol::translate::{GenerateRequest, TranslateError, TranslateErrorClass};
 use engine_protocol::view::{diff, to_view};
-use engine_protocol::{decode_message, release, Limits, MessageKind};
+use engine_protocol::{decode_message, Limits, MessageKind};
 use serde_json::Value as Json;
 
 use super::tokenizer_for;
 use super::translation::{error_key, same_key, show_key, ErrorKey};
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
 
 /// The engine facts and options a case runs under.
 pub fn setup(input: &Json) -> Result<(TokenSpeedEngineInfo, TokenSpeedOptions), String> {
@@ -137,7 +137,7 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
                 return Ok(());
             }
             // Equal up to set order: the same view.
-            let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
+            let rel = case.release().ok_or("no schema table")?;
             let ty = MessageKind::EngineCoreRequest.payload_type(rel);
             let theirs = decode_message(rel, MessageKind::EngineCoreRequest, &[&[0u8], &want], &Limits::default())
                 .map_err(|e| format!("TokenSpeed's payload does not decode: {e}"))?;

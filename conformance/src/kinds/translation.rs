@@ -18,17 +18,16 @@
 //!
 //! docs/case-format.md describes the `input` and `expected` shapes.
 
-use engine_protocol::release;
 use engine_protocol::translate::{
     translate, EngineInfo, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions, Translated,
 };
-use engine_protocol::value::{StructValue, Value};
 use engine_protocol::view::{any_view, diff, to_view};
 use engine_protocol::MessageKind;
+use engine_protocol::{StructValue, Value};
 use serde_json::{json, Value as Json};
 
 use super::{num, same_f64, tokenizer_for};
-use crate::corpus::Case;
+use engine_testkit::corpus::Case;
 
 /// A wire value as JSON: the canonical view of an untyped value
 /// ([`any_view`], docs/case-format.md §6), the rendering vLLM's side of the
@@ -125,7 +124,7 @@ pub fn options_for(input: &Json) -> TranslateOptions {
 /// not parse): a failure whatever the case expects.
 pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<Translated, TranslateError>, String> {
     let tok = tokenizer_for(case, input)?;
-    let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
+    let rel = case.release().ok_or("no schema table")?;
     let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or("input.max_model_len")?;
     let engine = EngineInfo { max_model_len, release: rel };
     let req = input.get("request").ok_or("input.request")?;
@@ -242,7 +241,7 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
         (Some(e), Ok(_)) => Err(format!("expected an error ({e}), translation succeeded")),
         (None, Err(e)) => Err(format!("expected a translation, got error: {e}")),
         (None, Ok(t)) => {
-            let rel = release(&case.dialect, &case.version).ok_or("no schema table")?;
+            let rel = case.release().ok_or("no schema table")?;
             let ty = MessageKind::EngineCoreRequest.payload_type(rel);
             let volatile: Vec<&str> = match expected.get("volatile") {
                 None => Vec::new(),

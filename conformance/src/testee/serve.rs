@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use engine_protocol::schema::ALL_RELEASES;
 use engine_protocol::view::{from_view_in, to_view};
+use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind, RejectClass};
 use serde_json::{json, Value as Json};
 
@@ -85,7 +86,11 @@ pub fn hello() -> Hello {
         implementation: format!("engine-protocol (conformance {})", env!("CARGO_PKG_VERSION")),
         supports: ALL_RELEASES
             .iter()
-            .map(|r| Support { dialect: r.dialect.into(), version: r.version.into(), messages: message_names_in(r) })
+            .map(|r| Support {
+                dialect: r.dialect.as_str().into(),
+                version: r.version.into(),
+                messages: message_names_in(r),
+            })
             .collect(),
         unsupported: Some(format!("engine-protocol has schema tables for {} only", versions.join(", "))),
     }
@@ -150,7 +155,7 @@ pub fn answer(request: &Json, fault: Option<Fault>) -> Json {
     let (Some(dialect), Some(version), Some(message)) = (field("dialect"), field("version"), field("message")) else {
         return json!({"error": format!("`{key}` needs string `dialect`, `version` and `message`")});
     };
-    let Some(rel) = release(dialect, version) else {
+    let Some(rel) = dialect.parse::<Dialect>().ok().and_then(|d| release(d, version).ok()) else {
         return json!({"skipped": format!("no schema table for {dialect} {version}")});
     };
     let Some(kind) = MessageKind::parse(message) else {

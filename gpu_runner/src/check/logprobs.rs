@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use engine_protocol::translate::{self, EngineRow, LogprobShaper};
-use engine_protocol::value::Numbers;
+use engine_protocol::Numbers;
 use engine_protocol::{StructValue, Value};
 
 use super::error::CheckFailure;
@@ -28,7 +28,7 @@ fn int_list(v: Option<&Value>) -> Vec<i64> {
 /// resolved from its data, as vLLM's decoder resolves it.
 pub fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
     let size = t.parsed_dtype()?.elem.size();
-    let dims = engine_protocol::decode::resolve_shape(&t.shape, t.data.len() / size)?;
+    let dims = engine_protocol::internal::resolve_shape(&t.shape, t.data.len() / size)?;
     dims.into_iter().map(|d| i64::try_from(d).ok()).collect()
 }
 

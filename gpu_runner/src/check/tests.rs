@@ -16,7 +16,7 @@ use crate::load::LoadError;
 use crate::replay::run::Outcome;
 
 fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("vllm", "0.32.0").unwrap()
+    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
 }
 
 fn tensor(dtype: &str, shape: Vec<i64>, data: Vec<u8>) -> Value {

@@ -30,11 +30,14 @@ pub enum CliError {
     #[error("{}: not a gateway report (no `gateway`)", path.display())]
     NotAGatewayReport { path: PathBuf },
     /// This build has no schema table for the release.
-    #[error("no schema table for {dialect} {version}")]
-    NoSchema { dialect: &'static str, version: &'static str },
+    #[error(transparent)]
+    NoSchema(#[from] engine_protocol::UnknownRelease),
     /// The model directory's tokenizer does not load.
     #[error(transparent)]
     Tokenizer(#[from] engine_protocol::translate::tokenizer::TokenizerError),
+    /// A model directory that does not load (names the file).
+    #[error("{0}")]
+    Model(#[from] engine_testkit::model::ModelDirError),
     /// A scenario directory did not load.
     #[error(transparent)]
     Load(#[from] crate::load::LoadError),

@@ -13,8 +13,7 @@ use crate::report::{self, ScenarioResult};
 /// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
 pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     use crate::gateway::{self, Launch, Target};
-    let release =
-        engine_protocol::release("vllm", "0.32.0").ok_or(CliError::NoSchema { dialect: "vllm", version: "0.32.0" })?;
+    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?;
     let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
     let launch = if args.attach {
         if args.http.is_none() || args.handshake.is_none() {

@@ -28,7 +28,7 @@
 use std::fmt;
 
 use bytes::Bytes;
-use engine_protocol::frames::is_engine_dead;
+use engine_protocol::is_engine_dead;
 use engine_protocol::{Limits, ReleaseSchema, Value};
 
 pub mod tokenspeed;

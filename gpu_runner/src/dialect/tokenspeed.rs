@@ -33,7 +33,8 @@ pub struct Tokenspeed;
 
 /// The TokenSpeed release the runner speaks (its mock, its gateway).
 pub fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("tokenspeed", "0.1.1").expect("the TokenSpeed 0.1.1 table is built in")
+    engine_protocol::release(engine_protocol::Dialect::TokenSpeed, "0.1.1")
+        .expect("the TokenSpeed 0.1.1 table is built in")
 }
 
 impl EngineWire for Tokenspeed {

@@ -29,9 +29,9 @@ use std::ops::{Deref, Range};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use engine_protocol::frames::RequestType;
 use engine_protocol::hot::{decode_output_value, decode_outputs};
 use engine_protocol::typed::{FinishReason, StopReason};
+use engine_protocol::RequestType;
 use engine_protocol::{encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 
 use super::{BatchInfo, Demux, EngineWire, UtilityReply, WireError};

@@ -12,7 +12,7 @@
 //! an output with `FinishReason.ERROR` ends the request; a client ABORT
 //! produces no output, so an aborted request ends at the gateway.
 
-use engine_protocol::encode::encode_payload_unvalidated;
+use engine_protocol::internal::encode_payload_unvalidated;
 use engine_protocol::translate::{self, EngineInfo, GenerateRequest, RequestStream as StopStream};
 use engine_protocol::{MessageKind, Value};
 use serde_json::{json, Value as Json};
@@ -121,7 +121,7 @@ impl Observe for Vllm {
 /// resolved from its data, as vLLM's decoder resolves it.
 fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
     let size = t.parsed_dtype()?.elem.size();
-    let dims = engine_protocol::decode::resolve_shape(&t.shape, t.data.len() / size)?;
+    let dims = engine_protocol::internal::resolve_shape(&t.shape, t.data.len() / size)?;
     dims.into_iter().map(|d| i64::try_from(d).ok()).collect()
 }
 

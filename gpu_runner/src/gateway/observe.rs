@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use engine_protocol::frames::RequestType;
+use engine_protocol::RequestType;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use serde_json::{json, Value as Json};
 

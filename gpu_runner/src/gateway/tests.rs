@@ -25,7 +25,7 @@ fn repo() -> PathBuf {
 }
 
 fn release() -> &'static ReleaseSchema {
-    engine_protocol::release("vllm", "0.32.0").unwrap()
+    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
 }
 
 /// A scenario of golden/gateway as the lane loads it.

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use engine_protocol::frames::engine_identity;
+use engine_protocol::engine_identity;
 use tokio::sync::oneshot;
 use zeromq::util::PeerIdentity;
 use zeromq::{DealerSocket, Socket, SocketOptions, SocketSend, ZmqMessage};
@@ -66,6 +66,9 @@ pub enum ScriptError {
     /// What is wrong, with the key's path.
     #[error("{0}")]
     Invalid(String),
+    /// `version` names a release this build has no table for.
+    #[error("mock script: {0}")]
+    UnknownRelease(engine_protocol::UnknownRelease),
 }
 
 impl From<String> for ScriptError {

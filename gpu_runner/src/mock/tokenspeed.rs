@@ -48,10 +48,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use engine_protocol::frames::ENGINE_CORE_DEAD;
 use engine_protocol::schema::tokenspeed::RECEIVE_0_1_1;
 use engine_protocol::typed::tokenspeed::{decode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail};
 use engine_protocol::validate::tokenspeed::{receive, EngineConfig};
+use engine_protocol::ENGINE_CORE_DEAD;
 use engine_protocol::{
     decode_message, decode_message_with, encode_message, Limits, MessageKind, RejectClass, StructValue, Value,
 };
@@ -452,7 +452,7 @@ impl Mock<'_> {
                 // has no string rid and gets nothing.
                 let ty = MessageKind::EngineCoreRequest.payload_type(rel);
                 let root = MessageKind::EngineCoreRequest.name_in(rel);
-                let decoded = engine_protocol::decode::decode_payload(root, ty, &slices[1..], &limits).ok();
+                let decoded = engine_protocol::decode_payload(root, ty, &slices[1..], &limits).ok();
                 let Some((rid, input_len)) = decoded.and_then(|d| match d.value {
                     Value::Struct(s) => {
                         s.str_field("rid").map(|rid| (rid.to_string(), ints(s.get("input_ids")).len() as i64))
@@ -492,7 +492,7 @@ impl Mock<'_> {
     /// Starts a request the receive path accepted.
     fn admit(&mut self, req: &StructValue) -> Result<Vec<BatchRow>, String> {
         let fin = receive(req, &RECEIVE_0_1_1, &self.script.engine_config())
-            .map_err(|v| format!("{}: {}", v.field, v.message))?;
+            .map_err(|v| format!("{}: {}", v.path(), v.message))?;
         let rid = req.str_field("rid").ok_or("ADD without a string rid")?.to_string();
         if self.pending_aborts.remove(&rid) {
             return Ok(Vec::new());

@@ -42,12 +42,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use engine_protocol::frames::{RequestType, ENGINE_CORE_DEAD};
 use engine_protocol::typed::{
     EngineCoreOutput, EngineCoreOutputs, FinishReason, LogprobsLists, LogprobsTensors, PrefillStats, StopReason,
     UtilityOutput, UtilityResult,
 };
 use engine_protocol::{decode_message, Limits, MessageKind, Tensor, Value};
+use engine_protocol::{RequestType, ENGINE_CORE_DEAD};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv, ZmqMessage};
@@ -686,5 +686,9 @@ fn rows_as_tensors(rows: &Rows) -> LogprobsTensors {
 
 /// `PrefillStats` for a prompt computed from scratch.
 fn prefill_stats(prompt_len: i64) -> PrefillStats {
-    PrefillStats { num_prompt_tokens: prompt_len.into(), num_computed_tokens: prompt_len.into(), ..PrefillStats::default() }
+    PrefillStats {
+        num_prompt_tokens: prompt_len.into(),
+        num_computed_tokens: prompt_len.into(),
+        ..PrefillStats::default()
+    }
 }

@@ -218,8 +218,8 @@ impl Script {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("mock script: {e}"))?;
         let o = v.as_object().ok_or("mock script: expected a JSON object")?;
         let version = o.get("version").and_then(|x| x.as_str()).unwrap_or("0.32.0");
-        let release = engine_protocol::release("vllm", version)
-            .ok_or_else(|| format!("mock script: no schema for vllm {version}"))?;
+        let release =
+            engine_protocol::release(engine_protocol::Dialect::Vllm, version).map_err(ScriptError::UnknownRelease)?;
         let mut s = Script::new(release);
         let int = |k: &str| o.get(k).map(|x| x.as_i64().ok_or(format!("mock script: `{k}` must be an integer")));
         if let Some(i) = int("engine_index") {

@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use engine_protocol::frames::{engine_identity, engine_index};
 use engine_protocol::Value;
+use engine_protocol::{engine_identity, engine_index};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;

@@ -271,7 +271,7 @@ mod tests {
     use super::*;
 
     fn release() -> &'static ReleaseSchema {
-        engine_protocol::release("vllm", "0.32.0").unwrap()
+        engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
     }
 
     #[test]

@@ -54,9 +54,65 @@
 //! of three numpy tensors `[dtype, shape, data]` and an optional list.
 
 pub(crate) mod request;
-pub mod tokenspeed;
+// The TokenSpeed batch decoder, whose public face is [`tokenspeed`] (its
+// direct path alone is `crate::internal`'s).
+#[path = "tokenspeed.rs"]
+pub(crate) mod tokenspeed_direct;
 
-pub use request::{decode_request, decode_request_direct};
+/// TokenSpeed's output batch (`BatchTokenIDOutSlim`) read straight into the
+/// typed struct, with the verdict, struct and drift of
+/// `typed::tokenspeed::decode_typed` (docs/tokenspeed-wire.md §7).
+pub mod tokenspeed {
+    pub use super::tokenspeed_direct::decode_batch;
+}
+
+pub use request::decode_request;
+
+/// How `typed::decode_typed` reads each message: the direct decoder for
+/// `EngineCoreRequest`, the reference path (`decode_typed_via_value`) for
+/// the others (the structs sit below this module; it picks their decoder).
+mod typed_decoders {
+    use crate::decode::Limits;
+    use crate::error::Error;
+    use crate::schema::ReleaseSchema;
+    use crate::typed::{
+        decode_typed_via_value, DecodeFrames, EngineCoreOutputs, EngineCoreReadyResponse, EngineCoreRequest,
+        EngineHandshakeMetadata, HandshakeStatus, StartDpWave, UtilityOutput, UtilityRequest,
+    };
+
+    impl DecodeFrames for EngineCoreRequest {
+        fn decode_frames(
+            release: &'static ReleaseSchema,
+            frames: &[&[u8]],
+            limits: &Limits,
+        ) -> Result<(Self, Vec<String>), Error> {
+            super::decode_request(release, frames, limits)
+        }
+    }
+
+    macro_rules! via_value {
+        ($($t:ident),*) => {$(
+            impl DecodeFrames for $t {
+                fn decode_frames(
+                    release: &'static ReleaseSchema,
+                    frames: &[&[u8]],
+                    limits: &Limits,
+                ) -> Result<(Self, Vec<String>), Error> {
+                    decode_typed_via_value::<Self>(release, frames, limits)
+                }
+            }
+        )*};
+    }
+    via_value!(
+        EngineCoreOutputs,
+        UtilityOutput,
+        EngineCoreReadyResponse,
+        HandshakeStatus,
+        EngineHandshakeMetadata,
+        UtilityRequest,
+        StartDpWave
+    );
+}
 
 use std::ops::Range;
 
@@ -831,7 +887,7 @@ mod tests {
     #[test]
     fn both_vllm_tables_have_the_layout_the_fast_decoder_reads() {
         for v in ["0.32.0", "0.33.0"] {
-            let rel = crate::release("vllm", v).expect("table");
+            let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
             let batch = rel.engine_core_outputs.as_struct().expect("struct");
             assert!(layout_ok(batch, rel.engine_core_output), "{v}");
         }

@@ -45,8 +45,6 @@
 //! winning; `stop` is `str | list[str]`; `_all_stop_token_ids` is a Python
 //! set (duplicates collapse, first occurrence kept).
 
-use std::sync::OnceLock;
-
 use crate::decode::{decode_sub, Limits};
 use crate::error::Error;
 use crate::frames::RequestType;
@@ -55,7 +53,6 @@ use crate::typed::wire::{Rel, WireType};
 use crate::typed::{
     decode_typed_via_value, EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopStrings,
 };
-use crate::validate::{self, Check};
 
 /// Decodes the frames (`[type byte, payload, aux...]`) of one ADD of
 /// `release` into the typed struct, with the verdict, struct and drift of
@@ -76,7 +73,6 @@ pub fn decode_request(
 /// `None` when it hands the message to the reference path (for the
 /// differential tests, the fuzz target and the bench, which check that the
 /// direct path is the one taken).
-#[doc(hidden)]
 pub fn decode_request_direct(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],
@@ -450,7 +446,7 @@ impl Parser<'_, '_, '_> {
     }
 
     /// `SamplingParams` (a map, not nil), its `__post_init__` rules checked
-    /// by [`plainly_valid`].
+    /// by `typed::plainly_valid` (the rule tables' interpreter on the struct).
     fn sampling_params(&mut self, sp: &mut SamplingParams) -> P<()> {
         let n = self.map_len()?;
         self.enter()?;
@@ -521,7 +517,7 @@ impl Parser<'_, '_, '_> {
             }
         }
         self.depth -= 1;
-        if !plainly_valid(sp) {
+        if !crate::typed::plainly_valid(sp) {
             return Err(Bail);
         }
         Ok(())
@@ -630,158 +626,6 @@ fn dedup(xs: &mut Vec<i64>) {
     }
 }
 
-/// A sampling field as the rules read it (the value-tree form of
-/// [`crate::validate`]'s checks, without building the value).
-#[derive(Clone, Copy)]
-enum Field<'a> {
-    Nil,
-    Int(i128),
-    Num(f64),
-    Bool(bool),
-    Str(&'a str),
-    Strs(&'a [String]),
-}
-
-type Get = for<'a> fn(&'a SamplingParams) -> Field<'a>;
-
-fn opt_int(v: Option<i128>) -> Field<'static> {
-    v.map_or(Field::Nil, Field::Int)
-}
-
-fn stops(v: &Option<StopStrings>) -> Field<'_> {
-    match v {
-        None => Field::Nil,
-        Some(StopStrings::One(s)) => Field::Str(s),
-        Some(StopStrings::Many(xs)) => Field::Strs(xs),
-    }
-}
-
-/// The typed field a rule names; `None` for a field no rule read here
-/// names (the rules are then not checked here: every request goes to the
-/// reference path).
-fn getter(name: &str) -> Option<Get> {
-    Some(match name {
-        "n" => |sp| Field::Int(sp.n),
-        "presence_penalty" => |sp| Field::Num(sp.presence_penalty),
-        "frequency_penalty" => |sp| Field::Num(sp.frequency_penalty),
-        "repetition_penalty" => |sp| Field::Num(sp.repetition_penalty),
-        "temperature" => |sp| Field::Num(sp.temperature),
-        "top_p" => |sp| Field::Num(sp.top_p),
-        "top_k" => |sp| Field::Int(sp.top_k),
-        "min_p" => |sp| Field::Num(sp.min_p),
-        "seed" => |sp| opt_int(sp.seed),
-        "stop" => |sp| stops(&sp.stop),
-        "ignore_eos" => |sp| Field::Bool(sp.ignore_eos),
-        "max_tokens" => |sp| opt_int(sp.max_tokens),
-        "min_tokens" => |sp| Field::Int(sp.min_tokens),
-        "logprobs" => |sp| opt_int(sp.logprobs),
-        "prompt_logprobs" => |sp| opt_int(sp.prompt_logprobs),
-        "prompt_logprob_start" => |sp| opt_int(sp.prompt_logprob_start),
-        "flat_logprobs" => |sp| Field::Bool(sp.flat_logprobs),
-        "detokenize" => |sp| Field::Bool(sp.detokenize),
-        "skip_special_tokens" => |sp| Field::Bool(sp.skip_special_tokens),
-        "spaces_between_special_tokens" => |sp| Field::Bool(sp.spaces_between_special_tokens),
-        "include_stop_str_in_output" => |sp| Field::Bool(sp.include_stop_str_in_output),
-        "stream_interval" => |sp| opt_int(sp.stream_interval),
-        "skip_clone" => |sp| Field::Bool(sp.skip_clone),
-        "output_text_buffer_length" => |sp| Field::Int(sp.output_text_buffer_length),
-        "_eos_token_id" => |sp| opt_int(sp.eos_token_id),
-        "bad_words" => |sp| sp.bad_words.as_deref().map_or(Field::Nil, Field::Strs),
-        "thinking_token_budget" => |sp| opt_int(sp.thinking_token_budget),
-        "routed_experts_prompt_start" => |sp| Field::Int(sp.routed_experts_prompt_start),
-        _ => return None,
-    })
-}
-
-/// One rule of [`validate::SAMPLING_PARAMS_RULES`] bound to the typed
-/// fields it reads.
-struct TypedRule {
-    check: Check,
-    field: Get,
-    other: Option<Get>,
-}
-
-/// The sampling rules bound to the typed struct, once; `None` when a rule
-/// names a field or a check this reader does not know.
-fn sampling_rules() -> Option<&'static [TypedRule]> {
-    static RULES: OnceLock<Option<Vec<TypedRule>>> = OnceLock::new();
-    RULES
-        .get_or_init(|| {
-            validate::SAMPLING_PARAMS_RULES
-                .iter()
-                .map(|r| {
-                    let other = match r.check.other() {
-                        Some(o) => Some(getter(o)?),
-                        None => None,
-                    };
-                    Some(TypedRule { check: r.check, field: getter(r.field)?, other })
-                })
-                .collect()
-        })
-        .as_deref()
-}
-
-/// Whether `x` passes `check` (`other`: the field a relation reads), as
-/// [`validate::sampling_params`] judges the same values; `None` for a check
-/// this reader does not know.
-fn passes(check: Check, x: Field<'_>, other: Field<'_>) -> Option<bool> {
-    let int = |f: Field<'_>| if let Field::Int(i) = f { Some(i) } else { None };
-    let num = |f: Field<'_>| match f {
-        Field::Num(v) => Some(v),
-        Field::Int(i) => Some(i as f64),
-        _ => None,
-    };
-    Some(match check {
-        Check::IntAtLeast(min) => int(x).is_none_or(|i| i >= i128::from(min)),
-        Check::IntAtMost(max) => int(x).is_none_or(|i| i <= i128::from(max)),
-        Check::Range { lo, lo_open, hi, hi_open } => num(x).is_none_or(|f| {
-            let above = if lo_open { f > lo } else { f >= lo };
-            let below = if hi_open { f < hi } else { f <= hi };
-            above && below
-        }),
-        Check::NoEmptyString => match x {
-            Field::Str(s) => !s.is_empty(),
-            Field::Strs(xs) => !xs.iter().any(String::is_empty),
-            _ => true,
-        },
-        Check::NotAbove(_) => match (int(x), int(other)) {
-            (Some(a), Some(max)) => a <= max,
-            _ => true,
-        },
-        Check::NeedsTrue(_) => {
-            let present = match x {
-                Field::Str(_) => true,
-                Field::Strs(xs) => !xs.is_empty(),
-                _ => false,
-            };
-            !(present && matches!(other, Field::Bool(false)))
-        }
-        Check::OneWhenBelow { below, .. } => match (int(x), num(other)) {
-            (Some(n), Some(t)) => !(n > 1 && t < below),
-            _ => true,
-        },
-        #[allow(unreachable_patterns)]
-        _ => return None,
-    })
-}
-
-/// Whether every rule of `SamplingParams.__post_init__`
-/// ([`validate::SAMPLING_PARAMS_RULES`], the table
-/// [`validate::sampling_params`] runs) holds for the struct: the same rules,
-/// read from the typed fields, so that a change of the table is a change
-/// here. A field absent from the wire holds its default in the struct, and
-/// the defaults pass every rule, as on the Python side. Conservative:
-/// `false` (a violation, or a rule this reader does not know) sends the
-/// message to the reference path, which runs the table itself and reports
-/// its error.
-pub(crate) fn plainly_valid(sp: &SamplingParams) -> bool {
-    let Some(rules) = sampling_rules() else { return false };
-    rules.iter().all(|r| {
-        let other = r.other.map_or(Field::Nil, |g| g(sp));
-        passes(r.check, (r.field)(sp), other) == Some(true)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,7 +634,7 @@ mod tests {
     #[test]
     fn both_vllm_request_tables_have_the_layout_read_here() {
         for v in ["0.32.0", "0.33.0"] {
-            let rel = crate::release("vllm", v).expect("table");
+            let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
             let s = table(rel).expect("a known request table");
             let names: Vec<&str> = s.fields.iter().map(|f| f.name).collect();
             assert_eq!(names, REQUEST_FIELDS, "{v}");
@@ -861,21 +705,6 @@ mod tests {
         for (bytes, want) in cases {
             assert_eq!(read_int(bytes, 0).ok().map(|(v, _)| v), want, "{bytes:x?}");
         }
-    }
-
-    #[test]
-    fn every_sampling_rule_is_read_from_the_typed_struct() {
-        // A rule naming a field or a check this reader does not know would
-        // send every request to the reference path.
-        assert_eq!(sampling_rules().map(<[_]>::len), Some(validate::SAMPLING_PARAMS_RULES.len()));
-        assert!(plainly_valid(&SamplingParams::default()));
-        let greedy_n2 = SamplingParams { n: 2, temperature: 0.0, ..Default::default() };
-        assert!(!plainly_valid(&greedy_n2));
-        let stop_no_detok =
-            SamplingParams { stop: Some(StopStrings::Many(vec!["x".into()])), detokenize: false, ..Default::default() };
-        assert!(!plainly_valid(&stop_no_detok));
-        let nan = SamplingParams { top_p: f64::NAN, ..Default::default() };
-        assert!(!plainly_valid(&nan));
     }
 
     #[test]

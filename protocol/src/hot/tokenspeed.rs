@@ -51,7 +51,6 @@ pub fn decode_batch(
 /// `None` when it hands the frames to the reference path (for the
 /// differential tests and the fuzz target, which check that the direct
 /// path is the one taken).
-#[doc(hidden)]
 pub fn decode_batch_direct(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],

@@ -14,10 +14,12 @@
 //! tables (`tokenspeed`) come from TokenSpeed's classes the same way
 //! (docs/tokenspeed-wire.md).
 //!
-//! The tables are pure data: they call no code of the codec. Which decoder
-//! rules apply to a struct is a data tag ([`Rules`], interpreted by
-//! `crate::validate::check`); the defaults as values and wire bytes are
-//! computed by the codec on first use and cached in each struct's entry.
+//! The tables are pure data: this module imports nothing of the crate
+//! above it. Which decoder rules apply to a struct is a data tag
+//! ([`Rules`], interpreted by the validation layer); what the codec
+//! computes from a table (defaults as values and as wire bytes, resolved
+//! rule tables) is cached by the layer that computes it, keyed by the
+//! struct's identity (`crate::registry`), never in the entry.
 //!
 //! Two properties of msgspec structs are not layouts of their own:
 //! - a *tagged* `array_like` struct (TokenSpeed's) writes its class name as
@@ -191,30 +193,10 @@ pub struct StructSchema {
     pub fields: &'static [Field],
     /// The decoder's rules for this struct, if any.
     pub validate: Option<Rules>,
-    /// A cache the codec fills on first use with every field's default as a
-    /// value and as wire bytes (`crate::value::Defaults`); no table sets it.
-    #[doc(hidden)]
-    pub defaults: DefaultValues,
-}
-
-/// The codec's cache of a struct's defaults (see `crate::value::Defaults`):
-/// the tables hold an empty cell, [`DefaultValues::NEW`].
-#[doc(hidden)]
-pub struct DefaultValues(pub(crate) std::sync::OnceLock<crate::value::Defaults>);
-
-/// The same whether or not the cache is filled yet: a table entry's `Debug`
-/// text must not depend on what was decoded before.
-impl std::fmt::Debug for DefaultValues {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DefaultValues")
-    }
-}
-
-impl DefaultValues {
-    /// An empty cell, for the `defaults` field of a table entry. Each use
-    /// in a `static` is its own cell, which is the point.
-    #[allow(clippy::declare_interior_mutable_const)]
-    pub const NEW: DefaultValues = DefaultValues(std::sync::OnceLock::new());
+    /// The msgspec tag a tagged `array_like` struct writes as element 0 of
+    /// its array, before the fields (docs/tokenspeed-wire.md §3; msgspec's
+    /// default tag is the class name); `None` for untagged structs.
+    pub tag: Option<&'static str>,
 }
 
 impl StructSchema {
@@ -233,7 +215,7 @@ impl StructSchema {
     /// its array (docs/tokenspeed-wire.md §3); `None` for untagged structs.
     #[inline]
     pub fn tag(&self) -> Option<&'static str> {
-        tokenspeed::TAGS.iter().find(|(s, _)| std::ptr::eq(*s, self)).map(|(_, t)| *t)
+        self.tag
     }
 
     /// The position of field `name`.
@@ -248,11 +230,93 @@ impl StructSchema {
     }
 }
 
+/// An engine family whose wire this crate speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// vLLM EngineCore (docs/wire-protocol.md).
+    Vllm,
+    /// TokenSpeed's `--zmq-msgpack` scheduler wire (docs/tokenspeed-wire.md).
+    TokenSpeed,
+}
+
+impl Dialect {
+    /// Every dialect.
+    pub const ALL: [Dialect; 2] = [Dialect::Vllm, Dialect::TokenSpeed];
+
+    /// Its name in case files and reports (`vllm`, `tokenspeed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Vllm => "vllm",
+            Dialect::TokenSpeed => "tokenspeed",
+        }
+    }
+
+    /// Every release of this dialect this crate has a table for.
+    pub fn releases(self) -> &'static [&'static ReleaseSchema] {
+        match self {
+            Dialect::Vllm => VLLM_RELEASES,
+            Dialect::TokenSpeed => TOKENSPEED_RELEASES,
+        }
+    }
+}
+
+impl std::fmt::Display for Dialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dialect name this crate does not know (`"dialect"` of a case file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDialect {
+    /// The name given.
+    pub name: String,
+}
+
+impl std::fmt::Display for UnknownDialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known: Vec<&str> = Dialect::ALL.iter().map(|d| d.as_str()).collect();
+        write!(f, "unknown dialect `{}` (known: {})", self.name, known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownDialect {}
+
+impl std::str::FromStr for Dialect {
+    type Err = UnknownDialect;
+
+    /// From its name in case files (`vllm`, `tokenspeed`).
+    fn from_str(s: &str) -> Result<Dialect, UnknownDialect> {
+        Dialect::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| UnknownDialect { name: s.to_string() })
+    }
+}
+
+/// A release this crate has no table for: the dialect and version asked
+/// for, and the versions of that dialect there are tables for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownRelease {
+    /// The dialect asked for.
+    pub dialect: Dialect,
+    /// The version asked for.
+    pub version: String,
+    /// The versions of `dialect` with a table.
+    pub known: Vec<&'static str>,
+}
+
+impl std::fmt::Display for UnknownRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no schema table for {} {} (tables: {})", self.dialect, self.version, self.known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownRelease {}
+
 /// The message kinds of one dialect and release.
 #[derive(Debug)]
 pub struct ReleaseSchema {
-    /// `vllm` or `tokenspeed`.
-    pub dialect: &'static str,
+    /// The engine family.
+    pub dialect: Dialect,
     /// The engine release (`0.33.0`).
     pub version: &'static str,
     /// Message roots, as `Ty::Struct` so the codec can start from them.
@@ -291,24 +355,33 @@ impl Ty {
     }
 }
 
-/// Every vLLM EngineCore release this crate has a table for (the dialect the
-/// typed layer, `arbitrary` and the fuzzers cover).
-pub static RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0];
+/// Every vLLM EngineCore release this crate has a table for, oldest first
+/// (the dialect the typed layer, `arbitrary` and the fuzzers cover).
+pub static VLLM_RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0];
+
+/// Every TokenSpeed release this crate has a table for, oldest first.
+pub static TOKENSPEED_RELEASES: &[&ReleaseSchema] = &[&tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
 
 /// Every release of every dialect this crate has a table for.
 pub static ALL_RELEASES: &[&ReleaseSchema] =
     &[&vllm::V0_32_0, &vllm::V0_33_0, &tokenspeed::GIT_57B49061, &tokenspeed::V0_1_1];
 
-/// The table for `dialect` at `version`, if there is one.
-pub fn release(dialect: &str, version: &str) -> Option<&'static ReleaseSchema> {
-    ALL_RELEASES.iter().copied().find(|r| r.dialect == dialect && r.version == version)
+/// The table for `dialect` at `version`; the error names what was asked
+/// for and the versions there are tables for.
+pub fn release(dialect: Dialect, version: &str) -> Result<&'static ReleaseSchema, UnknownRelease> {
+    let releases = dialect.releases();
+    releases.iter().copied().find(|r| r.version == version).ok_or_else(|| UnknownRelease {
+        dialect,
+        version: version.to_string(),
+        known: releases.iter().map(|r| r.version).collect(),
+    })
 }
 
 impl ReleaseSchema {
     /// Whether this is a TokenSpeed table (tagged structs, its own frame
     /// rules and receive path: `crate::message`).
     pub fn is_tokenspeed(&self) -> bool {
-        self.dialect == "tokenspeed"
+        self.dialect == Dialect::TokenSpeed
     }
 
     /// Every struct reachable from this release's message roots, each once,

@@ -21,7 +21,7 @@
 //!   (`TokenizedGenerateReqInput`) and the output batch
 //!   (`BatchTokenIDOutSlim`) are also *tagged*: element 0 of the array is the
 //!   class name, the fields follow from element 1 (docs/tokenspeed-wire.md
-//!   §3). The tag is not a field: it is recorded in [`TAGS`] and read through
+//!   §3). The tag is not a field: it is the table entry's
 //!   [`super::StructSchema::tag`];
 //! - fields declared `kw_only` with defaults may precede required ones, so the
 //!   shortest array a receiver takes ends at the last required field
@@ -41,7 +41,7 @@
 //! table is consulted.
 
 use super::Default as D;
-use super::{DefaultValues, EnumSchema, Field, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
+use super::{Dialect, EnumSchema, Field, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -70,17 +70,6 @@ static OPT_DICT_STR_FLOAT: Ty = Ty::Optional(&DICT_STR_FLOAT);
 static TORCH: Ty = Ty::Tensor(TensorKind::Torch);
 static OPT_TORCH: Ty = Ty::Optional(&TORCH);
 static DICT_STR_TORCH: Ty = Ty::Dict(&STR, &TORCH);
-
-// ===== tags =====
-
-/// The msgspec tag (element 0 of the wire array) of every tagged struct of
-/// this dialect. msgspec's default tag is the class name.
-pub static TAGS: &[(&StructSchema, &str)] = &[
-    (&TOKENIZED_GENERATE_REQ_INPUT, "TokenizedGenerateReqInput"),
-    (&BATCH_TOKEN_ID_OUT_SLIM, "BatchTokenIDOutSlim"),
-    (&TOKENIZED_GENERATE_REQ_INPUT_08_03, "TokenizedGenerateReqInput"),
-    (&BATCH_TOKEN_ID_OUT_SLIM_08_03, "BatchTokenIDOutSlim"),
-];
 
 // ===== the ADD payload =====
 
@@ -123,7 +112,7 @@ pub static SAMPLING_PARAMS: StructSchema = StructSchema {
         f("is_normalized", &BOOL, D::Bool(false)),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `SessionParams` (untagged, array_like).
@@ -137,7 +126,7 @@ pub static SESSION_PARAMS: StructSchema = StructSchema {
         f("replace", &OPT_BOOL, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_SESSION_PARAMS: Ty = Ty::Optional(&Ty::Struct(&SESSION_PARAMS));
 
@@ -151,7 +140,7 @@ pub static INT_PAIR: StructSchema = StructSchema {
     layout: Layout::Tuple,
     fields: &[f("0", &INT, D::Required), f("1", &INT, D::Required)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_LIST_INT_PAIR: Ty = Ty::Optional(&Ty::List(&Ty::Struct(&INT_PAIR)));
 
@@ -161,7 +150,7 @@ pub static SHM_TENSOR_HANDLE: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("shm_name", &STR, D::Required), f("shape", &LIST_INT, D::Required), f("dtype", &TORCH, D::Required)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_SHM_TENSOR_HANDLE: Ty = Ty::Optional(&Ty::Struct(&SHM_TENSOR_HANDLE));
 
@@ -182,7 +171,7 @@ pub static MULTIMODAL_DATA_ITEM: StructSchema = StructSchema {
         f("encode_handshake", &OPT_DICT_ANY_ANY, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `MultimodalInputs` (untagged, array_like).
@@ -199,7 +188,7 @@ pub static MULTIMODAL_INPUTS: StructSchema = StructSchema {
         f("mrope_position_delta_repeated_cache", &OPT_TORCH, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_MULTIMODAL_INPUTS: Ty = Ty::Optional(&Ty::Struct(&MULTIMODAL_INPUTS));
 
@@ -210,7 +199,7 @@ pub static TOKENIZED_GENERATE_REQ_INPUT: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: &REQUEST_FIELDS,
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: Some("TokenizedGenerateReqInput"),
 };
 
 /// The 08-03 `TokenizedGenerateReqInput`: 0.1.1's without
@@ -220,7 +209,7 @@ pub static TOKENIZED_GENERATE_REQ_INPUT_08_03: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: REQUEST_FIELDS.split_at(23).0,
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: Some("TokenizedGenerateReqInput"),
 };
 
 /// The request's fields in declaration order (0.1.1; every earlier version
@@ -262,7 +251,7 @@ pub static BATCH_TOKEN_ID_OUT_SLIM: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: &OUTPUT_FIELDS,
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: Some("BatchTokenIDOutSlim"),
 };
 
 /// The 08-03 `BatchTokenIDOutSlim`: `rids` and the seven required columns,
@@ -272,7 +261,7 @@ pub static BATCH_TOKEN_ID_OUT_SLIM_08_03: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: OUTPUT_FIELDS.split_at(8).0,
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: Some("BatchTokenIDOutSlim"),
 };
 
 /// The output batch's fields in declaration order (0.1.1; 08-03 has the
@@ -307,7 +296,7 @@ pub static WIRE_READY_MESSAGE: StructSchema = StructSchema {
         f("parallel_config_hash", &OPT_STR, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `WireHandshakeAddresses`: every field defaulted.
@@ -322,7 +311,7 @@ pub static WIRE_HANDSHAKE_ADDRESSES: StructSchema = StructSchema {
         f("frontend_stats_publish_address", &OPT_STR, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// INIT: `WireHandshakeInitMessage`. The engine then needs at least one
@@ -335,7 +324,7 @@ pub static WIRE_HANDSHAKE_INIT_MESSAGE: StructSchema = StructSchema {
         f("parallel_config", &DICT_ANY_ANY, D::EmptyDict),
     ],
     validate: Some(Rules::TokenSpeedHandshakeInit),
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// The ready response: `WireEngineCoreReadyResponse`, 19 fields, all
@@ -346,7 +335,7 @@ pub static WIRE_ENGINE_CORE_READY_RESPONSE: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &READY_FIELDS_0_1_1,
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// The 08-03 ready response: 18 fields, the page size as `block_size` where
@@ -356,7 +345,7 @@ pub static WIRE_ENGINE_CORE_READY_RESPONSE_08_03: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &READY_FIELDS_08_03,
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 static READY_FIELDS_0_1_1: [Field; 19] = ready_fields([
@@ -418,13 +407,8 @@ const READY_TAIL: [Field; 13] = [
 /// for (utility and wave messages, structured-output params, a per-request
 /// output struct): a struct with no fields that `crate::message` never
 /// decodes or encodes for this dialect.
-pub static NOT_IN_DIALECT: StructSchema = StructSchema {
-    name: "NotInTokenSpeed",
-    layout: Layout::Positional,
-    fields: &[],
-    validate: None,
-    defaults: DefaultValues::NEW,
-};
+pub static NOT_IN_DIALECT: StructSchema =
+    StructSchema { name: "NotInTokenSpeed", layout: Layout::Positional, fields: &[], validate: None, tag: None };
 
 // ===== release =====
 
@@ -443,7 +427,7 @@ static ROOT_READY_08_03: Ty = Ty::Struct(&WIRE_ENGINE_CORE_READY_RESPONSE_08_03)
 /// `engine_core_request` is the ADD payload `TokenizedGenerateReqInput`,
 /// `engine_core_outputs` the output batch `BatchTokenIDOutSlim`.
 pub static V0_1_1: ReleaseSchema = ReleaseSchema {
-    dialect: "tokenspeed",
+    dialect: Dialect::TokenSpeed,
     version: "0.1.1",
     engine_core_request: &ROOT_REQUEST,
     sampling_params: &SAMPLING_PARAMS,
@@ -463,7 +447,7 @@ pub static V0_1_1: ReleaseSchema = ReleaseSchema {
 /// 9-element output batch, `block_size` in the ready response. The other
 /// structs (`SamplingParams`, the handshake, multimodal inputs) are 0.1.1's.
 pub static GIT_57B49061: ReleaseSchema = ReleaseSchema {
-    dialect: "tokenspeed",
+    dialect: Dialect::TokenSpeed,
     version: "git-57b49061",
     engine_core_request: &ROOT_REQUEST_08_03,
     sampling_params: &SAMPLING_PARAMS,

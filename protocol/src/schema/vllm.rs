@@ -11,7 +11,7 @@
 //!   `coordinator_input_address` and `coordinator_output_address`.
 
 use super::Default as D;
-use super::{DefaultValues, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
+use super::{Dialect, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
 
 use super::common::{f, ANY, BOOL, FLOAT, INT, LIST_INT, LIST_STR, OPT_BOOL, OPT_FLOAT, OPT_INT, OPT_STR, STR};
 
@@ -72,7 +72,7 @@ pub static PLACEHOLDER_RANGE: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("offset", &INT, D::Required), f("length", &INT, D::Required), f("is_embed", &OPT_TORCH, D::Nil)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// One element of a `MultiModalKwargsItem` as vLLM's encoder hook writes
@@ -82,7 +82,7 @@ pub static MULTI_MODAL_FIELD_ELEM: StructSchema = StructSchema {
     layout: Layout::OpenMap,
     fields: &[f("data", &Ty::Optional(&Ty::NestedTensors), D::Required), f("field", &ANY, D::Required)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static MM_KWARGS_ITEM: Ty = Ty::Dict(&STR, &Ty::Struct(&MULTI_MODAL_FIELD_ELEM));
 static OPT_MM_KWARGS_ITEM: Ty = Ty::Optional(&MM_KWARGS_ITEM);
@@ -101,7 +101,7 @@ pub static MULTI_MODAL_FEATURE_SPEC: StructSchema = StructSchema {
         f("mm_hash", &OPT_STR, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_LIST_MM_FEATURES: Ty = Ty::Optional(&Ty::List(&Ty::Struct(&MULTI_MODAL_FEATURE_SPEC)));
 
@@ -111,7 +111,7 @@ pub static LATE_INTERACTION_PARAMS: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: &[f("mode", &STR, D::Required), f("query_key", &STR, D::Required), f("query_uses", &OPT_INT, D::Nil)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `LateChunkingParams` (0.33): array_like.
@@ -120,7 +120,7 @@ pub static LATE_CHUNKING_PARAMS: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: &[f("chunk_size", &INT, D::Required)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 static POOLING_TASK: Ty =
@@ -153,7 +153,7 @@ pub static POOLING_PARAMS_0_32: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: pooling_params_fields!(),
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `PoolingParams` 0.33: array_like, 11 elements (`late_chunking_params`).
@@ -162,7 +162,7 @@ pub static POOLING_PARAMS_0_33: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: pooling_params_fields!(f("late_chunking_params", &OPT_LATE_CHUNKING, D::Nil)),
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `KvHintAction`: a map Struct.
@@ -176,7 +176,7 @@ pub static KV_HINT_ACTION: StructSchema = StructSchema {
         f("payload", &DICT_STR_ANY, D::Required),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `KvHintsEnvelope` (0.32+): a map Struct.
@@ -189,7 +189,7 @@ pub static KV_HINTS_ENVELOPE: StructSchema = StructSchema {
         f("actions", &Ty::List(&Ty::Struct(&KV_HINT_ACTION)), D::Required),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_KV_HINTS: Ty = Ty::Optional(&Ty::Struct(&KV_HINTS_ENVELOPE));
 
@@ -213,7 +213,7 @@ pub static STRUCTURED_OUTPUTS_PARAMS: StructSchema = StructSchema {
         f("_backend_was_auto", &BOOL, D::Bool(false)),
     ],
     validate: Some(Rules::StructuredOutputsParams),
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_STRUCTURED_OUTPUTS: Ty = Ty::Optional(&Ty::Struct(&STRUCTURED_OUTPUTS_PARAMS));
 
@@ -227,7 +227,7 @@ pub static REPETITION_DETECTION_PARAMS: StructSchema = StructSchema {
         f("min_count", &INT, D::Int(0)),
     ],
     validate: Some(Rules::RepetitionDetectionParams),
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_REPETITION_DETECTION: Ty = Ty::Optional(&Ty::Struct(&REPETITION_DETECTION_PARAMS));
 
@@ -282,7 +282,7 @@ pub static SAMPLING_PARAMS: StructSchema = StructSchema {
         f("trace_decode_token_ids", &OPT_LIST_INT, D::Nil),
     ],
     validate: Some(Rules::SamplingParams),
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_SAMPLING_PARAMS: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_PARAMS));
 
@@ -300,7 +300,7 @@ pub static LORA_REQUEST: StructSchema = StructSchema {
         f("is_3d_lora_weight", &BOOL, D::Bool(false)),
     ],
     validate: Some(Rules::LoraRequest),
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_LORA_REQUEST: Ty = Ty::Optional(&Ty::Struct(&LORA_REQUEST));
 
@@ -336,7 +336,7 @@ macro_rules! engine_core_request {
                 f("kv_hints", &OPT_KV_HINTS, D::Nil),
             ],
             validate: None,
-            defaults: DefaultValues::NEW,
+            tag: None,
         };
     };
 }
@@ -355,7 +355,7 @@ pub static UTILITY_REQUEST: StructSchema = StructSchema {
         f("args", &ANY, D::Required),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// START_DP_WAVE payload `[wave, exclude_engine_index]`.
@@ -364,7 +364,7 @@ pub static START_DP_WAVE: StructSchema = StructSchema {
     layout: Layout::Tuple,
     fields: &[f("wave", &INT, D::Required), f("exclude_engine_index", &OPT_INT, D::Required)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 // ===== engine -> client =====
@@ -381,7 +381,7 @@ pub static LOGPROBS_LISTS: StructSchema = StructSchema {
         f("cu_num_generated_tokens", &OPT_LIST_INT, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_LOGPROBS_LISTS: Ty = Ty::Optional(&Ty::Struct(&LOGPROBS_LISTS));
 
@@ -397,7 +397,7 @@ pub static LOGPROBS_TENSORS: StructSchema = StructSchema {
         f("cu_num_generated_tokens_tensor", &OPT_TORCH, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_LOGPROBS_TENSORS: Ty = Ty::Optional(&Ty::Struct(&LOGPROBS_TENSORS));
 
@@ -407,7 +407,7 @@ pub static ENGINE_CORE_EVENT: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("type", &ENGINE_CORE_EVENT_TYPE_TY, D::Required), f("timestamp", &FLOAT, D::Required)],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static LIST_EVENTS: Ty = Ty::List(&Ty::Struct(&ENGINE_CORE_EVENT));
 static OPT_LIST_EVENTS: Ty = Ty::Optional(&LIST_EVENTS);
@@ -425,7 +425,7 @@ pub static PREFILL_STATS: StructSchema = StructSchema {
         f("num_cache_creation_tokens", &INT, D::Int(0)),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_PREFILL_STATS: Ty = Ty::Optional(&Ty::Struct(&PREFILL_STATS));
 
@@ -435,7 +435,7 @@ pub static REQUEST_ERROR: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: &[f("code", &STR, D::Required), f("message", &STR, D::Required), f("retryable", &BOOL, D::Bool(false))],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_REQUEST_ERROR: Ty = Ty::Optional(&Ty::Struct(&REQUEST_ERROR));
 
@@ -449,7 +449,7 @@ pub static SAMPLING_MASK_LISTS: StructSchema = StructSchema {
         f("cu_num_generated_tokens", &OPT_LIST_INT, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_SAMPLING_MASK: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_MASK_LISTS));
 
@@ -465,7 +465,7 @@ pub static REQUEST_SPEC_DECODE_METRICS: StructSchema = StructSchema {
         f("per_step_drafted", &LIST_INT, D::EmptyList),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_SPEC_DECODE_METRICS: Ty = Ty::Optional(&Ty::Struct(&REQUEST_SPEC_DECODE_METRICS));
 
@@ -487,7 +487,7 @@ pub static SCHEDULER_ITERATION_DETAILS: StructSchema = StructSchema {
         f("is_dummy", &BOOL, D::Bool(false)),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 static CACHE_HIT_SOURCE: Ty = Ty::StrLiteral(&["device", "host", "p2p", "disk", "external_unspecified"]);
@@ -507,7 +507,7 @@ pub static PREFIX_CACHE_STATS: StructSchema = StructSchema {
         f("hits_by_source", &Ty::Dict(&CACHE_HIT_SOURCE, &INT), D::EmptyDict),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `KVCacheEvictionEvent`: a dataclass (map).
@@ -520,7 +520,7 @@ pub static KV_CACHE_EVICTION_EVENT: StructSchema = StructSchema {
         f("reuse_gaps_seconds", &Ty::List(&FLOAT), D::Required),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `SpecDecodingStats`: a dataclass (map).
@@ -536,7 +536,7 @@ pub static SPEC_DECODING_STATS: StructSchema = StructSchema {
         f("num_draft_tokens_per_pos", &LIST_INT, D::EmptyList),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `CUDAGraphStat`: a dataclass (map).
@@ -550,7 +550,7 @@ pub static CUDA_GRAPH_STAT: StructSchema = StructSchema {
         f("runtime_mode", &STR, D::Required),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 static OPT_DICT_STR_INT: Ty = Ty::Optional(&DICT_STR_INT);
@@ -569,7 +569,7 @@ pub static DEBUG_PERF_STATS: StructSchema = StructSchema {
         f("num_write_bytes_per_gpu_breakdown", &OPT_DICT_STR_INT, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `PerfStats`: a dataclass (map).
@@ -583,7 +583,7 @@ pub static PERF_STATS: StructSchema = StructSchema {
         f("debug_stats", &Ty::Optional(&Ty::Struct(&DEBUG_PERF_STATS)), D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `SchedulerStats`: a dataclass of 18 fields (map16). Its default for
@@ -612,7 +612,7 @@ pub static SCHEDULER_STATS: StructSchema = StructSchema {
         f("perf_stats", &Ty::Optional(&Ty::Struct(&PERF_STATS)), D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_SCHEDULER_STATS: Ty = Ty::Optional(&Ty::Struct(&SCHEDULER_STATS));
 
@@ -631,7 +631,7 @@ pub static KV_EVENTS_CONFIG: StructSchema = StructSchema {
         f("topic", &STR, D::Str("")),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_KV_EVENTS_CONFIG: Ty = Ty::Optional(&Ty::Struct(&KV_EVENTS_CONFIG));
 
@@ -667,7 +667,7 @@ pub static ENGINE_CORE_OUTPUT_0_32: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: engine_core_output_fields!(),
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `EngineCoreOutput` 0.33: array_like, 19 elements (`error` appended).
@@ -676,7 +676,7 @@ pub static ENGINE_CORE_OUTPUT_0_33: StructSchema = StructSchema {
     layout: Layout::Positional,
     fields: engine_core_output_fields!(f("error", &OPT_REQUEST_ERROR, D::Nil)),
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `UtilityOutput`: array_like, always 3 elements.
@@ -689,7 +689,7 @@ pub static UTILITY_OUTPUT: StructSchema = StructSchema {
         f("result", &Ty::Optional(&Ty::UtilityResult), D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 static OPT_UTILITY_OUTPUT: Ty = Ty::Optional(&Ty::Struct(&UTILITY_OUTPUT));
 
@@ -711,7 +711,7 @@ macro_rules! engine_core_outputs {
                 f("weight_version", &OPT_STR, D::Nil),
             ],
             validate: None,
-            defaults: DefaultValues::NEW,
+            tag: None,
         };
     };
 }
@@ -731,7 +731,7 @@ pub static HANDSHAKE_STATUS: StructSchema = StructSchema {
         f("parallel_config_hash", &STR, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `EngineZmqAddresses`: a dataclass.
@@ -746,7 +746,7 @@ pub static ENGINE_ZMQ_ADDRESSES: StructSchema = StructSchema {
         f("frontend_stats_publish_address", &OPT_STR, D::Nil),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 static PARALLEL_VALUE: Ty = Ty::Union(&[Ty::Int, Ty::Str, Ty::List(&INT)]);
@@ -761,7 +761,7 @@ pub static HANDSHAKE_INIT: StructSchema = StructSchema {
         f("parallel_config", &DICT_STR_PARALLEL_VALUE, D::Required),
     ],
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 macro_rules! ready_response_fields {
@@ -803,7 +803,7 @@ pub static READY_RESPONSE_0_32: StructSchema = StructSchema {
     layout: Layout::FullMap,
     fields: ready_response_fields!(),
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 /// `EngineCoreReadyResponse` 0.33: 28 fields.
@@ -816,7 +816,7 @@ pub static READY_RESPONSE_0_33: StructSchema = StructSchema {
         f("coordinator_output_address", &OPT_STR, D::Nil)
     ),
     validate: None,
-    defaults: DefaultValues::NEW,
+    tag: None,
 };
 
 // ===== releases =====
@@ -835,7 +835,7 @@ static ROOT_READY_0_33: Ty = Ty::Struct(&READY_RESPONSE_0_33);
 
 /// vLLM 0.32.0.
 pub static V0_32_0: ReleaseSchema = ReleaseSchema {
-    dialect: "vllm",
+    dialect: Dialect::Vllm,
     version: "0.32.0",
     engine_core_request: &ROOT_REQUEST_0_32,
     sampling_params: &SAMPLING_PARAMS,
@@ -852,7 +852,7 @@ pub static V0_32_0: ReleaseSchema = ReleaseSchema {
 
 /// vLLM 0.33.0.
 pub static V0_33_0: ReleaseSchema = ReleaseSchema {
-    dialect: "vllm",
+    dialect: Dialect::Vllm,
     version: "0.33.0",
     engine_core_request: &ROOT_REQUEST_0_33,
     sampling_params: &SAMPLING_PARAMS,

@@ -549,24 +549,24 @@ fn request_value(rel: &'static ReleaseSchema, r: &EngineCoreRequest) -> Result<V
 
 /// Step: the rules of [`validate::SAMPLING_PARAMS_RULES`] (vLLM's
 /// `__post_init__` / `_verify_args`, the table the decoder judges by) on
-/// the draft; `only` limits them to one field's own rules (no relations).
+/// the draft, by the decoder's own interpreter
+/// ([`validate::first_violation`], on the typed struct); `only` limits
+/// them to one field's own rules (no relations). A rule on a field `rel`'s
+/// table lacks is not run, as on the engine.
 pub fn check_sampling_rules(
     draft: &SamplingParams,
     rel: &'static ReleaseSchema,
     only: Option<&str>,
 ) -> Result<(), TranslateError> {
-    let probe = EngineCoreRequest { sampling_params: Some(draft.clone()), ..EngineCoreRequest::default() };
-    let v = request_value(rel, &probe)?;
-    let Some(sp) = (match &v {
-        Value::Struct(s) => s.struct_field("sampling_params"),
-        _ => None,
-    }) else {
-        return Ok(());
-    };
-    let all = validate::SAMPLING_PARAMS_RULES;
-    let rules: Vec<validate::Rule> =
-        all.iter().copied().filter(|r| only.is_none_or(|f| r.field == f && !r.check.is_relation())).collect();
-    validate::first_violation(sp, &rules).or_else(|v| err(&v.field, format!("{} {}", v.field, v.message)))
+    let table = rel.sampling_params;
+    let known = |name: &str| table.index_of(name).is_some();
+    let rules: Vec<validate::Rule> = validate::SAMPLING_PARAMS_RULES
+        .iter()
+        .copied()
+        .filter(|r| only.is_none_or(|f| r.field == f && !r.check.is_relation()))
+        .filter(|r| known(r.field) && r.check.other().is_none_or(known))
+        .collect();
+    validate::first_violation(draft, &rules).or_else(|v| err(&v.path(), format!("{} {}", v.path(), v.message)))
 }
 
 /// Step: `SamplingParams.verify` and the input processor's vocabulary

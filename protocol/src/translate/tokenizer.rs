@@ -4,7 +4,7 @@
 //! prompt (what vLLM's fast incremental detokenizer uses).
 //!
 //! Pure like the rest of the crate: the caller reads the model directory's
-//! files ([`ModelFiles`]); `conformance::kinds::load_tokenizer` does that for
+//! files ([`ModelFiles`]); `engine_testkit::model::ModelDir` does that for
 //! a directory.
 #![warn(missing_docs)]
 

@@ -195,9 +195,6 @@ pub fn gateway_field(sampling_field: &str) -> String {
         "regex" => "structured_outputs.regex".into(),
         "ebnf" => "structured_outputs.grammar".into(),
         "structural_tag" => "structured_outputs.structural_tag".into(),
-        "json_schema,regex,ebnf" => {
-            "structured_outputs.json,structured_outputs.regex,structured_outputs.grammar".into()
-        }
         other => other.into(),
     }
 }
@@ -398,14 +395,15 @@ pub fn translate(
     })?;
     ts::normalize(&mut sp);
     if let Err(v) = ts::verify(&sp, info.vocab_size) {
-        let class = if v.field == "logprobs" {
-            Unsupported
-        } else if v.field.contains(',') {
-            Conflict
-        } else {
-            InvalidValue
+        // A rule on several fields is a conflict between them; the one
+        // logprob count TokenSpeed carries is a limit of its wire.
+        let class = match v.fields.as_slice() {
+            ["logprobs"] => Unsupported,
+            [_, _, ..] => Conflict,
+            _ => InvalidValue,
         };
-        return refuse(class, &gateway_field(&v.field), v.message);
+        let field = v.fields.iter().map(|f| gateway_field(f)).collect::<Vec<_>>().join(",");
+        return refuse(class, &field, v.message);
     }
     let return_logprob = logprobs.is_some();
     if (return_logprob || req.prompt_logprobs.is_some()) && !info.enable_output_logprobs {
@@ -435,7 +433,7 @@ pub fn translate(
     // The engine socket's logprob gate, on what is sent (it cannot fail
     // after the checks above; kept so the two can never drift apart).
     if let Err(v) = ts::logprob_gate(r, &RECEIVE_0_1_1, &info.engine_config()) {
-        return refuse(Unsupported, "logprobs", format!("{}: {}", v.field, v.message));
+        return refuse(Unsupported, "logprobs", format!("{}: {}", v.path(), v.message));
     }
 
     let stop = StopParams {

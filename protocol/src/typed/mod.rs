@@ -56,7 +56,7 @@
 //! leaves them out.
 //!
 //! The direct encoder (`encode`) writes the struct straight to bytes, with
-//! the rules of [`crate::encode`] (docs/wire-protocol.md §5, tensors §5.11),
+//! the rules of [`crate::encode_payload`] (docs/wire-protocol.md §5, tensors §5.11),
 //! byte-identical to vLLM's encoder; it checks types, enum values and
 //! release fields but not the rules vLLM's decoder runs (`__post_init__`,
 //! [`crate::validate`]). [`EngineCoreRequest::encode_checked`] runs those
@@ -81,14 +81,15 @@
 
 #[rustfmt::skip]
 pub mod generated;
-#[doc(hidden)]
-pub mod wire;
+pub(crate) mod wire;
 // TokenSpeed's wire messages as typed structs (docs/tokenspeed-wire.md);
 // documented by its own `//!` (an outer doc here would resolve its links
 // in this module).
+mod sampling_rules;
 pub mod tokenspeed;
 
 pub use generated::*;
+pub(crate) use sampling_rules::plainly_valid;
 
 mod int_list;
 pub use int_list::{IntList, Iter as IntListIter, WIRE_INT_MAX, WIRE_INT_MIN};
@@ -104,6 +105,7 @@ use crate::value::{StructValue, Tensor, Value};
 
 /// Why a request finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FinishReason {
     /// 0: a stop string or stop token, or EOS.
     Stop = 0,
@@ -150,6 +152,7 @@ impl FinishReason {
 
 /// `RequestOutputKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RequestOutputKind {
     /// 0: every output so far.
     Cumulative = 0,
@@ -182,6 +185,7 @@ pub enum StopReason {
 
 /// The one structured-output constraint of a request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Constraint {
     /// A JSON schema, as text or as a JSON object (a map on the wire).
     Json(Value),
@@ -270,7 +274,7 @@ impl StructuredOutputs {
         crate::validate::structured_outputs_params(v).map_err(|violation| {
             Error::new(
                 RejectClass::Validation,
-                format!("StructuredOutputsParams.{}", violation.field).trim_end_matches('.').to_string(),
+                format!("StructuredOutputsParams.{}", violation.path()).trim_end_matches('.').to_string(),
                 violation.message,
             )
         })?;
@@ -489,6 +493,7 @@ impl<'a> OutputView<'a> {
 
 /// `EngineCoreEventType` (IntEnum): 1 QUEUED, 2 SCHEDULED, 3 PREEMPTED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EngineCoreEventType {
     /// 1: queued.
     Queued = 1,
@@ -701,37 +706,34 @@ impl WireType for UtilityResult {
 
 // ===== whole messages =====
 
+/// How [`decode_typed`] reads the frames of a message: implemented for
+/// every [`Message`] by the decoding layer above these structs
+/// (`crate::hot`): the direct decoder [`crate::hot::decode_request`] for
+/// `EngineCoreRequest` (same verdicts, struct and drift as the reference
+/// path), [`decode_typed_via_value`] for every other message.
+pub trait DecodeFrames: Sized {
+    /// Decodes the frames of one message as this struct.
+    fn decode_frames(
+        release: &'static ReleaseSchema,
+        frames: &[&[u8]],
+        limits: &Limits,
+    ) -> Result<(Self, Vec<String>), Error>;
+}
+
 /// A generated struct that is a whole message.
-pub trait Message: WireType {
+pub trait Message: WireType + DecodeFrames {
     /// The message kind it is sent as (`HandshakeStatus` is HELLO and
     /// READY alike; its kind here is HELLO).
     const KIND: MessageKind;
     /// The root of error paths.
     const NAME: &'static str;
-
-    /// Decodes the frames of one message as this struct: what
-    /// [`decode_typed`] runs. [`decode_typed_via_value`] for every message
-    /// but `EngineCoreRequest`, which has the direct decoder
-    /// [`crate::hot::decode_request`] (same verdicts, struct and drift).
-    #[doc(hidden)]
-    fn decode_frames(
-        release: &'static ReleaseSchema,
-        frames: &[&[u8]],
-        limits: &Limits,
-    ) -> Result<(Self, Vec<String>), Error> {
-        decode_typed_via_value::<Self>(release, frames, limits)
-    }
 }
 
 macro_rules! message {
     ($t:ident, $kind:ident) => {
-        message!($t, $kind, {});
-    };
-    ($t:ident, $kind:ident, { $($decode:item)* }) => {
         impl Message for $t {
             const KIND: MessageKind = MessageKind::$kind;
             const NAME: &'static str = stringify!($t);
-            $($decode)*
         }
 
         impl $t {
@@ -828,15 +830,7 @@ impl WireSize for EngineHandshakeMetadata {}
 impl WireSize for UtilityRequest {}
 impl WireSize for StartDpWave {}
 
-message!(EngineCoreRequest, EngineCoreRequest, {
-    fn decode_frames(
-        release: &'static ReleaseSchema,
-        frames: &[&[u8]],
-        limits: &Limits,
-    ) -> Result<(Self, Vec<String>), Error> {
-        crate::hot::decode_request(release, frames, limits)
-    }
-});
+message!(EngineCoreRequest, EngineCoreRequest);
 message!(EngineCoreOutputs, EngineCoreOutputs);
 message!(UtilityOutput, UtilityOutput);
 message!(EngineCoreReadyResponse, EngineCoreReadyResponse);
@@ -860,9 +854,7 @@ impl EngineCoreRequest {
     pub fn encode_checked(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
         let plain = self.lora_request.is_none()
             && self.sampling_params.as_ref().is_none_or(|sp| {
-                sp.structured_outputs.is_none()
-                    && sp.repetition_detection.is_none()
-                    && crate::hot::request::plainly_valid(sp)
+                sp.structured_outputs.is_none() && sp.repetition_detection.is_none() && plainly_valid(sp)
             });
         if !plain {
             crate::message::encode_message(release, MessageKind::EngineCoreRequest, &self.to_value(release)?)?;
@@ -897,7 +889,7 @@ pub fn decode_typed<M: Message>(
     frames: &[&[u8]],
     limits: &Limits,
 ) -> Result<(M, Vec<String>), Error> {
-    M::decode_frames(release, frames, limits)
+    <M as DecodeFrames>::decode_frames(release, frames, limits)
 }
 
 /// The reference typed decode: [`decode_message`] (same verdicts, same

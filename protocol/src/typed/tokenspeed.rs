@@ -31,18 +31,20 @@
 //!   a ragged batch with a [`RaggedBatch`] naming the column.
 //!
 //! A gateway's codec path: an ADD written from the struct, an ABORT, and
-//! an output batch read straight into the struct ([`decode_batch`]) and
+//! an output batch read straight into the struct
+//! ([`decode_batch`](crate::hot::tokenspeed::decode_batch)) and
 //! split into per-request rows (here the batch is built from rows, as the
 //! runner's mock engine builds it):
 //!
 //! ```
+//! use engine_protocol::hot::tokenspeed::decode_batch;
 //! use engine_protocol::typed::tokenspeed::{
-//!     decode_batch, encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, SamplingParams,
+//!     encode_abort, BatchRow, BatchTokenIDOutSlim, Finish, LoadTail, Rid, SamplingParams,
 //!     TokenizedGenerateReqInput,
 //! };
-//! use engine_protocol::{release, Limits};
+//! use engine_protocol::{release, Dialect, Limits};
 //!
-//! let ts = release("tokenspeed", "0.1.1").expect("a known release");
+//! let ts = release(Dialect::TokenSpeed, "0.1.1").expect("a known release");
 //! let add = TokenizedGenerateReqInput {
 //!     rid: Some(Rid::One("r1".into())),
 //!     input_ids: Some(vec![1, 2, 3].into()),
@@ -79,11 +81,6 @@ pub mod generated;
 
 pub use generated::*;
 
-/// The output batch straight from the bytes, with [`decode_typed`]'s
-/// result: what a gateway's output loop calls (module
-/// [`crate::hot::tokenspeed`]).
-pub use crate::hot::tokenspeed::decode_batch;
-
 use crate::decode::{decode_payload, Limits};
 use crate::error::{Error, RejectClass};
 use crate::message::{decode_message, decode_message_with, MessageKind};
@@ -102,6 +99,7 @@ pub static RELEASES: &[&ReleaseSchema] = &[&tables::GIT_57B49061, &tables::V0_1_
 /// `tokenspeed.runtime.multimodal.inputs.Modality`: 1 IMAGE, 2 VIDEO,
 /// 3 AUDIO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Modality {
     /// 1: an image.
     Image = 1,

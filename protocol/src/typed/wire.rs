@@ -13,11 +13,11 @@
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
-use crate::schema::{Default as FieldDefault, ReleaseSchema, StructSchema, Ty, RELEASES};
+use crate::schema::{Default as FieldDefault, ReleaseSchema, StructSchema, Ty, VLLM_RELEASES};
 use crate::value::{StructValue, Tensor, Value};
 
 /// A release as the generated code sees it: its table and its position in
-/// [`RELEASES`] (as a bit, so that "the releases that have this field" is
+/// [`VLLM_RELEASES`] (as a bit, so that "the releases that have this field" is
 /// one mask test).
 #[derive(Debug, Clone, Copy)]
 pub struct Rel {
@@ -26,10 +26,10 @@ pub struct Rel {
 }
 
 impl Rel {
-    /// The position of `schema` in [`RELEASES`]; an error for a table that
+    /// The position of `schema` in [`VLLM_RELEASES`]; an error for a table that
     /// is not one of them.
     pub fn of(schema: &'static ReleaseSchema) -> Result<Rel, Error> {
-        RELEASES
+        VLLM_RELEASES
             .iter()
             .position(|r| std::ptr::eq(*r, schema) || (r.dialect == schema.dialect && r.version == schema.version))
             .map(|i| Rel { schema, bit: 1 << i })
@@ -42,7 +42,7 @@ impl Rel {
             })
     }
 
-    /// This release's entry of a per-release table (in [`RELEASES`] order).
+    /// This release's entry of a per-release table (in [`VLLM_RELEASES`] order).
     #[inline(always)]
     pub fn pick(self, per_release: &[usize]) -> usize {
         per_release[self.bit.trailing_zeros() as usize]

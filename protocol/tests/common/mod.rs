@@ -38,17 +38,15 @@ pub fn golden_frames(version: &str, id: &str) -> Vec<Vec<u8>> {
     engine_testkit::corpus::golden_frames("vllm", version, id)
 }
 
-/// The tiny model's tokenizer (golden/tiny), read from disk.
+/// The tiny model's tokenizer (golden/tiny), read from disk by the testkit's
+/// model-directory loader.
 #[cfg(feature = "translate")]
 pub fn tiny_tokenizer() -> Result<engine_protocol::translate::GatewayTokenizer, String> {
-    let dir = engine_testkit::corpus::golden_dir().join("tiny");
-    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
-    let tokenizer_json = std::fs::read(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
-    let (config, generation) = (read("tokenizer_config.json"), read("generation_config.json"));
+    let m = engine_testkit::model::ModelDir::tiny().map_err(|e| e.to_string())?;
     engine_protocol::translate::GatewayTokenizer::from_files(&engine_protocol::translate::tokenizer::ModelFiles {
-        tokenizer_json: &tokenizer_json,
-        tokenizer_config_json: config.as_deref(),
-        generation_config_json: generation.as_deref(),
+        tokenizer_json: &m.tokenizer_json,
+        tokenizer_config_json: m.tokenizer_config_json.as_deref(),
+        generation_config_json: m.generation_config_json.as_deref(),
     })
     .map_err(String::from)
 }

@@ -45,7 +45,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use bytes::Bytes;
 use engine_protocol::view::{from_view, parse_json, to_view};
-use engine_protocol::{Limits, MessageKind, ReleaseSchema, decode_message, encode_message, release};
+use engine_protocol::{Dialect, Limits, MessageKind, ReleaseSchema, decode_message, encode_message, release};
 use serde_json::{Value as Json, json};
 use vllm_engine_core_client::protocol::handshake::{EngineCoreReadyResponse, HandshakeInitMessage, ReadyMessage};
 use vllm_engine_core_client::protocol::output::{EngineCoreOutputs, decode_engine_core_outputs};
@@ -357,7 +357,7 @@ fn answer(request: &Json) -> Json {
     if (dialect, version) != (DIALECT, VERSION) {
         return json!({"skipped": format!("vLLM {VERSION}'s client is not scored against {dialect} {version}")});
     }
-    let (Some(rel), Some(kind)) = (release(dialect, version), MessageKind::parse(message)) else {
+    let (Ok(rel), Some(kind)) = (release(Dialect::Vllm, version), MessageKind::parse(message)) else {
         return json!({"skipped": format!("no schema for {dialect} {version} {message} to render views with")});
     };
     let result = catch_unwind(AssertUnwindSafe(|| {

@@ -1,0 +1,35 @@
+//! Drawing the house: the top-level modules of `engine-protocol`, read from
+//! its sources, use each other without a cycle, so the crate is built
+//! floor by floor (the schema tables at the bottom, importing nothing of
+//! the crate; the codec, the typed structs, the fast decoders and the
+//! translation layer above them).
+
+use std::path::Path;
+
+use engine_testkit::house::Graph;
+
+fn house() -> Graph {
+    Graph::of_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).expect("the crate's sources")
+}
+
+#[test]
+fn the_modules_of_the_crate_use_each_other_without_a_cycle() {
+    let g = house();
+    if let Some(c) = g.cycle() {
+        panic!("{}", g.explain(&c));
+    }
+}
+
+#[test]
+fn the_schema_tables_are_the_ground_floor() {
+    let g = house();
+    let uses: Vec<&String> = g.edges["schema"].keys().collect();
+    assert!(uses.is_empty(), "schema uses {uses:?}");
+}
+
+#[test]
+fn the_typed_structs_sit_below_the_fast_decoders() {
+    let g = house();
+    assert!(g.edges["hot"].contains_key("typed"));
+    assert!(!g.edges["typed"].contains_key("hot"), "typed uses hot: {:?}", g.edges["typed"]["hot"]);
+}
