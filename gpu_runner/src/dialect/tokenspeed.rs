@@ -86,7 +86,7 @@ impl EngineWire for Tokenspeed {
 
 /// A row's token ids as the gateway side keeps them. The wire allows ids up
 /// to 2^64-1 (docs/wire-protocol.md §6.4); no vocabulary has one above
-/// `i64::MAX`, so [`narrow_tokens`] keeps such an id as `i64::MAX`, itself
+/// `i64::MAX`, so the decoder keeps such an id as `i64::MAX`, itself
 /// no tokenizer's id, and every row a gateway hands on holds `i64`s.
 pub fn row_tokens(row: &BatchRow) -> &[i64] {
     row.output_ids.as_i64().unwrap_or(&[])
