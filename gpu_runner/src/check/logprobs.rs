@@ -14,7 +14,8 @@ use engine_protocol::{StructValue, Value};
 use super::error::CheckFailure;
 use super::observation::Observation;
 
-fn int_list(v: Option<&Value>) -> Vec<i64> {
+/// A `list[int]` value's integers (token ids of an output).
+pub(crate) fn int_list(v: Option<&Value>) -> Vec<i64> {
     match v {
         Some(Value::IntArray(xs)) => xs.clone(),
         Some(Value::Array(xs)) => {

@@ -19,6 +19,7 @@ use serde_json::{json, Value as Json};
 
 use super::vllm::{Step, Vllm};
 use crate::check::adapt::Observe;
+use crate::check::logprobs::int_list;
 use crate::check::Observation;
 use crate::replay::run::{
     collect, fail, json_to_value, now_secs, request_id, set_path, ChildResult, Context, Replay, RequestResult,
@@ -236,14 +237,4 @@ async fn run_raw(
     }
     res.children = vec![c];
     res
-}
-
-fn int_list(v: Option<&Value>) -> Vec<i64> {
-    match v {
-        Some(Value::IntArray(xs)) => xs.clone(),
-        Some(Value::Array(xs)) => {
-            xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-        }
-        _ => Vec::new(),
-    }
 }
