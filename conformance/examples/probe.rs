@@ -1,0 +1,64 @@
+//! One codec path on one golden case, for instruction counts
+//! (docs/bench.md, "Instruction counts across the module restructuring"):
+//! `probe <case.json> <iterations> <path>`, with `path` one of `vdec` /
+//! `venc` (the value decoder and encoder), `tdec` / `tenc` (`decode_typed`
+//! and the typed structs' direct encode), `hot` (`decode_request` or
+//! `decode_outputs`). Instructions per call:
+//!
+//! ```sh
+//! cargo build --release -p conformance --example probe
+//! for n in 20 120; do valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!   target/release/examples/probe golden/vllm/0.33.0/output/batch_64.json $n tenc; done
+//! # (instructions at 120 - instructions at 20) / 100
+//! ```
+use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
+use engine_protocol::{decode_message, encode_message, Limits, MessageKind};
+use std::hint::black_box;
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a[1]).unwrap()).unwrap();
+    let kind = MessageKind::parse(j["message"].as_str().unwrap()).unwrap();
+    let frames: Vec<Vec<u8>> =
+        j["frames"].as_array().unwrap().iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect();
+    let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+    let rel = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.33.0").unwrap();
+    let n: usize = a[2].parse().unwrap();
+    let lim = Limits::default();
+    let value = decode_message(rel, kind, &refs, &lim).unwrap().value;
+    let is_req = kind == MessageKind::EngineCoreRequest;
+    let treq = if is_req { Some(decode_typed::<EngineCoreRequest>(rel, &refs, &lim).unwrap().0) } else { None };
+    let tout = if !is_req { Some(decode_typed::<EngineCoreOutputs>(rel, &refs, &lim).unwrap().0) } else { None };
+    for _ in 0..n {
+        match a[3].as_str() {
+            "vdec" => {
+                black_box(decode_message(rel, kind, black_box(&refs), &lim).unwrap());
+            }
+            "venc" => {
+                black_box(encode_message(rel, kind, black_box(&value)).unwrap());
+            }
+            "tdec" => {
+                if is_req {
+                    black_box(decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &lim).unwrap());
+                } else {
+                    black_box(decode_typed::<EngineCoreOutputs>(rel, black_box(&refs), &lim).unwrap());
+                }
+            }
+            "tenc" => {
+                if let Some(r) = &treq {
+                    black_box(black_box(r).encode(rel).unwrap());
+                }
+                if let Some(o) = &tout {
+                    black_box(black_box(o).encode(rel).unwrap());
+                }
+            }
+            "hot" => {
+                if is_req {
+                    black_box(engine_protocol::decode_request(rel, black_box(&refs), &lim).unwrap());
+                } else {
+                    black_box(engine_protocol::decode_outputs(rel, black_box(&refs), &lim).unwrap());
+                }
+            }
+            m => panic!("mode {m}"),
+        }
+    }
+}
