@@ -1,8 +1,25 @@
-//! Profiling helper (not part of the suite): `prof <case.json> <iters> <dec|enc|hot>`
-//! (`hot`: the fast output decoder, `engine_protocol::hot::decode_outputs`;
-//! `conv`: the typed API's conversion of a decoded request to its struct).
+//! Profiling helper (not part of the suite): `prof <case.json> <iters> <path>`
+//! on one golden case of vLLM 0.33.0, printing the time per call. Paths:
+//! `dec` / `enc` (the value decoder and encoder, `decode_message` /
+//! `encode_message`), `tdec` / `tenc` (`decode_typed` and the typed
+//! structs' direct encode), `hot` (the fast decoders:
+//! `engine_protocol::hot::decode_request` for an ADD,
+//! `engine_protocol::hot::decode_outputs` for an output batch), `conv` (the
+//! typed API's conversion of a decoded request to its struct).
+//!
+//! Instructions per call (docs/bench.md, "Instruction counts across the
+//! module restructuring"):
+//!
+//! ```sh
+//! cargo build --release -p conformance --example prof
+//! for n in 20 120; do valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!   target/release/examples/prof golden/vllm/0.33.0/output/batch_64.json $n tenc; done
+//! # (instructions at 120 - instructions at 20) / 100
+//! ```
+use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
 use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
+use std::hint::black_box;
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -15,25 +32,44 @@ fn main() {
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
     let rel = release(Dialect::Vllm, "0.33.0").unwrap();
     let n: usize = a[2].parse().unwrap();
-    let value = decode_message(rel, kind, &refs, &Limits::default()).unwrap().value;
+    let lim = Limits::default();
+    let value = decode_message(rel, kind, &refs, &lim).unwrap().value;
+    let is_req = kind == MessageKind::EngineCoreRequest;
+    let treq = if is_req { Some(decode_typed::<EngineCoreRequest>(rel, &refs, &lim).unwrap().0) } else { None };
+    let tout = if is_req { None } else { Some(decode_typed::<EngineCoreOutputs>(rel, &refs, &lim).unwrap().0) };
     let t = std::time::Instant::now();
-    if a[3] == "hot" {
-        for _ in 0..n {
-            let h = engine_protocol::hot::decode_outputs(rel, std::hint::black_box(&refs), &Limits::default());
-            std::hint::black_box(h.unwrap());
-        }
-    } else if a[3] == "conv" {
-        for _ in 0..n {
-            let r = engine_protocol::typed::EngineCoreRequest::from_value(rel, std::hint::black_box(&value));
-            std::hint::black_box(r.unwrap());
-        }
-    } else if a[3] == "dec" {
-        for _ in 0..n {
-            std::hint::black_box(decode_message(rel, kind, std::hint::black_box(&refs), &Limits::default()).unwrap());
-        }
-    } else {
-        for _ in 0..n {
-            std::hint::black_box(encode_message(rel, kind, std::hint::black_box(&value)).unwrap());
+    for _ in 0..n {
+        match a[3].as_str() {
+            "dec" => {
+                black_box(decode_message(rel, kind, black_box(&refs), &lim).unwrap());
+            }
+            "enc" => {
+                black_box(encode_message(rel, kind, black_box(&value)).unwrap());
+            }
+            "tdec" if is_req => {
+                black_box(decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &lim).unwrap());
+            }
+            "tdec" => {
+                black_box(decode_typed::<EngineCoreOutputs>(rel, black_box(&refs), &lim).unwrap());
+            }
+            "tenc" => {
+                if let Some(r) = &treq {
+                    black_box(black_box(r).encode(rel).unwrap());
+                }
+                if let Some(o) = &tout {
+                    black_box(black_box(o).encode(rel).unwrap());
+                }
+            }
+            "hot" if is_req => {
+                black_box(engine_protocol::hot::decode_request(rel, black_box(&refs), &lim).unwrap());
+            }
+            "hot" => {
+                black_box(engine_protocol::hot::decode_outputs(rel, black_box(&refs), &lim).unwrap());
+            }
+            "conv" => {
+                black_box(EngineCoreRequest::from_value(rel, black_box(&value)).unwrap());
+            }
+            other => panic!("unknown path {other:?}: dec, enc, tdec, tenc, hot or conv"),
         }
     }
     println!("{:?}/iter", t.elapsed() / n as u32);
