@@ -193,6 +193,22 @@ impl Drop for MockTask {
     }
 }
 
+/// Runs a mock's `serve` until it ends, `stop` fires (`stopped`) or the
+/// script's lifetime passes (`lifetime_end`), whichever comes first: every
+/// dialect's mock ends the same three ways.
+async fn serve_until<T>(
+    lifetime: Duration,
+    stop: oneshot::Receiver<()>,
+    serve: impl Future<Output = Result<T, String>>,
+    lifetime_end: T,
+    stopped: T,
+) -> Result<T, String> {
+    tokio::select! {
+        r = tokio::time::timeout(lifetime, serve) => r.unwrap_or(Ok(lifetime_end)),
+        _ = stop => Ok(stopped),
+    }
+}
+
 /// Notes something in a mock's log.
 fn note<L>(log: &Mutex<L>, f: impl FnOnce(&mut L)) {
     if let Ok(mut l) = log.lock() {

@@ -60,7 +60,7 @@ use tokio::time::Instant;
 use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv};
 
 use super::tokens::{generated_token, ints, sampled_token};
-use super::{dealer, note, send, MockDialect, MockError, ScriptError};
+use super::{dealer, note, send, serve_until, MockDialect, MockError, ScriptError};
 use crate::dialect::Tokenspeed;
 
 /// `DEFAULT_FORCE_STREAM_INTERVAL`: a non-stream request still gets a row
@@ -238,14 +238,9 @@ pub async fn run(
     log: Arc<Mutex<Log>>,
     stop: oneshot::Receiver<()>,
 ) -> Result<(), MockError> {
-    let lifetime = script.lifetime;
-    let result = tokio::select! {
-        r = tokio::time::timeout(lifetime, serve(&handshake, &script, &log)) => match r {
-            Ok(r) => r,
-            Err(_) => Ok("lifetime".to_string()),
-        },
-        _ = stop => Ok("stopped".to_string()),
-    };
+    let lifetime_end = "lifetime".to_string();
+    let result =
+        serve_until(script.lifetime, stop, serve(&handshake, &script, &log), lifetime_end, "stopped".to_string()).await;
     let ended = match &result {
         Ok(e) => e.clone(),
         Err(e) => format!("error: {e}"),

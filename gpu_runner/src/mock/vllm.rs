@@ -54,7 +54,7 @@ use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv, ZmqMessage};
 
 use super::tokens::{ints, sampled_token};
 use super::vllm_script::{Fault, InputRecord, Log, Rows, Script, ScriptedStep, Then};
-use super::{dealer, note, send, MockDialect, MockError};
+use super::{dealer, note, send, serve_until, MockDialect, MockError};
 use crate::dialect::Vllm;
 use crate::transport::handshake;
 
@@ -80,21 +80,13 @@ pub async fn run(
     log: Arc<Mutex<Log>>,
     stop: oneshot::Receiver<()>,
 ) -> Result<(), MockError> {
-    let lifetime = script.lifetime;
-    let result = tokio::select! {
-        r = tokio::time::timeout(lifetime, serve(&handshake, &script, &log)) => match r {
-            Ok(r) => r,
-            Err(_) => Ok(Ended::Lifetime),
-        },
-        _ = stop => Ok(Ended::Stopped),
-    };
+    let result =
+        serve_until(script.lifetime, stop, serve(&handshake, &script, &log), Ended::Lifetime, Ended::Stopped).await;
     let ended = match &result {
         Ok(e) => format!("{e:?}"),
         Err(e) => format!("error: {e}"),
     };
-    if let Ok(mut l) = log.lock() {
-        l.ended = Some(ended);
-    }
+    note(&log, |l| l.ended = Some(ended));
     result.map(|_| ()).map_err(MockError::Serve)
 }
 
