@@ -126,6 +126,18 @@ fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
     dims.into_iter().map(|d| i64::try_from(d).ok()).collect()
 }
 
+/// The gateway's translation of `req`, arriving now (both the checked and
+/// the raw path send what it gives).
+fn translate_now(
+    ctx: &Context<'_, Vllm>,
+    info: &EngineInfo,
+    req: &GenerateRequest,
+) -> Result<translate::Translated, translate::TranslateError> {
+    let mut opts = ctx.options.clone();
+    opts.arrival_time = now_secs();
+    translate::translate(req, info, ctx.tokenizer, &opts)
+}
+
 fn refused(e: &translate::TranslateError) -> Option<(String, String)> {
     Some((e.class.as_str().to_string(), e.to_string()))
 }
@@ -140,9 +152,7 @@ async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, sp
         }
     };
     res.prompt = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
-    let mut opts = ctx.options.clone();
-    opts.arrival_time = now_secs();
-    let t = match translate::translate(&req, info, ctx.tokenizer, &opts) {
+    let t = match translate_now(ctx, info, &req) {
         Ok(t) => t,
         Err(e) => {
             res.refused = refused(&e);
@@ -190,9 +200,7 @@ async fn run_raw(
                     return res;
                 }
             };
-            let mut opts = ctx.options.clone();
-            opts.arrival_time = now_secs();
-            let t = match translate::translate(&req, info, ctx.tokenizer, &opts) {
+            let t = match translate_now(ctx, info, &req) {
                 Ok(t) => t,
                 Err(e) => {
                     res.refused = refused(&e);
