@@ -43,7 +43,8 @@ pub fn encode_payload_unvalidated(root: &'static str, ty: &'static Ty, value: &V
 }
 
 fn encode_with(root: &'static str, ty: &'static Ty, value: &Value, validate: bool) -> Result<Vec<Vec<u8>>, Error> {
-    let mut e = Encoder { out: Vec::with_capacity(256), aux: Vec::new(), validate };
+    let mut e =
+        Encoder { out: Vec::with_capacity(256), aux: Vec::new(), validate, recent_defaults: RecentDefaults::default() };
     e.value(ty, value).map_err(|err| err.under(root))?;
     let mut frames = Vec::with_capacity(1 + e.aux.len());
     frames.push(e.out);
@@ -60,7 +61,12 @@ pub fn encode_into(
     out: &mut Vec<u8>,
     aux: &mut Vec<Vec<u8>>,
 ) -> Result<(), Error> {
-    let mut e = Encoder { out: std::mem::take(out), aux: std::mem::take(aux), validate: true };
+    let mut e = Encoder {
+        out: std::mem::take(out),
+        aux: std::mem::take(aux),
+        validate: true,
+        recent_defaults: RecentDefaults::default(),
+    };
     let r = e.value(ty, value).map_err(|err| err.under(root));
     *out = e.out;
     *aux = e.aux;
@@ -70,7 +76,8 @@ pub fn encode_into(
 /// The encoding of `value` as `ty` when it needs no aux frame (used for
 /// defaults); `None` if it cannot be encoded that way.
 pub(crate) fn encode_plain(ty: &'static Ty, value: &Value) -> Option<Vec<u8>> {
-    let mut e = Encoder { out: Vec::new(), aux: Vec::new(), validate: false };
+    let mut e =
+        Encoder { out: Vec::new(), aux: Vec::new(), validate: false, recent_defaults: RecentDefaults::default() };
     e.value(ty, value).ok()?;
     e.aux.is_empty().then_some(e.out)
 }
@@ -128,11 +135,38 @@ impl WireDefaults {
     }
 }
 
+/// A few structs' wire defaults, the most recently added first (see
+/// [`Encoder::recent_defaults`]).
+#[derive(Default)]
+struct RecentDefaults([Option<(&'static StructSchema, &'static WireDefaults)>; 4]);
+
+impl RecentDefaults {
+    #[inline]
+    fn of(&mut self, s: &'static StructSchema) -> &'static WireDefaults {
+        for i in 0..self.0.len() {
+            match self.0[i] {
+                Some((seen, d)) if std::ptr::eq(seen, s) => return d,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let d = WireDefaults::of(s);
+        self.0.rotate_right(1);
+        self.0[0] = Some((s, d));
+        d
+    }
+}
+
 struct Encoder {
     out: Vec<u8>,
     aux: Vec<Vec<u8>>,
     /// Run the schema's validators on every struct written.
     validate: bool,
+    /// The structs whose defaults were looked up last, with their
+    /// defaults: a batch repeats a few structs (each output of an
+    /// `EngineCoreOutputs` and its logprobs), so most lookups are a pointer
+    /// compare or two instead of the registry's hash probe.
+    recent_defaults: RecentDefaults,
 }
 
 /// Builds error paths while unwinding, so encoding pays nothing for them
@@ -335,11 +369,13 @@ impl Encoder {
                 }
                 // Fields not held are defaults: each run of them is one copy
                 // of their precomputed bytes.
-                let defaults = WireDefaults::of(s);
+                // Looked up when a field is first found not held, once per
+                // struct.
+                let mut defaults = None;
                 let mut next = 0;
                 for (i, x) in v.entries() {
                     let i = *i as usize;
-                    self.default_run(s, defaults, next, i)?;
+                    self.default_run(s, &mut defaults, next, i)?;
                     let field = &s.fields[i];
                     if matches!(x, Value::Nil) && matches!(field.ty, Ty::Optional(_) | Ty::Any) {
                         write::nil(&mut self.out);
@@ -348,7 +384,7 @@ impl Encoder {
                     }
                     next = i + 1;
                 }
-                self.default_run(s, defaults, next, s.fields.len())?;
+                self.default_run(s, &mut defaults, next, s.fields.len())?;
             }
             Layout::SparseMap => {
                 let n = v.entries().iter().filter(|(i, x)| !is_default(x, &s.fields[*i as usize].default)).count();
@@ -384,14 +420,40 @@ impl Encoder {
 
     /// Writes the defaults of fields `a..b` (an error names the first
     /// required field among them).
-    #[inline]
-    fn default_run(&mut self, s: &'static StructSchema, d: &WireDefaults, a: usize, b: usize) -> Result<(), Error> {
+    #[inline(always)]
+    fn default_run(
+        &mut self,
+        s: &'static StructSchema,
+        defaults: &mut Option<&'static WireDefaults>,
+        a: usize,
+        b: usize,
+    ) -> Result<(), Error> {
         if a >= b {
             return Ok(());
         }
+        self.write_defaults(s, defaults, a, b)
+    }
+
+    /// [`Encoder::default_run`] for a run that is not empty.
+    fn write_defaults(
+        &mut self,
+        s: &'static StructSchema,
+        defaults: &mut Option<&'static WireDefaults>,
+        a: usize,
+        b: usize,
+    ) -> Result<(), Error> {
+        let d = *defaults.get_or_insert_with(|| self.recent_defaults.of(s));
         match d.wire_run(a, b) {
             Some(bytes) => {
-                self.out.extend_from_slice(bytes);
+                // Most runs are a few nils: pushed, not copied with memcpy.
+                if bytes.len() <= 8 {
+                    self.out.reserve(bytes.len());
+                    for &x in bytes {
+                        self.out.push(x);
+                    }
+                } else {
+                    self.out.extend_from_slice(bytes);
+                }
                 Ok(())
             }
             None => {

@@ -290,83 +290,81 @@ impl Rule {
     /// value of the field a relation reads ([`FieldRef::Nil`] when there is
     /// none). The interpreter of every single-field and relation check;
     /// a check on several fields ([`Check::AtMostOneSet`]) reads them
-    /// itself in [`Rule::judge`] and passes here.
-    #[inline]
-    pub fn eval(&self, x: FieldRef<'_>, other: FieldRef<'_>) -> Result<(), Violation> {
-        let fail = |message: String| Err(Violation::new(self.field, message));
+    /// itself in [`Rule::judge`] and passes here. Its violation, when it
+    /// fails, is [`Rule::eval`]'s, built out of line: the per-request path
+    /// asks only this (inlined there, into one loop over the table).
+    #[inline(always)]
+    pub fn holds(&self, x: FieldRef<'_>, other: FieldRef<'_>) -> bool {
         match self.check {
-            Check::IntAtLeast(min) => match x.int() {
-                Some(i) if i < i128::from(min) => fail(format!("{}, got {i}", self.message)),
-                _ => Ok(()),
-            },
-            Check::IntAtMost(max) => match x.int() {
-                Some(i) if i > i128::from(max) => fail(format!("{}, got {i}", self.message)),
-                _ => Ok(()),
-            },
+            Check::IntAtLeast(min) => !matches!(x.int(), Some(i) if i < i128::from(min)),
+            Check::IntAtMost(max) => !matches!(x.int(), Some(i) if i > i128::from(max)),
             Check::Range { lo, lo_open, hi, hi_open } => match x.num() {
                 Some(f) => {
                     let above = if lo_open { f > lo } else { f >= lo };
                     let below = if hi_open { f < hi } else { f <= hi };
-                    if above && below {
-                        Ok(())
-                    } else {
-                        fail(format!("{}, got {f}", self.message))
-                    }
+                    above && below
                 }
-                None => Ok(()),
+                None => true,
             },
-            Check::NotBelow(lo) => match x.num() {
-                Some(f) if f < lo => fail(format!("{}, got {f}", self.message)),
-                _ => Ok(()),
+            Check::NotBelow(lo) => !matches!(x.num(), Some(f) if f < lo),
+            Check::NoEmptyString => match x {
+                FieldRef::Str(s) => !s.is_empty(),
+                FieldRef::List { empty_str, .. } => !empty_str,
+                _ => true,
             },
-            Check::NoEmptyString => {
-                let empty = match x {
-                    FieldRef::Str(s) => s.is_empty(),
-                    FieldRef::List { empty_str, .. } => empty_str,
-                    _ => false,
-                };
-                if empty {
-                    fail(self.message.to_string())
-                } else {
-                    Ok(())
-                }
+            Check::IntAtLeastUnless { min, except } => {
+                !matches!(x.int(), Some(i) if i < i128::from(min) && i != i128::from(except))
             }
-            Check::IntAtLeastUnless { min, except } => match x.int() {
-                Some(i) if i < i128::from(min) && i != i128::from(except) => fail(format!("{}, got {i}", self.message)),
-                _ => Ok(()),
-            },
-            Check::IntBelowUnless { max, except } => match x.int() {
-                Some(i) if i >= i128::from(max) && i != i128::from(except) => {
-                    fail(format!("{}, got {i}", self.message))
-                }
-                _ => Ok(()),
-            },
-            Check::IntIs(want) => match x.int() {
-                Some(i) if i != i128::from(want) => fail(format!("{}, got {i}", self.message)),
-                _ => Ok(()),
-            },
-            Check::NotAbove(_) => match (x.int(), other.int()) {
-                (Some(a), Some(max)) if a > max => fail(format!("{} ({max}), got {a}", self.message)),
-                _ => Ok(()),
-            },
+            Check::IntBelowUnless { max, except } => {
+                !matches!(x.int(), Some(i) if i >= i128::from(max) && i != i128::from(except))
+            }
+            Check::IntIs(want) => !matches!(x.int(), Some(i) if i != i128::from(want)),
+            Check::NotAbove(_) => !matches!((x.int(), other.int()), (Some(a), Some(max)) if a > max),
             Check::NeedsTrue(_) => {
                 let present = match x {
                     FieldRef::Str(_) => true,
                     FieldRef::List { len, .. } => len > 0,
                     _ => false,
                 };
-                if present && other == FieldRef::Bool(false) {
-                    fail(self.message.to_string())
-                } else {
-                    Ok(())
-                }
+                !(present && other == FieldRef::Bool(false))
             }
-            Check::OneWhenBelow { below, .. } => match (x.int(), other.num()) {
-                (Some(n), Some(t)) if n > 1 && t < below => fail(format!("{}, got {n}", self.message)),
-                _ => Ok(()),
-            },
-            Check::AtMostOneSet(_) => Ok(()),
+            Check::OneWhenBelow { below, .. } => {
+                !matches!((x.int(), other.num()), (Some(n), Some(t)) if n > 1 && t < below)
+            }
+            Check::AtMostOneSet(_) => true,
         }
+    }
+
+    /// [`Rule::holds`], with the violation when it does not: the rule's
+    /// message and the value that failed it.
+    #[inline]
+    pub fn eval(&self, x: FieldRef<'_>, other: FieldRef<'_>) -> Result<(), Violation> {
+        if self.holds(x, other) {
+            Ok(())
+        } else {
+            Err(self.violation(x, other))
+        }
+    }
+
+    /// The violation of a rule that does not hold for `x` (and `other`).
+    #[cold]
+    #[inline(never)]
+    fn violation(&self, x: FieldRef<'_>, other: FieldRef<'_>) -> Violation {
+        let int = |r: FieldRef<'_>| r.int().unwrap_or_default();
+        let message = match self.check {
+            Check::IntAtLeast(_)
+            | Check::IntAtMost(_)
+            | Check::IntAtLeastUnless { .. }
+            | Check::IntBelowUnless { .. }
+            | Check::IntIs(_)
+            | Check::OneWhenBelow { .. } => format!("{}, got {}", self.message, int(x)),
+            Check::Range { .. } | Check::NotBelow(_) => {
+                format!("{}, got {}", self.message, x.num().unwrap_or_default())
+            }
+            Check::NotAbove(_) => format!("{} ({}), got {}", self.message, int(other), int(x)),
+            Check::NoEmptyString | Check::NeedsTrue(_) | Check::AtMostOneSet(_) => self.message.to_string(),
+        };
+        Violation::new(self.field, message)
     }
 
     /// Runs the rule on `f`: its field (and the field a relation reads, or

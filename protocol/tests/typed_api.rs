@@ -378,3 +378,48 @@ fn an_output_batch_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_fra
         assert_eq!(typed.encode(rel).unwrap(), built, "{}", rel.version);
     }
 }
+
+#[test]
+fn a_field_set_among_absent_ones_is_written_in_its_own_place() {
+    // The direct encoder writes a run of absent optional fields in one go
+    // when all are absent; each field of such a run set alone must still be
+    // written where the value encoder writes it.
+    use engine_protocol::typed::StopReason;
+    let rel = v033();
+    let outputs = [
+        EngineCoreOutput { finish_reason: Some(FinishReason::Length), ..Default::default() },
+        EngineCoreOutput { stop_reason: Some(StopReason::Text("x".into())), ..Default::default() },
+        EngineCoreOutput { stop_reason: Some(StopReason::TokenId(7)), ..Default::default() },
+        EngineCoreOutput { kv_transfer_params: Some(vec![("k".into(), Value::Int(1))]), ..Default::default() },
+        EngineCoreOutput { trace_headers: Some(vec![("a".into(), "b".into())]), ..Default::default() },
+        EngineCoreOutput { mm_cache_miss_hashes: Some(vec!["h".into()]), ..Default::default() },
+        EngineCoreOutput { events: Some(vec![]), ..Default::default() },
+    ];
+    for o in outputs {
+        let batch = EngineCoreOutputs {
+            outputs: vec![EngineCoreOutput { request_id: "r".into(), new_token_ids: vec![5].into(), ..o }],
+            ..Default::default()
+        };
+        let value = batch.to_value(rel).unwrap();
+        let via_value = encode_message(rel, MessageKind::EngineCoreOutputs, &value).unwrap();
+        assert_eq!(batch.encode(rel).unwrap(), via_value, "{batch:?}");
+    }
+    let requests = [
+        EngineCoreRequest { cache_salt: Some("salt".into()), ..Default::default() },
+        EngineCoreRequest { data_parallel_rank: Some(1), ..Default::default() },
+        EngineCoreRequest { prompt_is_token_ids: Some(vec![true]), ..Default::default() },
+        EngineCoreRequest { reasoning_ended: Some(false), ..Default::default() },
+        EngineCoreRequest { session_id: Some("s".into()), ..Default::default() },
+    ];
+    for r in requests {
+        let request = EngineCoreRequest {
+            request_id: "r".into(),
+            prompt_token_ids: Some(vec![1, 2].into()),
+            sampling_params: Some(SamplingParams::default()),
+            ..r
+        };
+        let value = request.to_value(rel).unwrap();
+        let via_value = encode_message(rel, MessageKind::EngineCoreRequest, &value).unwrap();
+        assert_eq!(request.encode(rel).unwrap(), via_value, "{request:?}");
+    }
+}

@@ -275,6 +275,21 @@ impl UStruct {
             && (self.partial(f) || f.default == D::Nil || (self.layout == Layout::OpenMap && f.default != D::Required))
     }
 
+    /// The bytes an absent field is written as, when the field is held as
+    /// an `Option` in every release (`nil`, or the default for a wrapped
+    /// field); `None` for a field that is always set or per-release.
+    fn none_bytes(&self, f: &UField) -> Option<Vec<u8>> {
+        if self.partial(f) || is_rid_union(f) {
+            None
+        } else if is_optional(f.ty) {
+            Some(vec![0xc0])
+        } else if self.wrapped(f) {
+            Some(default_bytes(&f.default))
+        } else {
+            None
+        }
+    }
+
     fn field_ty(&self, f: &UField) -> String {
         if is_rid_union(f) {
             return "Option<Rid>".into();
@@ -733,33 +748,30 @@ fn gen_encode(o: &mut String, u: &UStruct) {
         }
         Layout::OpenMap => unreachable!(),
     }
-    for f in &u.fields {
-        let id = ident(f.name);
-        let seg = format!(".{}", f.name);
-        let key = if u.is_map() { format!("e.raw({}); ", key_lit(f.name)) } else { String::new() };
-        let write_value = if u.wrapped(f) {
-            format!(
-                "match &self.{id} {{ Some(x) => WireType::encode(x, rel, e).at({seg:?})?, None => e.raw({}) }}",
-                bytes_lit(&default_bytes(&f.default))
-            )
+    // Positional structs: a run of two or more absent-able fields (held as
+    // `Option`, in every release) is written in one go when all are absent
+    // (the common case: an output's optional fields are mostly unset),
+    // instead of one test and one byte push per field.
+    let mut i = 0;
+    while i < u.fields.len() {
+        let run = if u.is_map() { 0 } else { u.fields[i..].iter().take_while(|f| u.none_bytes(f).is_some()).count() };
+        if run >= 2 {
+            let fields = &u.fields[i..i + run];
+            let none: Vec<u8> = fields.iter().flat_map(|f| u.none_bytes(f).unwrap_or_default()).collect();
+            let test: Vec<String> = fields.iter().map(|f| format!("self.{}.is_none()", ident(f.name))).collect();
+            let _ = writeln!(o, "        if {} {{", test.join("\n            && "));
+            let _ = writeln!(o, "            e.raw({});", bytes_lit(&none));
+            o.push_str("        } else {\n");
+            for f in fields {
+                let mut one = String::new();
+                gen_encode_field(&mut one, u, f);
+                o.push_str(&one.replace("\n        ", "\n            ").replacen("        ", "            ", 1));
+            }
+            o.push_str("        }\n");
+            i += run;
         } else {
-            format!("WireType::encode(&self.{id}, rel, e).at({seg:?})?")
-        };
-        let body = if u.layout == Layout::SparseMap {
-            format!("if {} {{ {key}{write_value}; count += 1; }}", set_check(u, f))
-        } else {
-            format!("{key}{write_value};")
-        };
-        if u.partial(f) {
-            let _ = writeln!(
-                o,
-                "        if rel.is({:#b}) {{\n            {body}\n        }} else if {} {{\n            return Err(not_in_release(rel, {:?}).into());\n        }}",
-                f.mask,
-                set_check(u, f),
-                f.name
-            );
-        } else {
-            let _ = writeln!(o, "        {body}");
+            gen_encode_field(o, u, &u.fields[i]);
+            i += 1;
         }
     }
     match u.layout {
@@ -771,6 +783,37 @@ fn gen_encode(o: &mut String, u: &UStruct) {
         _ => {}
     }
     o.push_str("        Ok(())\n    }\n");
+}
+
+/// One field of a direct encoder.
+fn gen_encode_field(o: &mut String, u: &UStruct, f: &UField) {
+    let id = ident(f.name);
+    let seg = format!(".{}", f.name);
+    let key = if u.is_map() { format!("e.raw({}); ", key_lit(f.name)) } else { String::new() };
+    let write_value = if u.wrapped(f) {
+        format!(
+            "match &self.{id} {{ Some(x) => WireType::encode(x, rel, e).at({seg:?})?, None => e.raw({}) }}",
+            bytes_lit(&default_bytes(&f.default))
+        )
+    } else {
+        format!("WireType::encode(&self.{id}, rel, e).at({seg:?})?")
+    };
+    let body = if u.layout == Layout::SparseMap {
+        format!("if {} {{ {key}{write_value}; count += 1; }}", set_check(u, f))
+    } else {
+        format!("{key}{write_value};")
+    };
+    if u.partial(f) {
+        let _ = writeln!(
+            o,
+            "        if rel.is({:#b}) {{\n            {body}\n        }} else if {} {{\n            return Err(not_in_release(rel, {:?}).into());\n        }}",
+            f.mask,
+            set_check(u, f),
+            f.name
+        );
+    } else {
+        let _ = writeln!(o, "        {body}");
+    }
 }
 
 fn gen_open_map(o: &mut String, u: &UStruct) {

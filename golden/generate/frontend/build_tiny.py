@@ -10,6 +10,17 @@ _all_stop_token_ids. config.json is a LlamaForCausalLM (hidden 128, 2 layers,
 4 heads / 2 KV heads, head_dim 32, vocab 512) usable with load_format=dummy.
 
     <venv>/bin/python golden/generate/frontend/build_tiny.py --out golden/tiny
+
+With `--shape instruct` it builds golden/instruct/ instead, a model laid out
+like a real instruct model (Qwen2.5-Instruct's layout, not its data): the
+same corpus and a byte-level BPE of 509 tokens, then the special tokens at
+the END of the vocabulary (<|endoftext|> 509, <|im_start|> 510, <|im_end|>
+511), no BOS, EOS <|im_end|>, a ChatML chat template, a Qwen2ForCausalLM
+config.json, and a generation_config.json that sets sampling defaults
+(temperature 0.7, top_p 0.8, top_k 20, repetition_penalty 1.05, the values
+Qwen2.5-0.5B-Instruct ships) and eos_token_id [511, 509].
+
+    <venv>/bin/python golden/generate/frontend/build_tiny.py --shape instruct --out golden/instruct
 """
 
 from __future__ import annotations
@@ -37,16 +48,16 @@ CORPUS = [
 ]
 
 
-def build(out: str) -> None:
+def train(vocab_size: int, specials: list[str]):
+    """The byte-level BPE over CORPUS, `specials` as its first ids."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    specials = ["<unk>", "<s>", "</s>", "<pad>", "<|eot|>"]
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=512,
+        vocab_size=vocab_size,
         min_frequency=1,
         show_progress=False,
         special_tokens=specials,
@@ -54,14 +65,14 @@ def build(out: str) -> None:
     )
     # Repeat the corpus so that merge counts are well separated.
     tok.train_from_iterator(CORPUS * 3, trainer=trainer)
-    assert tok.get_vocab_size() == 512, tok.get_vocab_size()
+    assert tok.get_vocab_size() == vocab_size, tok.get_vocab_size()
     for i, s in enumerate(specials):
         assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
+    return tok
 
-    os.makedirs(out, exist_ok=True)
-    tok.save(os.path.join(out, "tokenizer.json"), pretty=True)
 
-    added = {
+def added_tokens(specials: dict[int, str]) -> dict:
+    return {
         str(i): {
             "content": s,
             "lstrip": False,
@@ -70,8 +81,23 @@ def build(out: str) -> None:
             "single_word": False,
             "special": True,
         }
-        for i, s in enumerate(specials)
+        for i, s in specials.items()
     }
+
+
+def write(out: str, tok, files: dict) -> None:
+    os.makedirs(out, exist_ok=True)
+    tok.save(os.path.join(out, "tokenizer.json"), pretty=True)
+    for name, obj in files.items():
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True)
+            f.write("\n")
+
+
+def build(out: str) -> None:
+    specials = ["<unk>", "<s>", "</s>", "<pad>", "<|eot|>"]
+    tok = train(512, specials)
+    added = added_tokens(dict(enumerate(specials)))
     files = {
         "tokenizer_config.json": {
             "added_tokens_decoder": added,
@@ -120,16 +146,88 @@ def build(out: str) -> None:
             "pad_token_id": 3,
         },
     }
-    for name, obj in files.items():
-        with open(os.path.join(out, name), "w") as f:
-            json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True)
-            f.write("\n")
+    write(out, tok, files)
+
+
+# The instruct shape's special tokens, after the 509 trained ones.
+INSTRUCT_SPECIALS = {509: "<|endoftext|>", 510: "<|im_start|>", 511: "<|im_end|>"}
+
+# ChatML, as Qwen2.5-Instruct's template renders it without tools.
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_instruct(out: str) -> None:
+    from tokenizers import AddedToken
+
+    tok = train(509, [])
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in INSTRUCT_SPECIALS.values()])
+    assert tok.get_vocab_size() == 512, tok.get_vocab_size()
+    for i, s in INSTRUCT_SPECIALS.items():
+        assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
+    files = {
+        "tokenizer_config.json": {
+            "added_tokens_decoder": added_tokens(INSTRUCT_SPECIALS),
+            "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+            "bos_token": None,
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "unk_token": None,
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": 512,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "chat_template": CHATML,
+        },
+        "special_tokens_map.json": {
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+        },
+        "config.json": {
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 512,
+            "max_position_embeddings": 512,
+            "max_window_layers": 2,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0,
+            "hidden_act": "silu",
+            "tie_word_embeddings": True,
+            "use_sliding_window": False,
+            "torch_dtype": "float32",
+            "bos_token_id": 509,
+            "eos_token_id": 511,
+        },
+        "generation_config.json": {
+            "bos_token_id": 509,
+            "do_sample": True,
+            "eos_token_id": [511, 509],
+            "pad_token_id": 509,
+            "repetition_penalty": 1.05,
+            "temperature": 0.7,
+            "top_k": 20,
+            "top_p": 0.8,
+        },
+    }
+    write(out, tok, files)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tiny"))
-    build(ap.parse_args().out)
+    ap.add_argument("--shape", choices=["tiny", "instruct"], default="tiny")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    out = a.out or os.path.join(os.path.dirname(__file__), "..", "..", a.shape)
+    (build_instruct if a.shape == "instruct" else build)(out)
 
 
 if __name__ == "__main__":

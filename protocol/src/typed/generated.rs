@@ -165,27 +165,53 @@ impl WireType for EngineCoreRequest {
         let n = rel.pick(&[22, 22]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.request_id, rel, e).at(".request_id")?;
-        WireType::encode(&self.prompt_token_ids, rel, e).at(".prompt_token_ids")?;
-        WireType::encode(&self.mm_features, rel, e).at(".mm_features")?;
-        WireType::encode(&self.sampling_params, rel, e).at(".sampling_params")?;
-        WireType::encode(&self.pooling_params, rel, e).at(".pooling_params")?;
+        if self.prompt_token_ids.is_none()
+            && self.mm_features.is_none()
+            && self.sampling_params.is_none()
+            && self.pooling_params.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.prompt_token_ids, rel, e).at(".prompt_token_ids")?;
+            WireType::encode(&self.mm_features, rel, e).at(".mm_features")?;
+            WireType::encode(&self.sampling_params, rel, e).at(".sampling_params")?;
+            WireType::encode(&self.pooling_params, rel, e).at(".pooling_params")?;
+        }
         WireType::encode(&self.arrival_time, rel, e).at(".arrival_time")?;
-        WireType::encode(&self.lora_request, rel, e).at(".lora_request")?;
-        WireType::encode(&self.cache_salt, rel, e).at(".cache_salt")?;
-        WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
-        WireType::encode(&self.prompt_embeds, rel, e).at(".prompt_embeds")?;
-        WireType::encode(&self.prompt_is_token_ids, rel, e).at(".prompt_is_token_ids")?;
+        if self.lora_request.is_none()
+            && self.cache_salt.is_none()
+            && self.data_parallel_rank.is_none()
+            && self.prompt_embeds.is_none()
+            && self.prompt_is_token_ids.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.lora_request, rel, e).at(".lora_request")?;
+            WireType::encode(&self.cache_salt, rel, e).at(".cache_salt")?;
+            WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
+            WireType::encode(&self.prompt_embeds, rel, e).at(".prompt_embeds")?;
+            WireType::encode(&self.prompt_is_token_ids, rel, e).at(".prompt_is_token_ids")?;
+        }
         WireType::encode(&self.client_index, rel, e).at(".client_index")?;
         WireType::encode(&self.current_wave, rel, e).at(".current_wave")?;
         WireType::encode(&self.priority, rel, e).at(".priority")?;
         WireType::encode(&self.trace_headers, rel, e).at(".trace_headers")?;
         WireType::encode(&self.resumable, rel, e).at(".resumable")?;
-        WireType::encode(&self.external_req_id, rel, e).at(".external_req_id")?;
-        WireType::encode(&self.reasoning_ended, rel, e).at(".reasoning_ended")?;
-        WireType::encode(&self.reasoning_parser_kwargs, rel, e).at(".reasoning_parser_kwargs")?;
+        if self.external_req_id.is_none()
+            && self.reasoning_ended.is_none()
+            && self.reasoning_parser_kwargs.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.external_req_id, rel, e).at(".external_req_id")?;
+            WireType::encode(&self.reasoning_ended, rel, e).at(".reasoning_ended")?;
+            WireType::encode(&self.reasoning_parser_kwargs, rel, e).at(".reasoning_parser_kwargs")?;
+        }
         WireType::encode(&self.abort_immediately, rel, e).at(".abort_immediately")?;
-        WireType::encode(&self.session_id, rel, e).at(".session_id")?;
-        WireType::encode(&self.kv_hints, rel, e).at(".kv_hints")?;
+        if self.session_id.is_none()
+            && self.kv_hints.is_none() {
+            e.raw(b"\xc0\xc0");
+        } else {
+            WireType::encode(&self.session_id, rel, e).at(".session_id")?;
+            WireType::encode(&self.kv_hints, rel, e).at(".kv_hints")?;
+        }
         for x in &self.unknown {
             e.any(x)?;
         }
@@ -968,15 +994,29 @@ impl WireType for PoolingParams {
         let n = rel.pick(&[10, 11]);
         check_literal(self.task.as_deref(), &["classify", "embed", "embed&token_classify", "plugin", "token_classify", "token_embed"]).at(".task")?;
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
-        WireType::encode(&self.use_activation, rel, e).at(".use_activation")?;
-        WireType::encode(&self.dimensions, rel, e).at(".dimensions")?;
-        WireType::encode(&self.step_tag_id, rel, e).at(".step_tag_id")?;
-        WireType::encode(&self.returned_token_ids, rel, e).at(".returned_token_ids")?;
-        WireType::encode(&self.task, rel, e).at(".task")?;
+        if self.use_activation.is_none()
+            && self.dimensions.is_none()
+            && self.step_tag_id.is_none()
+            && self.returned_token_ids.is_none()
+            && self.task.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.use_activation, rel, e).at(".use_activation")?;
+            WireType::encode(&self.dimensions, rel, e).at(".dimensions")?;
+            WireType::encode(&self.step_tag_id, rel, e).at(".step_tag_id")?;
+            WireType::encode(&self.returned_token_ids, rel, e).at(".returned_token_ids")?;
+            WireType::encode(&self.task, rel, e).at(".task")?;
+        }
         WireType::encode(&self.requires_token_ids, rel, e).at(".requires_token_ids")?;
-        WireType::encode(&self.skip_reading_prefix_cache, rel, e).at(".skip_reading_prefix_cache")?;
-        WireType::encode(&self.late_interaction_params, rel, e).at(".late_interaction_params")?;
-        WireType::encode(&self.extra_kwargs, rel, e).at(".extra_kwargs")?;
+        if self.skip_reading_prefix_cache.is_none()
+            && self.late_interaction_params.is_none()
+            && self.extra_kwargs.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.skip_reading_prefix_cache, rel, e).at(".skip_reading_prefix_cache")?;
+            WireType::encode(&self.late_interaction_params, rel, e).at(".late_interaction_params")?;
+            WireType::encode(&self.extra_kwargs, rel, e).at(".extra_kwargs")?;
+        }
         WireType::encode(&self.output_kind, rel, e).at(".output_kind")?;
         if rel.is(0b10) {
             WireType::encode(&self.late_chunking_params, rel, e).at(".late_chunking_params")?;
@@ -1349,11 +1389,19 @@ impl WireType for EngineCoreOutputs {
         WireType::encode(&self.outputs, rel, e).at(".outputs")?;
         WireType::encode(&self.scheduler_stats, rel, e).at(".scheduler_stats")?;
         WireType::encode(&self.timestamp, rel, e).at(".timestamp")?;
-        WireType::encode(&self.utility_output, rel, e).at(".utility_output")?;
-        WireType::encode(&self.finished_requests, rel, e).at(".finished_requests")?;
-        WireType::encode(&self.wave_complete, rel, e).at(".wave_complete")?;
-        WireType::encode(&self.start_wave, rel, e).at(".start_wave")?;
-        WireType::encode(&self.weight_version, rel, e).at(".weight_version")?;
+        if self.utility_output.is_none()
+            && self.finished_requests.is_none()
+            && self.wave_complete.is_none()
+            && self.start_wave.is_none()
+            && self.weight_version.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.utility_output, rel, e).at(".utility_output")?;
+            WireType::encode(&self.finished_requests, rel, e).at(".finished_requests")?;
+            WireType::encode(&self.wave_complete, rel, e).at(".wave_complete")?;
+            WireType::encode(&self.start_wave, rel, e).at(".start_wave")?;
+            WireType::encode(&self.weight_version, rel, e).at(".weight_version")?;
+        }
         for x in &self.unknown {
             e.any(x)?;
         }
@@ -1500,22 +1548,43 @@ impl WireType for EngineCoreOutput {
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.request_id, rel, e).at(".request_id")?;
         WireType::encode(&self.new_token_ids, rel, e).at(".new_token_ids")?;
-        WireType::encode(&self.new_logprobs, rel, e).at(".new_logprobs")?;
-        WireType::encode(&self.new_prompt_logprobs_tensors, rel, e).at(".new_prompt_logprobs_tensors")?;
-        WireType::encode(&self.pooling_output, rel, e).at(".pooling_output")?;
-        WireType::encode(&self.finish_reason, rel, e).at(".finish_reason")?;
-        WireType::encode(&self.stop_reason, rel, e).at(".stop_reason")?;
-        WireType::encode(&self.events, rel, e).at(".events")?;
-        WireType::encode(&self.kv_transfer_params, rel, e).at(".kv_transfer_params")?;
-        WireType::encode(&self.ec_transfer_params, rel, e).at(".ec_transfer_params")?;
-        WireType::encode(&self.trace_headers, rel, e).at(".trace_headers")?;
-        WireType::encode(&self.prefill_stats, rel, e).at(".prefill_stats")?;
-        WireType::encode(&self.routed_experts, rel, e).at(".routed_experts")?;
+        if self.new_logprobs.is_none()
+            && self.new_prompt_logprobs_tensors.is_none()
+            && self.pooling_output.is_none()
+            && self.finish_reason.is_none()
+            && self.stop_reason.is_none()
+            && self.events.is_none()
+            && self.kv_transfer_params.is_none()
+            && self.ec_transfer_params.is_none()
+            && self.trace_headers.is_none()
+            && self.prefill_stats.is_none()
+            && self.routed_experts.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.new_logprobs, rel, e).at(".new_logprobs")?;
+            WireType::encode(&self.new_prompt_logprobs_tensors, rel, e).at(".new_prompt_logprobs_tensors")?;
+            WireType::encode(&self.pooling_output, rel, e).at(".pooling_output")?;
+            WireType::encode(&self.finish_reason, rel, e).at(".finish_reason")?;
+            WireType::encode(&self.stop_reason, rel, e).at(".stop_reason")?;
+            WireType::encode(&self.events, rel, e).at(".events")?;
+            WireType::encode(&self.kv_transfer_params, rel, e).at(".kv_transfer_params")?;
+            WireType::encode(&self.ec_transfer_params, rel, e).at(".ec_transfer_params")?;
+            WireType::encode(&self.trace_headers, rel, e).at(".trace_headers")?;
+            WireType::encode(&self.prefill_stats, rel, e).at(".prefill_stats")?;
+            WireType::encode(&self.routed_experts, rel, e).at(".routed_experts")?;
+        }
         WireType::encode(&self.num_nans_in_logits, rel, e).at(".num_nans_in_logits")?;
-        WireType::encode(&self.mm_cache_miss_hashes, rel, e).at(".mm_cache_miss_hashes")?;
-        WireType::encode(&self.new_sampling_mask, rel, e).at(".new_sampling_mask")?;
-        WireType::encode(&self.spec_decode_metrics, rel, e).at(".spec_decode_metrics")?;
-        WireType::encode(&self.prompt_token_id_logprobs, rel, e).at(".prompt_token_id_logprobs")?;
+        if self.mm_cache_miss_hashes.is_none()
+            && self.new_sampling_mask.is_none()
+            && self.spec_decode_metrics.is_none()
+            && self.prompt_token_id_logprobs.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.mm_cache_miss_hashes, rel, e).at(".mm_cache_miss_hashes")?;
+            WireType::encode(&self.new_sampling_mask, rel, e).at(".new_sampling_mask")?;
+            WireType::encode(&self.spec_decode_metrics, rel, e).at(".spec_decode_metrics")?;
+            WireType::encode(&self.prompt_token_id_logprobs, rel, e).at(".prompt_token_id_logprobs")?;
+        }
         if rel.is(0b10) {
             WireType::encode(&self.error, rel, e).at(".error")?;
         } else if !self.error.is_default(&D::Nil) {
@@ -1650,8 +1719,13 @@ impl WireType for LogprobsTensors {
         WireType::encode(&self.logprob_token_ids, rel, e).at(".logprob_token_ids")?;
         WireType::encode(&self.logprobs, rel, e).at(".logprobs")?;
         WireType::encode(&self.selected_token_ranks, rel, e).at(".selected_token_ranks")?;
-        WireType::encode(&self.cu_num_generated_tokens, rel, e).at(".cu_num_generated_tokens")?;
-        WireType::encode(&self.cu_num_generated_tokens_tensor, rel, e).at(".cu_num_generated_tokens_tensor")?;
+        if self.cu_num_generated_tokens.is_none()
+            && self.cu_num_generated_tokens_tensor.is_none() {
+            e.raw(b"\xc0\xc0");
+        } else {
+            WireType::encode(&self.cu_num_generated_tokens, rel, e).at(".cu_num_generated_tokens")?;
+            WireType::encode(&self.cu_num_generated_tokens_tensor, rel, e).at(".cu_num_generated_tokens_tensor")?;
+        }
         Ok(())
     }
 }
@@ -1839,8 +1913,13 @@ impl WireType for SamplingMaskLists {
         let n = rel.pick(&[3, 3]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.token_ids, rel, e).at(".token_ids")?;
-        WireType::encode(&self.offsets, rel, e).at(".offsets")?;
-        WireType::encode(&self.cu_num_generated_tokens, rel, e).at(".cu_num_generated_tokens")?;
+        if self.offsets.is_none()
+            && self.cu_num_generated_tokens.is_none() {
+            e.raw(b"\xc0\xc0");
+        } else {
+            WireType::encode(&self.offsets, rel, e).at(".offsets")?;
+            WireType::encode(&self.cu_num_generated_tokens, rel, e).at(".cu_num_generated_tokens")?;
+        }
         Ok(())
     }
 }
@@ -2670,8 +2749,13 @@ impl WireType for UtilityOutput {
         let n = rel.pick(&[3, 3]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.call_id, rel, e).at(".call_id")?;
-        WireType::encode(&self.failure_message, rel, e).at(".failure_message")?;
-        WireType::encode(&self.result, rel, e).at(".result")?;
+        if self.failure_message.is_none()
+            && self.result.is_none() {
+            e.raw(b"\xc0\xc0");
+        } else {
+            WireType::encode(&self.failure_message, rel, e).at(".failure_message")?;
+            WireType::encode(&self.result, rel, e).at(".result")?;
+        }
         for x in &self.unknown {
             e.any(x)?;
         }

@@ -311,20 +311,28 @@ impl WireType for IntList {
         Ok(self.to_plain_value())
     }
     #[inline]
+    /// Inlined into the struct encoders: a token-id list is one call to
+    /// the array writer, as a `Vec<i64>` field's was; the wide form, which
+    /// no engine produces, is out of line.
     fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
         match &self.0 {
             Repr::Narrow(xs) => write::int_array(&mut e.out, xs),
-            Repr::Wide(xs) => {
-                write::array_len(&mut e.out, xs.len() as u32);
-                for &x in xs.iter() {
-                    write_wire_int(&mut e.out, x);
-                }
-            }
+            Repr::Wide(xs) => encode_wide(xs, e),
         }
         Ok(())
     }
     fn is_default(&self, d: &FieldDefault) -> bool {
         matches!(d, FieldDefault::EmptyList | FieldDefault::EmptySet) && self.is_empty()
+    }
+}
+
+/// The wide form's elements, each in its smallest form.
+#[cold]
+#[inline(never)]
+fn encode_wide(xs: &[i128], e: &mut Enc) {
+    write::array_len(&mut e.out, xs.len() as u32);
+    for &x in xs {
+        write_wire_int(&mut e.out, x);
     }
 }
 

@@ -103,7 +103,7 @@ fn sampling_rules() -> Option<&'static [BoundRule]> {
 /// Whether every rule of `SamplingParams.__post_init__`
 /// ([`validate::SAMPLING_PARAMS_RULES`], the table
 /// [`validate::sampling_params`] runs) holds for the struct, judged by the
-/// same interpreter ([`Rule::eval`]) with each rule's fields looked up once
+/// same interpreter ([`Rule::holds`]) with each rule's fields looked up once
 /// (the per-request path). A field absent from the wire holds its default
 /// in the struct, and the defaults pass every rule, as on the Python side.
 /// Conservative: `false` (a violation, or a rule this struct cannot be
@@ -113,7 +113,7 @@ pub(crate) fn plainly_valid(sp: &SamplingParams) -> bool {
     let Some(rules) = sampling_rules() else { return false };
     rules.iter().all(|r| {
         let other = r.other.map_or(FieldRef::Nil, |g| g(sp));
-        r.rule.eval((r.field)(sp), other).is_ok()
+        r.rule.holds((r.field)(sp), other)
     })
 }
 

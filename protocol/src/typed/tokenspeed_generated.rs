@@ -184,28 +184,51 @@ impl WireType for TokenizedGenerateReqInput {
         write::array_len(&mut e.out, (1 + n + self.unknown.len()) as u32);
         e.raw(b"\xb9TokenizedGenerateReqInput");
         WireType::encode(&self.rid, rel, e).at(".rid")?;
-        WireType::encode(&self.http_worker_ipc, rel, e).at(".http_worker_ipc")?;
-        WireType::encode(&self.input_text, rel, e).at(".input_text")?;
-        WireType::encode(&self.input_ids, rel, e).at(".input_ids")?;
+        if self.http_worker_ipc.is_none()
+            && self.input_text.is_none()
+            && self.input_ids.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.http_worker_ipc, rel, e).at(".http_worker_ipc")?;
+            WireType::encode(&self.input_text, rel, e).at(".input_text")?;
+            WireType::encode(&self.input_ids, rel, e).at(".input_ids")?;
+        }
         WireType::encode(&self.sampling_params, rel, e).at(".sampling_params")?;
         WireType::encode(&self.return_logprob, rel, e).at(".return_logprob")?;
         WireType::encode(&self.logprob_start_len, rel, e).at(".logprob_start_len")?;
         WireType::encode(&self.top_logprobs_num, rel, e).at(".top_logprobs_num")?;
         WireType::encode(&self.token_ids_logprob, rel, e).at(".token_ids_logprob")?;
         WireType::encode(&self.stream, rel, e).at(".stream")?;
-        WireType::encode(&self.input_embeds, rel, e).at(".input_embeds")?;
-        WireType::encode(&self.session_params, rel, e).at(".session_params")?;
-        WireType::encode(&self.custom_logit_processor, rel, e).at(".custom_logit_processor")?;
+        if self.input_embeds.is_none()
+            && self.session_params.is_none()
+            && self.custom_logit_processor.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.input_embeds, rel, e).at(".input_embeds")?;
+            WireType::encode(&self.session_params, rel, e).at(".session_params")?;
+            WireType::encode(&self.custom_logit_processor, rel, e).at(".custom_logit_processor")?;
+        }
         WireType::encode(&self.return_hidden_states, rel, e).at(".return_hidden_states")?;
         WireType::encode(&self.created_time, rel, e).at(".created_time")?;
-        WireType::encode(&self.bootstrap_host, rel, e).at(".bootstrap_host")?;
-        WireType::encode(&self.bootstrap_port, rel, e).at(".bootstrap_port")?;
-        WireType::encode(&self.bootstrap_room, rel, e).at(".bootstrap_room")?;
-        WireType::encode(&self.input_multi_ids, rel, e).at(".input_multi_ids")?;
-        WireType::encode(&self.input_extra_infos, rel, e).at(".input_extra_infos")?;
-        WireType::encode(&self.input_ids_unpadded, rel, e).at(".input_ids_unpadded")?;
-        WireType::encode(&self.multimodal_inputs, rel, e).at(".multimodal_inputs")?;
-        WireType::encode(&self.validation_error, rel, e).at(".validation_error")?;
+        if self.bootstrap_host.is_none()
+            && self.bootstrap_port.is_none()
+            && self.bootstrap_room.is_none()
+            && self.input_multi_ids.is_none()
+            && self.input_extra_infos.is_none()
+            && self.input_ids_unpadded.is_none()
+            && self.multimodal_inputs.is_none()
+            && self.validation_error.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.bootstrap_host, rel, e).at(".bootstrap_host")?;
+            WireType::encode(&self.bootstrap_port, rel, e).at(".bootstrap_port")?;
+            WireType::encode(&self.bootstrap_room, rel, e).at(".bootstrap_room")?;
+            WireType::encode(&self.input_multi_ids, rel, e).at(".input_multi_ids")?;
+            WireType::encode(&self.input_extra_infos, rel, e).at(".input_extra_infos")?;
+            WireType::encode(&self.input_ids_unpadded, rel, e).at(".input_ids_unpadded")?;
+            WireType::encode(&self.multimodal_inputs, rel, e).at(".multimodal_inputs")?;
+            WireType::encode(&self.validation_error, rel, e).at(".validation_error")?;
+        }
         if rel.is(0b10) {
             WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
         } else if !self.data_parallel_rank.is_default(&D::Nil) {
@@ -401,9 +424,15 @@ impl WireType for SamplingParams {
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
         let n = rel.pick(&[29, 29]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
-        WireType::encode(&self.max_new_tokens, rel, e).at(".max_new_tokens")?;
-        WireType::encode(&self.stop, rel, e).at(".stop")?;
-        WireType::encode(&self.stop_token_ids, rel, e).at(".stop_token_ids")?;
+        if self.max_new_tokens.is_none()
+            && self.stop.is_none()
+            && self.stop_token_ids.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.max_new_tokens, rel, e).at(".max_new_tokens")?;
+            WireType::encode(&self.stop, rel, e).at(".stop")?;
+            WireType::encode(&self.stop_token_ids, rel, e).at(".stop_token_ids")?;
+        }
         WireType::encode(&self.temperature, rel, e).at(".temperature")?;
         WireType::encode(&self.top_p, rel, e).at(".top_p")?;
         WireType::encode(&self.top_k, rel, e).at(".top_k")?;
@@ -412,20 +441,36 @@ impl WireType for SamplingParams {
         WireType::encode(&self.presence_penalty, rel, e).at(".presence_penalty")?;
         WireType::encode(&self.repetition_penalty, rel, e).at(".repetition_penalty")?;
         WireType::encode(&self.min_new_tokens, rel, e).at(".min_new_tokens")?;
-        WireType::encode(&self.json_schema, rel, e).at(".json_schema")?;
-        WireType::encode(&self.regex, rel, e).at(".regex")?;
-        WireType::encode(&self.ebnf, rel, e).at(".ebnf")?;
-        WireType::encode(&self.structural_tag, rel, e).at(".structural_tag")?;
+        if self.json_schema.is_none()
+            && self.regex.is_none()
+            && self.ebnf.is_none()
+            && self.structural_tag.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.json_schema, rel, e).at(".json_schema")?;
+            WireType::encode(&self.regex, rel, e).at(".regex")?;
+            WireType::encode(&self.ebnf, rel, e).at(".ebnf")?;
+            WireType::encode(&self.structural_tag, rel, e).at(".structural_tag")?;
+        }
         WireType::encode(&self.ignore_eos, rel, e).at(".ignore_eos")?;
         WireType::encode(&self.skip_special_tokens, rel, e).at(".skip_special_tokens")?;
         WireType::encode(&self.spaces_between_special_tokens, rel, e).at(".spaces_between_special_tokens")?;
         WireType::encode(&self.no_stop_trim, rel, e).at(".no_stop_trim")?;
-        WireType::encode(&self.thinking_budget, rel, e).at(".thinking_budget")?;
-        WireType::encode(&self.custom_params, rel, e).at(".custom_params")?;
-        WireType::encode(&self.stream_interval, rel, e).at(".stream_interval")?;
-        WireType::encode(&self.logit_bias, rel, e).at(".logit_bias")?;
-        WireType::encode(&self.seed, rel, e).at(".seed")?;
-        WireType::encode(&self.logprobs, rel, e).at(".logprobs")?;
+        if self.thinking_budget.is_none()
+            && self.custom_params.is_none()
+            && self.stream_interval.is_none()
+            && self.logit_bias.is_none()
+            && self.seed.is_none()
+            && self.logprobs.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.thinking_budget, rel, e).at(".thinking_budget")?;
+            WireType::encode(&self.custom_params, rel, e).at(".custom_params")?;
+            WireType::encode(&self.stream_interval, rel, e).at(".stream_interval")?;
+            WireType::encode(&self.logit_bias, rel, e).at(".logit_bias")?;
+            WireType::encode(&self.seed, rel, e).at(".seed")?;
+            WireType::encode(&self.logprobs, rel, e).at(".logprobs")?;
+        }
         WireType::encode(&self.n, rel, e).at(".n")?;
         WireType::encode(&self.stop_strs, rel, e).at(".stop_strs")?;
         WireType::encode(&self.stop_str_max_len, rel, e).at(".stop_str_max_len")?;
@@ -495,10 +540,17 @@ impl WireType for SessionParams {
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
         let n = rel.pick(&[4, 4]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
-        WireType::encode(&self.id, rel, e).at(".id")?;
-        WireType::encode(&self.rid, rel, e).at(".rid")?;
-        WireType::encode(&self.offset, rel, e).at(".offset")?;
-        WireType::encode(&self.replace, rel, e).at(".replace")?;
+        if self.id.is_none()
+            && self.rid.is_none()
+            && self.offset.is_none()
+            && self.replace.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.id, rel, e).at(".id")?;
+            WireType::encode(&self.rid, rel, e).at(".rid")?;
+            WireType::encode(&self.offset, rel, e).at(".offset")?;
+            WireType::encode(&self.replace, rel, e).at(".replace")?;
+        }
         for x in &self.unknown {
             e.any(x)?;
         }
@@ -580,12 +632,21 @@ impl WireType for MultimodalInputs {
         let n = rel.pick(&[7, 7]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.mm_items, rel, e).at(".mm_items")?;
-        WireType::encode(&self.im_token_id, rel, e).at(".im_token_id")?;
-        WireType::encode(&self.video_token_id, rel, e).at(".video_token_id")?;
-        WireType::encode(&self.mrope_positions, rel, e).at(".mrope_positions")?;
-        WireType::encode(&self.mrope_position_delta, rel, e).at(".mrope_position_delta")?;
-        WireType::encode(&self.mrope_position_delta_scalar, rel, e).at(".mrope_position_delta_scalar")?;
-        WireType::encode(&self.mrope_position_delta_repeated_cache, rel, e).at(".mrope_position_delta_repeated_cache")?;
+        if self.im_token_id.is_none()
+            && self.video_token_id.is_none()
+            && self.mrope_positions.is_none()
+            && self.mrope_position_delta.is_none()
+            && self.mrope_position_delta_scalar.is_none()
+            && self.mrope_position_delta_repeated_cache.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.im_token_id, rel, e).at(".im_token_id")?;
+            WireType::encode(&self.video_token_id, rel, e).at(".video_token_id")?;
+            WireType::encode(&self.mrope_positions, rel, e).at(".mrope_positions")?;
+            WireType::encode(&self.mrope_position_delta, rel, e).at(".mrope_position_delta")?;
+            WireType::encode(&self.mrope_position_delta_scalar, rel, e).at(".mrope_position_delta_scalar")?;
+            WireType::encode(&self.mrope_position_delta_repeated_cache, rel, e).at(".mrope_position_delta_repeated_cache")?;
+        }
         for x in &self.unknown {
             e.any(x)?;
         }
@@ -682,15 +743,29 @@ impl WireType for MultimodalDataItem {
         let n = rel.pick(&[10, 10]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.modality, rel, e).at(".modality")?;
-        WireType::encode(&self.hash, rel, e).at(".hash")?;
-        WireType::encode(&self.pad_value, rel, e).at(".pad_value")?;
-        WireType::encode(&self.offsets, rel, e).at(".offsets")?;
-        WireType::encode(&self.feature, rel, e).at(".feature")?;
-        WireType::encode(&self.feature_shm, rel, e).at(".feature_shm")?;
+        if self.hash.is_none()
+            && self.pad_value.is_none()
+            && self.offsets.is_none()
+            && self.feature.is_none()
+            && self.feature_shm.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.hash, rel, e).at(".hash")?;
+            WireType::encode(&self.pad_value, rel, e).at(".pad_value")?;
+            WireType::encode(&self.offsets, rel, e).at(".offsets")?;
+            WireType::encode(&self.feature, rel, e).at(".feature")?;
+            WireType::encode(&self.feature_shm, rel, e).at(".feature_shm")?;
+        }
         WireType::encode(&self.model_specific_data, rel, e).at(".model_specific_data")?;
-        WireType::encode(&self.encoded, rel, e).at(".encoded")?;
-        WireType::encode(&self.encoded_deepstack, rel, e).at(".encoded_deepstack")?;
-        WireType::encode(&self.encode_handshake, rel, e).at(".encode_handshake")?;
+        if self.encoded.is_none()
+            && self.encoded_deepstack.is_none()
+            && self.encode_handshake.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+        } else {
+            WireType::encode(&self.encoded, rel, e).at(".encoded")?;
+            WireType::encode(&self.encoded_deepstack, rel, e).at(".encoded_deepstack")?;
+            WireType::encode(&self.encode_handshake, rel, e).at(".encode_handshake")?;
+        }
         for x in &self.unknown {
             e.any(x)?;
         }

@@ -419,20 +419,35 @@ impl WireType for i128 {
             Err(wire_range_error(*self))
         }
     }
-    #[inline]
+    /// Inlined into the struct encoders with only the `i64` range on the
+    /// way (every count and id an engine sends), as an `i64` field's
+    /// writer was; the `uint 64` forms and the range error are out of line.
+    #[inline(always)]
     fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
-        if let Ok(i) = i64::try_from(*self) {
-            write::int(&mut e.out, i);
-        } else if let Ok(u) = u64::try_from(*self) {
-            write::uint(&mut e.out, u);
+        let v = *self;
+        if v as i64 as i128 == v {
+            write::int(&mut e.out, v as i64);
+            Ok(())
         } else {
-            return Err(Box::new(wire_range_error(*self)));
+            encode_beyond_i64(v, e)
         }
-        Ok(())
     }
     #[inline]
     fn is_default(&self, d: &FieldDefault) -> bool {
         matches!(d, FieldDefault::Int(i) if i128::from(*i) == *self)
+    }
+}
+
+/// An `int` above `i64::MAX` (a `uint 64` form) or outside the wire.
+#[cold]
+#[inline(never)]
+fn encode_beyond_i64(v: i128, e: &mut Enc) -> EncodeResult {
+    match u64::try_from(v) {
+        Ok(u) => {
+            write::uint(&mut e.out, u);
+            Ok(())
+        }
+        Err(_) => Err(Box::new(wire_range_error(v))),
     }
 }
 
