@@ -396,3 +396,48 @@ fn a_structured_json_constraint_that_is_neither_text_nor_object_is_malformed() {
     .unwrap_err();
     assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::Malformed, "structured_outputs.json"));
 }
+
+/// The instruct-shaped model (golden/instruct/), whose generation config
+/// sets temperature 0.7, top_p 0.8, top_k 20 and repetition_penalty 1.05.
+fn instruct_tok() -> GatewayTokenizer {
+    let m = engine_testkit::model::ModelDir::read(&engine_testkit::corpus::golden_dir().join("instruct"))
+        .expect("golden/instruct");
+    GatewayTokenizer::from_files(&engine_protocol::translate::tokenizer::ModelFiles {
+        tokenizer_json: &m.tokenizer_json,
+        tokenizer_config_json: m.tokenizer_config_json.as_deref(),
+        generation_config_json: m.generation_config_json.as_deref(),
+    })
+    .expect("golden/instruct loads")
+}
+
+#[test]
+fn a_models_generation_config_fills_the_options_a_request_leaves_out_unless_turned_off() {
+    let tok = instruct_tok();
+    let r = GenerateRequest { top_k: Some(5), ..req(3) };
+    let sampled = |opts: &TranslateOptions| {
+        let t = translate(&r, &engine(64), &tok, opts).expect("translates");
+        let sp = t.requests[0].sampling_params().clone();
+        let f = |k: &str| match sp.get(k) {
+            Some(Value::Float(x)) => *x,
+            Some(Value::Int(i)) => *i as f64,
+            other => panic!("{k}: {other:?}"),
+        };
+        (f("temperature"), f("top_p"), f("top_k"), f("repetition_penalty"))
+    };
+    assert_eq!(sampled(&TranslateOptions::default()), (0.7, 0.8, 5.0, 1.05), "the request's top_k wins");
+    let neutral = TranslateOptions { generation_config_defaults: false, ..Default::default() };
+    assert_eq!(sampled(&neutral), (1.0, 1.0, 5.0, 1.0));
+}
+
+#[test]
+fn a_generation_config_max_new_tokens_is_capped_by_the_room_left() {
+    let mut tok = instruct_tok();
+    for (default, want) in [(Some(10), 10), (Some(100), 61), (None, 61)] {
+        tok.generation_defaults.max_tokens = default;
+        let t = translate(&req(3), &engine(64), &tok, &TranslateOptions::default()).expect("translates");
+        assert_eq!(t.max_tokens, want, "default {default:?}");
+    }
+    let explicit = GenerateRequest { max_tokens: Some(7), ..req(3) };
+    tok.generation_defaults.max_tokens = Some(5);
+    assert_eq!(translate(&explicit, &engine(64), &tok, &TranslateOptions::default()).unwrap().max_tokens, 7);
+}

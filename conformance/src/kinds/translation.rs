@@ -19,7 +19,8 @@
 //! docs/case-format.md describes the `input` and `expected` shapes.
 
 use engine_protocol::translate::{
-    translate, EngineInfo, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions, Translated,
+    translate, EngineInfo, GenerateRequest, GenerationDefaults, TranslateError, TranslateErrorClass, TranslateOptions,
+    Translated,
 };
 use engine_protocol::view::{any_view, diff, to_view};
 use engine_protocol::MessageKind;
@@ -124,6 +125,24 @@ pub fn options_for(input: &Json) -> TranslateOptions {
 /// not parse): a failure whatever the case expects.
 pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<Translated, TranslateError>, String> {
     let tok = tokenizer_for(case, input)?;
+    if let Some(derived) = input.get("generation_defaults") {
+        // What vLLM's server derived from the model's generation config
+        // (`get_diff_sampling_param`, `max_new_tokens` named `max_tokens`):
+        // our reading of the same file must agree.
+        let mut as_file = derived.clone();
+        if let Some(m) = as_file.as_object_mut() {
+            if let Some(v) = m.remove("max_tokens") {
+                m.insert("max_new_tokens".into(), v);
+            }
+        }
+        let want = GenerationDefaults::from_json(&as_file);
+        if want != tok.generation_defaults {
+            return Err(format!(
+                "the model directory's generation config reads as {:?}; vLLM's server derived {want:?}",
+                tok.generation_defaults
+            ));
+        }
+    }
     let rel = case.release().ok_or("no schema table")?;
     let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or("input.max_model_len")?;
     let engine = EngineInfo { max_model_len, release: rel };

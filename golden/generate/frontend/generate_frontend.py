@@ -45,6 +45,9 @@ warnings.filterwarnings("ignore")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 TINY = os.path.join(ROOT, "golden", "tiny")
+# A tiny model laid out like an instruct model, whose generation_config.json
+# sets sampling defaults (build_tiny.py --shape instruct).
+INSTRUCT = os.path.join(ROOT, "golden", "instruct")
 # golden/generate/: view.py renders canonical views
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -733,6 +736,64 @@ class Gen:
             inp = {"tokenizer": "tiny", "max_model_len": 64, "max_logprobs": -1, "structured_outputs_backend": "xgrammar",
                    "vocab_size": 512, "request": req}
             self.add("translation", name, "translation", doc, inp, self.run_translation(procs[(64, -1)], req))
+
+        self.build_translation_defaults()
+
+    def build_translation_defaults(self):
+        """Cases over golden/instruct/, whose generation_config.json sets
+        temperature, top_p, top_k and repetition_penalty: the sampling values
+        are resolved as vLLM's OpenAI chat server resolves them
+        (`ModelConfig.get_diff_sampling_param()` of a server config with the
+        default `--generation-config auto`, `get_max_tokens` and
+        `ChatCompletionRequest.to_sampling_params`), then the request is
+        built by the input processor as in every other translation case."""
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+        try:
+            import orjson  # noqa: F401
+        except ImportError:
+            # api_utils imports orjson for its HTTP helpers, which the venvs
+            # (vLLM without its server extras) lack; get_max_tokens does not
+            # use it.
+            import types
+
+            sys.modules["orjson"] = types.ModuleType("orjson")
+        from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.engine.input_processor import InputProcessor
+
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(INSTRUCT)
+        prompt = tok("Hello world.", add_special_tokens=True).input_ids
+        mml = 64
+        ea = EngineArgs(model=INSTRUCT, max_model_len=mml, dtype="float32", load_format="dummy", enforce_eager=True,
+                        max_logprobs=20, structured_outputs_config={"backend": "xgrammar"})
+        cfg = ea.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        proc = InputProcessor(cfg)
+        defaults = cfg.model_config.get_diff_sampling_param()
+        keys = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+                "frequency_penalty", "skip_special_tokens")
+        cases = [
+            ("gencfg_defaults", "A request that sets no sampling option takes the model's generation-config defaults (temperature 0.7, top_p 0.8, top_k 20, repetition_penalty 1.05); max_tokens unset is the room left.", {}),
+            ("gencfg_request_wins", "Options the request sets win over the generation config; the others keep its defaults.", {"temperature": 0.2, "top_k": 5, "max_tokens": 8}),
+            ("gencfg_greedy", "temperature 0 from the request over the default 0.7: greedy, which resets the defaults' top_p and top_k.", {"temperature": 0.0, "max_tokens": 4}),
+            ("gencfg_explicit_neutral", "A request that sends vLLM's neutral values explicitly keeps them.", {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_tokens": 4}),
+            ("gencfg_eos", "The instruct layout: EOS <|im_end|> (511) from tokenizer_config, <|endoftext|> (509) from the generation config's eos_token_id.", {"max_tokens": 4, "stop": ["."]}),
+        ]
+        for name, doc, req in cases:
+            req = dict(req, prompt_token_ids=prompt)
+            opts = {k: v for k, v in req.items() if k != "prompt_token_ids"}
+            chat = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], stream=True, **opts)
+            max_tokens = get_max_tokens(mml, chat.max_completion_tokens if chat.max_completion_tokens is not None
+                                        else chat.max_tokens, len(prompt), defaults)
+            sp = chat.to_sampling_params(max_tokens, defaults)
+            resolved = {k: getattr(sp, k) for k in keys}
+            resolved["max_tokens"] = sp.max_tokens
+            expected = self.run_translation(proc, {**req, **resolved})
+            inp = {"tokenizer": "instruct", "max_model_len": mml, "max_logprobs": 20, "structured_outputs_backend": "xgrammar",
+                   "vocab_size": 512, "generation_defaults": {k: v for k, v in sorted(defaults.items())}, "request": req}
+            self.add("translation", name, "translation", doc, inp, expected)
 
 
 def main() -> int:

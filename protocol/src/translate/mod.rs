@@ -13,6 +13,8 @@
 //! - [`finish`]: finish-reason synthesis (local stop, abort, engine error,
 //!   dead engine);
 //! - [`tokenizer`]: `tokenizer.json` + model-directory EOS facts;
+//! - [`generation`]: the default sampling parameters of the model's
+//!   generation config, for the options a request leaves out;
 //! - [`tokenspeed`]: gateway request + engine facts -> the TokenSpeed
 //!   `TokenizedGenerateReqInput` its own frontend would send (goldens of
 //!   kind `tokenspeed_translation` under `golden/tokenspeed/<version>/`).
@@ -26,6 +28,7 @@
 #![cfg(feature = "translate")]
 
 pub mod finish;
+pub mod generation;
 pub mod logprobs;
 pub mod request;
 pub mod stop;
@@ -33,6 +36,7 @@ pub mod tokenizer;
 pub mod tokenspeed;
 
 pub use finish::{ClientEvent, Tracker};
+pub use generation::GenerationDefaults;
 pub use logprobs::{shape_row, EngineRow, LogprobEntry, LogprobShaper};
 pub use request::{
     translate, ConstraintFields, EngineInfo, EngineRequest, GenerateRequest, JsonObjectFalse, TranslateError,

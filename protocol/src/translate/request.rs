@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::generation::GenerationDefaults;
 use super::stop::{StopParams, StopSemantics};
 use super::tokenizer::GatewayTokenizer;
 use crate::schema::ReleaseSchema;
@@ -167,6 +168,11 @@ pub struct TranslateOptions {
     pub stop_semantics: StopSemantics,
     /// `arrival_time` written on every engine request.
     pub arrival_time: f64,
+    /// Take the options a request leaves out from the model's generation
+    /// config ([`GenerationDefaults`]), as vLLM's server does with
+    /// `--generation-config auto` (its default); `false` is
+    /// `--generation-config vllm` (vLLM's neutral defaults).
+    pub generation_config_defaults: bool,
 }
 
 fn smg_child_id(rid: &str, i: usize) -> String {
@@ -188,6 +194,7 @@ impl Default for TranslateOptions {
             child_id: smg_child_id,
             stop_semantics: StopSemantics::Vllm,
             arrival_time: 0.0,
+            generation_config_defaults: true,
         }
     }
 }
@@ -641,14 +648,16 @@ pub fn check_prompt(req: &GenerateRequest, max_model_len: i64, vocab: i64) -> Re
     Ok(prompt_len)
 }
 
-/// Step: the `max_tokens` to send: the request's, or the room left in the
-/// context (`max_model_len - prompt_len`) when it has none. An explicit
-/// value over the room is refused or reported as a warning
+/// Step: the `max_tokens` to send: the request's, or, when it has none,
+/// the room left in the context (`max_model_len - prompt_len`) capping the
+/// model's default (`default_max_tokens`, [`GenerationDefaults::max_tokens`]).
+/// An explicit value over the room is refused or reported as a warning
 /// ([`TranslateOptions::reject_max_tokens_over_room`]).
 pub fn resolve_max_tokens(
     req: &GenerateRequest,
     max_model_len: i64,
     prompt_len: usize,
+    default_max_tokens: Option<i64>,
     opts: &TranslateOptions,
     warnings: &mut Vec<String>,
 ) -> Result<i64, TranslateError> {
@@ -668,10 +677,11 @@ pub fn resolve_max_tokens(
             Ok(m)
         }
         None => {
-            if min_tokens > room {
-                return err("min_tokens", format!("min_tokens must be <= max_tokens={room}, got {min_tokens}"));
+            let max_tokens = default_max_tokens.map_or(room, |d| d.min(room));
+            if min_tokens > max_tokens {
+                return err("min_tokens", format!("min_tokens must be <= max_tokens={max_tokens}, got {min_tokens}"));
             }
-            Ok(room)
+            Ok(max_tokens)
         }
     }
 }
@@ -899,6 +909,15 @@ pub fn translate(
 ) -> Result<Translated, TranslateError> {
     let rel = engine.release;
     let vocab = tok.vocab_size() as i64;
+    let defaults =
+        if opts.generation_config_defaults { tok.generation_defaults } else { GenerationDefaults::default() };
+    let with_defaults;
+    let req = if defaults.is_empty() {
+        req
+    } else {
+        with_defaults = defaults.apply(req, rel);
+        &with_defaults
+    };
     let draft = sampling_draft(req);
     // `n` is checked before the constraint is built, as vLLM's server does.
     check_sampling_rules(&draft, rel, Some("n"))?;
@@ -919,7 +938,8 @@ pub fn translate(
     };
     let prompt_len = check_prompt(req, engine.max_model_len, vocab)?;
     let mut warnings = Vec::new();
-    let max_tokens = resolve_max_tokens(req, engine.max_model_len, prompt_len, opts, &mut warnings)?;
+    let max_tokens =
+        resolve_max_tokens(req, engine.max_model_len, prompt_len, defaults.max_tokens, opts, &mut warnings)?;
     let stops = eos_and_stops(req, tok, opts);
     let sp = build_sampling_params(req, &draft, max_tokens, &stops, structured.as_ref())?;
     let requests = fan_out(req, sp, rel, opts)?;

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 
 use tokenizers::Tokenizer;
 
+use super::generation::GenerationDefaults;
+
 /// Why a gateway tokenizer could not be built: the model-directory file at
 /// fault and what `tokenizers` said about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,8 @@ pub struct GatewayTokenizer {
     pub added_tokens: HashMap<u32, String>,
     /// Ids of the added tokens marked special.
     pub special_ids: Vec<u32>,
+    /// The default sampling parameters of `generation_config.json`.
+    pub generation_defaults: GenerationDefaults,
 }
 
 impl std::fmt::Debug for GatewayTokenizer {
@@ -80,7 +84,8 @@ pub struct ModelFiles<'a> {
     /// `tokenizer_config.json`, if the directory has one (its `eos_token`).
     pub tokenizer_config_json: Option<&'a str>,
     /// `generation_config.json`, if the directory has one (its
-    /// `eos_token_id`, an int or a list).
+    /// `eos_token_id`, an int or a list, and its default sampling
+    /// parameters).
     pub generation_config_json: Option<&'a str>,
 }
 
@@ -102,6 +107,7 @@ impl GatewayTokenizer {
         }
         if let Some(gen) = parse(files.generation_config_json) {
             t.generation_eos_token_ids = ids_of(gen.get("eos_token_id"));
+            t.generation_defaults = GenerationDefaults::from_json(&gen);
         }
         Ok(t)
     }
@@ -117,7 +123,14 @@ impl GatewayTokenizer {
             }
         }
         special_ids.sort_unstable();
-        GatewayTokenizer { inner, eos_token_id: None, generation_eos_token_ids: Vec::new(), added_tokens, special_ids }
+        GatewayTokenizer {
+            inner,
+            eos_token_id: None,
+            generation_eos_token_ids: Vec::new(),
+            added_tokens,
+            special_ids,
+            generation_defaults: GenerationDefaults::default(),
+        }
     }
 
     /// The vocabulary size, added tokens included.
