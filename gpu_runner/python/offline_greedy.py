@@ -14,7 +14,10 @@ version, the date, and the model fingerprint (sha256 of
 model.safetensors, as `gpu-runner run --record` writes it), plus an
 `oracle` line to paste into the scenario. The engine is configured as
 the runner's in-proc engine is (fp32, eager, max_model_len 512, seed 0,
-one process); sampling is `SamplingParams(temperature=0, max_tokens=N)`.
+one process); sampling is `SamplingParams(temperature=0, max_tokens=N,
+ignore_eos=...)`: vLLM's neutral values for everything else, which is why
+the scenario's requests send repetition_penalty 1.0 (a model whose
+generation config sets another would otherwise get it from the gateway).
 """
 
 import argparse
@@ -45,6 +48,7 @@ def main() -> int:
     ap.add_argument("--prompt-ids", default="1,345,305,463,406,4")
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--max-model-len", type=int, default=512)
+    ap.add_argument("--ignore-eos", action="store_true", help="SamplingParams.ignore_eos (greedy_determinism sets it)")
     a = ap.parse_args()
     prompt = [int(x) for x in a.prompt_ids.split(",") if x.strip()]
 
@@ -61,13 +65,14 @@ def main() -> int:
         distributed_executor_backend="uni",
         disable_log_stats=True,
     )
-    out = llm.generate([TokensPrompt(prompt_token_ids=prompt)], SamplingParams(temperature=0, max_tokens=a.max_tokens), use_tqdm=False)
+    out = llm.generate([TokensPrompt(prompt_token_ids=prompt)], SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=a.ignore_eos), use_tqdm=False)
     c = out[0].outputs[0]
     date = datetime.date.today().isoformat()
     fp = fingerprint(a.model)
     res = {
         "prompt_token_ids": prompt,
         "max_tokens": a.max_tokens,
+        "ignore_eos": a.ignore_eos,
         "token_ids": list(c.token_ids),
         "finish_reason": c.finish_reason,
         "stop_reason": c.stop_reason,

@@ -19,6 +19,11 @@ rc=0
   --report-json "$report" || rc=$?
 # With the reference run of vLLM's own frontend (kept, not rerun here:
 # docs/runner.md "The reference run").
+# The generation-config defaults on a model that sets them (golden/instruct;
+# SMG reads only its tokenizer and configs, no weights).
+"$bin" gateway --gateway smg --model golden/instruct --only generation_config_defaults \
+  --expectations golden/gateway/expectations/smg-1.13.0-instruct.txt \
+  --report-json "${report%.json}-instruct.json" || rc=$?
 "$bin" scoreboard "$report" golden/gateway/reports/vllm-0.32.0-frontend.json > docs/scoreboard.md
 echo "report: $report; scoreboard: docs/scoreboard.md"
 # No gateway or engine process may outlive the run.

@@ -11,6 +11,7 @@ use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 use crate::dialect::Vllm;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock::vllm_script::Script;
+use crate::model_facts::ModelFacts;
 use crate::record::{self, RecordMeta, Recorder};
 use crate::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
 use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdict};
@@ -249,6 +250,34 @@ pub fn tokenizer_from(dir: &Path) -> Result<GatewayTokenizer, CliError> {
     Ok(engine_testkit::model::tokenizer(dir)?)
 }
 
+/// Whether `dir` is a model directory with a `config.json` but no weights
+/// (`golden/instruct/`): the runner serves it with random weights.
+fn lacks_weights(dir: &Path) -> bool {
+    let weights = |e: &std::fs::DirEntry| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        n.ends_with(".safetensors") || n.ends_with(".bin") || n.ends_with(".gguf") || n.ends_with(".pt")
+    };
+    dir.join("config.json").is_file()
+        && std::fs::read_dir(dir).is_ok_and(|entries| !entries.filter_map(Result::ok).any(|e| weights(&e)))
+}
+
+/// Where the random-weight build of the model directory `src` is cached:
+/// beside the tiny model's (`models/` above the venvs), named by the
+/// directory and a digest of its files, so that a changed config or
+/// tokenizer is built afresh.
+fn random_weights_dir(venv: &Path, src: &Path) -> Result<PathBuf, CliError> {
+    let mut all = Vec::new();
+    for f in ["config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"] {
+        all.extend(f.as_bytes());
+        all.extend(std::fs::read(src.join(f)).unwrap_or_default());
+    }
+    let digest: String = record::sha256(&all)[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let name = src.canonicalize().map_err(CliError::io(src))?;
+    let name = name.file_name().map_or("model".into(), |n| n.to_string_lossy().into_owned());
+    let models = venv.parent().and_then(Path::parent).unwrap_or(Path::new("/tmp")).join("models");
+    Ok(models.join(format!("{name}-random-seed0-{digest}")))
+}
+
 /// A scratch directory removed on drop.
 struct WorkDir(PathBuf);
 
@@ -445,13 +474,10 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let deadline = args.deadline.map(Duration::from_secs);
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?;
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
-    let mut scenarios = scenario::load_dir(&dir)?;
-    // Scenarios on a fresh engine (which may leave it dead) run last.
-    scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
-    if let Some(s) = &args.shard {
-        let shard = report::parse_shard(s)?;
-        scenarios = keep_shard(scenarios, shard);
-    }
+    // Read for no model first, so that a file that does not read fails
+    // before a model is built; read again below for the served model.
+    scenario::load_dir(&dir, &ModelFacts::default())?;
+    let shard = args.shard.as_deref().map(report::parse_shard).transpose()?;
     let expectations = load_expectations(args.expectations.as_deref())?;
     if args.engine == EngineKind::Vllm && args.model.is_none() {
         return Err(CliError::Usage("--engine vllm needs --model (a model vLLM can load on this GPU machine)".into()));
@@ -460,6 +486,12 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let work = WorkDir::new()?;
     let venv = args.venv.clone().unwrap_or_else(launcher::default_cpu_venv);
     let model_dir = match (&args.model, args.engine) {
+        (Some(m), EngineKind::VllmCpu | EngineKind::Vllm) if lacks_weights(m) => {
+            let out = random_weights_dir(&venv, m)?;
+            eprintln!("{} has a config but no weights: random ones in {}", m.display(), out.display());
+            launcher::make_tiny_model(&venv, m, &out, Duration::from_secs(600))?;
+            out
+        }
         (Some(m), _) => m.clone(),
         (None, EngineKind::VllmCpu) => {
             let out = venv.parent().and_then(Path::parent).unwrap_or(Path::new("/tmp")).join("models/tiny-llama-seed0");
@@ -470,6 +502,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         (None, _) => repo_path("golden/tiny"),
     };
     let tokenizer = tokenizer_from(&model_dir)?;
+    let facts = ModelFacts::of(&tokenizer, record::model_fingerprint(&model_dir));
+    let mut scenarios = scenario::load_dir(&dir, &facts)?;
+    // Scenarios on a fresh engine (which may leave it dead) run last.
+    scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
+    if let Some(shard) = shard {
+        scenarios = keep_shard(scenarios, shard);
+    }
     let mock_script = match (&args.mock_script, args.engine) {
         (Some(p), EngineKind::Mock) => Some(Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
         _ => None,
@@ -698,4 +737,26 @@ async fn run_tokenspeed(args: RunArgs) -> Result<i32, CliError> {
         std::fs::write(p, report::junit(&name, &results)).map_err(CliError::io(p))?;
     }
     Ok(if report::totals(&results).failed > 0 || main_error { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_directory_without_weights_is_served_with_random_ones_cached_by_its_files() {
+        assert!(lacks_weights(&repo_path("golden/instruct")));
+        assert!(lacks_weights(&repo_path("golden/tiny")));
+        assert!(!lacks_weights(&repo_path("golden/replay")), "no config.json: not a model directory");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+        assert!(lacks_weights(dir.path()));
+        std::fs::write(dir.path().join("model.safetensors"), "").unwrap();
+        assert!(!lacks_weights(dir.path()));
+        let venv = Path::new("/cache/venvs/v");
+        let a = random_weights_dir(venv, &repo_path("golden/instruct")).unwrap();
+        let b = random_weights_dir(venv, &repo_path("golden/tiny")).unwrap();
+        assert!(a.starts_with("/cache/models") && a.file_name().unwrap().to_string_lossy().starts_with("instruct-"));
+        assert_ne!(a.file_name(), b.file_name());
+    }
 }

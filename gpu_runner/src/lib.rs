@@ -14,6 +14,8 @@
 //! - [`check`]: the check vocabulary every scenario kind shares (a typed
 //!   enum read at load), the observation model and the replay checks;
 //! - [`load`]: one loader for every kind of scenario file;
+//! - [`model_facts`]: what a scenario may ask of the served model (EOS,
+//!   token ids of a kind, its fingerprint) and the directives that ask it;
 //! - [`replay`]: the replay scenario model, one replay run for every
 //!   dialect and the results the checks read, and `--record`'s results;
 //! - [`scenario`]: vLLM replay scenarios run through the translation
@@ -43,6 +45,7 @@ pub mod http;
 pub mod launcher;
 pub mod load;
 pub mod mock;
+pub mod model_facts;
 pub mod record;
 pub mod replay;
 pub mod report;

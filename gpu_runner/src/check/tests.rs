@@ -382,8 +382,8 @@ fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
-fn load_error<S: crate::load::ScenarioFile>(dir: &Path) -> LoadError {
-    match crate::load::load_dir::<S, ()>(dir, &()) {
+fn load_error<S: crate::load::ScenarioFile<crate::model_facts::ModelFacts>>(dir: &Path) -> LoadError {
+    match crate::load::load_dir::<S, _>(dir, &crate::model_facts::ModelFacts::default()) {
         Ok(_) => panic!("{} loaded", dir.display()),
         Err(e) => e,
     }
@@ -452,7 +452,8 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_committed_scenario_loads() {
-    let replay = crate::scenario::load_dir(&repo().join("golden/replay")).unwrap();
+    let replay =
+        crate::scenario::load_dir(&repo().join("golden/replay"), &crate::model_facts::ModelFacts::default()).unwrap();
     assert!(replay.len() >= 21, "{}", replay.len());
     let ts = crate::tokenspeed::scenario::load_dir(&repo().join("golden/replay/tokenspeed")).unwrap();
     assert!(ts.len() >= 17, "{}", ts.len());

@@ -15,6 +15,7 @@ use serde_json::{json, Value as Json};
 
 use crate::check::{parse_list, CheckSpec, RunObservation, ScenarioFailure, ScenarioKind};
 use crate::load::{LoadError, ScenarioError, ScenarioFile};
+use crate::model_facts::{resolve, ModelFacts};
 
 /// A request sent around the gateway's validation (both dialects).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +90,11 @@ pub struct ScenarioOf<D: Dialect> {
     pub timeout: Duration,
     /// The dialect's own fields.
     pub dialect: D::Scenario,
+    /// Why the scenario does not apply to the served model (directives it
+    /// cannot satisfy, [`crate::model_facts`]); empty when it does.
+    pub not_applicable: Vec<String>,
+    /// Checks left out because they are pinned to other models.
+    pub unpinned: Vec<String>,
 }
 
 /// The vLLM dialect.
@@ -169,11 +175,21 @@ fn hex_frame(s: &str) -> Option<Vec<u8>> {
 }
 
 impl<D: Dialect> ScenarioOf<D> {
-    /// Parses a scenario file's text; `name_hint` (the file stem) names
-    /// it when it has no `scenario`.
+    /// Parses a scenario file's text for no model in particular (a
+    /// directive makes it not apply); `name_hint` (the file stem) names it
+    /// when it has no `scenario`.
     pub fn from_json(name_hint: &str, text: &str) -> Result<ScenarioOf<D>, ScenarioError> {
-        let v: Json =
+        ScenarioOf::from_json_on(name_hint, text, &ModelFacts::default())
+    }
+
+    /// Parses a scenario file's text for the model whose facts are
+    /// `facts`: its directives become that model's ids and its checks
+    /// pinned to other models are left out ([`crate::model_facts`]).
+    pub fn from_json_on(name_hint: &str, text: &str, facts: &ModelFacts) -> Result<ScenarioOf<D>, ScenarioError> {
+        let mut v: Json =
             serde_json::from_str(text).map_err(|source| ScenarioError::Json { name: name_hint.to_string(), source })?;
+        let hint_name = v.get("scenario").and_then(Json::as_str).unwrap_or(name_hint).to_string();
+        let resolution = resolve(&mut v, facts).map_err(|e| format!("{hint_name}: {e}"))?;
         let o = v.as_object().ok_or_else(|| format!("{name_hint}: expected a JSON object"))?;
         let name = o.get("scenario").and_then(Json::as_str).unwrap_or(name_hint).to_string();
         let strs = |k: &str| -> Vec<String> {
@@ -233,6 +249,8 @@ impl<D: Dialect> ScenarioOf<D> {
             checks,
             timeout,
             dialect,
+            not_applicable: resolution.unmet,
+            unpinned: resolution.unpinned,
         })
     }
 
@@ -306,9 +324,9 @@ pub fn levels<D: Dialect>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize
     Ok(out)
 }
 
-impl<D: Dialect> ScenarioFile for ScenarioOf<D> {
-    fn parse(stem: &str, text: &str, _: &()) -> Result<ScenarioOf<D>, ScenarioError> {
-        ScenarioOf::from_json(stem, text)
+impl<D: Dialect> ScenarioFile<ModelFacts> for ScenarioOf<D> {
+    fn parse(stem: &str, text: &str, facts: &ModelFacts) -> Result<ScenarioOf<D>, ScenarioError> {
+        ScenarioOf::from_json_on(stem, text, facts)
     }
 
     fn name(&self) -> &str {
@@ -316,14 +334,14 @@ impl<D: Dialect> ScenarioFile for ScenarioOf<D> {
     }
 }
 
-/// Loads every `*.json` under `dir` as a vLLM scenario, sorted by file
-/// name.
-pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, LoadError> {
-    load_dir_of(dir)
+/// Loads every `*.json` under `dir` as a vLLM scenario for the model of
+/// `facts`, sorted by file name.
+pub fn load_dir(dir: &Path, facts: &ModelFacts) -> Result<Vec<Scenario>, LoadError> {
+    load_dir_of(dir, facts)
 }
 
-/// Loads every `*.json` under `dir` as a scenario of dialect `D`, sorted by
-/// file name.
-pub fn load_dir_of<D: Dialect>(dir: &Path) -> Result<Vec<ScenarioOf<D>>, LoadError> {
-    crate::load::load_dir(dir, &())
+/// Loads every `*.json` under `dir` as a scenario of dialect `D` for the
+/// model of `facts`, sorted by file name.
+pub fn load_dir_of<D: Dialect>(dir: &Path, facts: &ModelFacts) -> Result<Vec<ScenarioOf<D>>, LoadError> {
+    crate::load::load_dir(dir, facts)
 }

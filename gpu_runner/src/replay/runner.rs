@@ -127,6 +127,8 @@ pub async fn run_all<H: Harness>(
         let mut ran = false;
         let verdict = if !s.runs_on(h.engine()) {
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
+        } else if !s.not_applicable.is_empty() {
+            Verdict::Skip(format!("does not apply to this model: {}", s.not_applicable.join("; ")))
         } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
             Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
         } else if deadline_passed(deadline_at) {
@@ -166,6 +168,9 @@ pub async fn run_all<H: Harness>(
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
         expectations.apply_if_ran(&mut res, ran);
         h.show(&format!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds));
+        if !s.unpinned.is_empty() {
+            h.show(&format!("{:<18}   not checked on this model (pinned to others): {}", "", s.unpinned.join(", ")));
+        }
         results.push(res);
     }
     if let Some(m) = main.take() {

@@ -78,9 +78,10 @@ impl Dialect for Tokenspeed {
     }
 }
 
-/// Every `*.json` scenario in `dir`, in name order.
+/// Every `*.json` scenario in `dir`, in name order (TokenSpeed scenarios
+/// name no model facts: they are read for no model in particular).
 pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, LoadError> {
-    load_dir_of::<Tokenspeed>(dir)
+    load_dir_of::<Tokenspeed>(dir, &crate::model_facts::ModelFacts::default())
 }
 
 /// A TokenSpeed scenario's results ([`crate::replay::run::RunResult`]:
