@@ -686,17 +686,7 @@ fn gen_to_value(o: &mut String, u: &UStruct) {
         } else {
             format!("WireType::to_value(&self.{id}, s.fields[{i}].ty, rel).at({seg:?})?")
         };
-        if u.partial(f) {
-            let _ = writeln!(
-                o,
-                "        if rel.is({:#b}) {{\n            f.push({conv});\n        }} else if {} {{\n            return Err(not_in_release(rel, {:?}).into());\n        }}",
-                f.mask,
-                set_check(u, f),
-                f.name
-            );
-        } else {
-            let _ = writeln!(o, "        f.push({conv});");
-        }
+        per_release(o, u, f, &format!("f.push({conv});"));
     }
     o.push_str("        Ok(Value::Struct(StructValue::new(s, f)))\n    }\n");
 }
@@ -803,6 +793,13 @@ fn gen_encode_field(o: &mut String, u: &UStruct, f: &UField) {
     } else {
         format!("{key}{write_value};")
     };
+    per_release(o, u, f, &body);
+}
+
+/// Writes `body` (one statement on field `f`), only for the releases that
+/// have the field when some lack it: for the others a set field is an
+/// error.
+fn per_release(o: &mut String, u: &UStruct, f: &UField, body: &str) {
     if u.partial(f) {
         let _ = writeln!(
             o,
