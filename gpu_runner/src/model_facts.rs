@@ -44,6 +44,9 @@ pub struct ModelFacts {
     /// `sha256:<hex>` of the weights (`model.safetensors`), else of
     /// `config.json`; `None` without either.
     pub fingerprint: Option<String>,
+    /// The vocabulary size, added tokens included (`None`: not known, any
+    /// prompt id is taken).
+    pub vocab_size: Option<usize>,
     pub eos: Option<u32>,
     pub eos_ids: Vec<u32>,
     pub plain_token: Option<u32>,
@@ -71,7 +74,8 @@ impl ModelFacts {
                 eos_ids.push(id);
             }
         }
-        let mut facts = ModelFacts { fingerprint, eos, eos_ids, ..Default::default() };
+        let mut facts =
+            ModelFacts { fingerprint, vocab_size: Some(tok.vocab_size()), eos, eos_ids, ..Default::default() };
         for id in 0..tok.vocab_size() as u32 {
             if tok.added_tokens.contains_key(&id) || facts.eos_ids.contains(&id) {
                 continue;
@@ -218,7 +222,22 @@ pub fn resolve(v: &mut Json, facts: &ModelFacts) -> Result<Resolution, Directive
         });
     }
     walk(v, facts, &mut res)?;
+    if let Some(vocab) = facts.vocab_size {
+        outside_vocabulary(v, vocab, &mut res);
+    }
     Ok(res)
+}
+
+/// Notes a prompt id the model's vocabulary lacks (the committed prompts
+/// are ids below 464, ordinary tokens of any larger vocabulary).
+fn outside_vocabulary(v: &Json, vocab: usize, res: &mut Resolution) {
+    let requests = v.get("requests").and_then(Json::as_array).map_or(&[][..], Vec::as_slice);
+    for (i, r) in requests.iter().enumerate() {
+        let ids = r.pointer("/request/prompt_token_ids").and_then(Json::as_array).map_or(&[][..], Vec::as_slice);
+        if let Some(id) = ids.iter().filter_map(Json::as_u64).find(|&id| id >= vocab as u64) {
+            res.unmet.push(format!("requests[{i}]: prompt id {id} is outside the model's vocabulary ({vocab})"));
+        }
+    }
 }
 
 fn walk(v: &mut Json, facts: &ModelFacts, res: &mut Resolution) -> Result<(), DirectiveError> {
@@ -365,6 +384,15 @@ mod tests {
         let mut v = json!({"logit_bias": {"$model.eos": 100.0}});
         let res = resolve(&mut v, &ModelFacts::default()).unwrap();
         assert_eq!(res.unmet, vec!["the model names no EOS token".to_string()]);
+    }
+
+    #[test]
+    fn a_prompt_id_outside_the_vocabulary_makes_the_scenario_not_apply() {
+        let f = ModelFacts { vocab_size: Some(300), ..Default::default() };
+        let mut v = json!({"requests": [{"request": {"prompt_token_ids": [1, 299]}},
+                                        {"request": {"prompt_token_ids": [5, 345, 400]}}]});
+        let res = resolve(&mut v, &f).unwrap();
+        assert_eq!(res.unmet, vec!["requests[1]: prompt id 345 is outside the model's vocabulary (300)".to_string()]);
     }
 
     #[test]
