@@ -11,7 +11,7 @@ use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 use crate::dialect::Vllm;
 use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
 use crate::mock::vllm_script::Script;
-use crate::model_facts::ModelFacts;
+use crate::model_facts::{ModelFacts, OfflineOracle};
 use crate::record::{self, RecordMeta, Recorder};
 use crate::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
 use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdict};
@@ -502,7 +502,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         (None, _) => repo_path("golden/tiny"),
     };
     let tokenizer = tokenizer_from(&model_dir)?;
-    let facts = ModelFacts::of(&tokenizer, record::model_fingerprint(&model_dir));
+    let mut facts = ModelFacts::of(&tokenizer, record::model_fingerprint(&model_dir));
+    if args.engine == EngineKind::VllmCpu {
+        // vLLM's offline LLM.generate in the engine's own venv, on the same
+        // checkpoint: the greedy oracle of `$model.offline_greedy`.
+        facts.offline =
+            Some(OfflineOracle { venv: venv.clone(), model: model_dir.clone(), work: work.0.join("offline-oracle") });
+    }
     let mut scenarios = scenario::load_dir(&dir, &facts)?;
     // Scenarios on a fresh engine (which may leave it dead) run last.
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 pub const INPROC_ENGINE_PY: &str = include_str!("../python/inproc_engine.py");
 /// The tiny-model builder.
 pub const MAKE_TINY_MODEL_PY: &str = include_str!("../python/make_tiny_model.py");
+/// The greedy oracle (vLLM's offline `LLM.generate`).
+pub const OFFLINE_GREEDY_PY: &str = include_str!("../python/offline_greedy.py");
 
 /// Why an engine (or the tiny model) could not be started.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -51,12 +53,13 @@ pub enum LaunchError {
     /// The model directory has no parent directory.
     #[error("model directory has no parent")]
     NoParent,
-    /// `make_tiny_model.py` failed: its exit status and last stderr lines.
-    #[error("make_tiny_model.py failed ({status}): {tail}")]
-    TinyModel { status: String, tail: String },
-    /// `make_tiny_model.py` ran past its timeout.
-    #[error("make_tiny_model.py still running after {}s", .0.as_secs())]
-    TinyModelTimeout(Duration),
+    /// One of the runner's Python scripts (`make_tiny_model.py`,
+    /// `offline_greedy.py`) failed: its exit status and last stderr lines.
+    #[error("{script} failed ({status}): {tail}")]
+    Script { script: &'static str, status: String, tail: String },
+    /// A script ran past its timeout.
+    #[error("{script} still running after {}s", after.as_secs())]
+    ScriptTimeout { script: &'static str, after: Duration },
     /// TokenSpeed's `ts serve --headless` did not start.
     #[error("cannot start TokenSpeed (`ts serve --headless`): {0}")]
     Tokenspeed(Box<LaunchError>),
@@ -252,32 +255,97 @@ pub fn make_tiny_model(venv: &Path, src: &Path, out: &Path, timeout: Duration) -
     if out.join("model.safetensors").is_file() && out.join("tokenizer.json").is_file() {
         return Ok(());
     }
-    check_venv(venv)?;
     let parent = out.parent().ok_or(LaunchError::NoParent)?;
     std::fs::create_dir_all(parent).map_err(io_at(parent))?;
-    let script = parent.join("make_tiny_model.py");
-    std::fs::write(&script, MAKE_TINY_MODEL_PY).map_err(io_at(&script))?;
+    let args = [src.as_os_str().to_owned(), out.as_os_str().to_owned()];
+    run_script(venv, parent, "make_tiny_model.py", MAKE_TINY_MODEL_PY, &args, timeout)?;
+    Ok(())
+}
+
+/// The greedy oracle: vLLM's own offline `LLM.generate` on `model` (in the
+/// venv's vLLM, configured as the in-proc engine is), for `prompt` and
+/// `max_tokens` at temperature 0 and vLLM's neutral values otherwise
+/// (`gpu_runner/python/offline_greedy.py`). The token ids it generated.
+pub fn offline_greedy(
+    venv: &Path,
+    model: &Path,
+    work: &Path,
+    prompt: &[i64],
+    max_tokens: u64,
+    ignore_eos: bool,
+    timeout: Duration,
+) -> Result<Vec<i64>, LaunchError> {
+    let ids: Vec<String> = prompt.iter().map(i64::to_string).collect();
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "--model".into(),
+        model.as_os_str().to_owned(),
+        "--prompt-ids".into(),
+        ids.join(",").into(),
+        "--max-tokens".into(),
+        max_tokens.to_string().into(),
+    ];
+    if ignore_eos {
+        args.push("--ignore-eos".into());
+    }
+    let out = run_script(venv, work, "offline_greedy.py", OFFLINE_GREEDY_PY, &args, timeout)?;
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+    let bad = |why: &str| LaunchError::Script {
+        script: "offline_greedy.py",
+        status: "exit status: 0".into(),
+        tail: format!("{why}: {line}"),
+    };
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|_| bad("no JSON result"))?;
+    v.get("token_ids")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|a| a.iter().map(serde_json::Value::as_i64).collect::<Option<Vec<_>>>())
+        .ok_or_else(|| bad("no token_ids"))
+}
+
+/// Runs one of the runner's Python scripts with the venv's interpreter
+/// (the script written into `dir`), and returns what it printed; a failure
+/// or a run past `timeout` is an error with its last stderr lines.
+fn run_script(
+    venv: &Path,
+    dir: &Path,
+    name: &'static str,
+    text: &str,
+    args: &[std::ffi::OsString],
+    timeout: Duration,
+) -> Result<String, LaunchError> {
+    use std::io::Read;
+    check_venv(venv)?;
+    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+    let script = dir.join(name);
+    std::fs::write(&script, text).map_err(io_at(&script))?;
     let mut cmd = Command::new(venv.join("bin/python"));
-    cmd.arg(&script).arg(src).arg(out).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.arg(&script).args(args).env("VLLM_TARGET_DEVICE", "cpu").stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut p = EngineProcess::spawn(cmd, Duration::from_secs(2))?;
+    // Drained while it runs, so that a full pipe never blocks it.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut r) = pipe {
+                let _ = r.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(p.child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let stderr = drain(p.child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
     let until = Instant::now() + timeout;
     loop {
         if let Some(st) = p.try_status() {
             p.stopped = true;
-            return if st.success() {
-                Ok(())
-            } else {
-                let mut err = String::new();
-                if let Some(mut e) = p.child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-                Err(LaunchError::TinyModel { status: st.to_string(), tail })
-            };
+            let out = stdout.join().unwrap_or_default();
+            let err = stderr.join().unwrap_or_default();
+            if st.success() {
+                return Ok(out);
+            }
+            let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+            return Err(LaunchError::Script { script: name, status: st.to_string(), tail });
         }
         if Instant::now() >= until {
-            return Err(LaunchError::TinyModelTimeout(timeout));
+            return Err(LaunchError::ScriptTimeout { script: name, after: timeout });
         }
         std::thread::sleep(Duration::from_millis(100));
     }

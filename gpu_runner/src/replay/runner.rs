@@ -168,8 +168,8 @@ pub async fn run_all<H: Harness>(
         let mut res = ScenarioResult { scenario: s.name.clone(), verdict, seconds: t0.elapsed().as_secs_f64() };
         expectations.apply_if_ran(&mut res, ran);
         h.show(&format!("{:<18} {} ({:.1}s)", res.verdict.label(), res.scenario, res.seconds));
-        if !s.unpinned.is_empty() {
-            h.show(&format!("{:<18}   not checked on this model (pinned to others): {}", "", s.unpinned.join(", ")));
+        if !s.left_out.is_empty() {
+            h.show(&format!("{:<18}   not checked here: {}", "", s.left_out.join(", ")));
         }
         results.push(res);
     }
