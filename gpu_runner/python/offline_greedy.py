@@ -35,11 +35,17 @@ DEFAULT_MODEL = os.path.expanduser("~/.cache/engine-conformance/models/tiny-llam
 
 
 def fingerprint(model: str) -> str:
-    h = hashlib.sha256()
-    with open(os.path.join(model, "model.safetensors"), "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
+    """As the runner fingerprints a model: model.safetensors, else (weights
+    in shards, or another format) config.json."""
+    for name in ("model.safetensors", "config.json"):
+        path = os.path.join(model, name)
+        if os.path.isfile(path):
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            return "sha256:" + h.hexdigest()
+    return "unknown"
 
 
 def main() -> int:

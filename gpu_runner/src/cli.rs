@@ -274,8 +274,20 @@ fn random_weights_dir(venv: &Path, src: &Path) -> Result<PathBuf, CliError> {
     let digest: String = record::sha256(&all)[..6].iter().map(|b| format!("{b:02x}")).collect();
     let name = src.canonicalize().map_err(CliError::io(src))?;
     let name = name.file_name().map_or("model".into(), |n| n.to_string_lossy().into_owned());
-    let models = venv.parent().and_then(Path::parent).unwrap_or(Path::new("/tmp")).join("models");
-    Ok(models.join(format!("{name}-random-seed0-{digest}")))
+    Ok(models_cache(venv).join(format!("{name}-random-seed0-{digest}")))
+}
+
+/// Where random-weight models are cached: `models/` beside the venvs.
+fn models_cache(venv: &Path) -> PathBuf {
+    venv.parent().and_then(Path::parent).unwrap_or(Path::new("/tmp")).join("models")
+}
+
+/// The model directory `src` (config and tokenizer) with random weights,
+/// built into `out` unless it is there already.
+fn with_random_weights(venv: &Path, src: &Path, out: &Path) -> Result<PathBuf, CliError> {
+    eprintln!("{}: serving it with random weights, in {}", src.display(), out.display());
+    launcher::make_tiny_model(venv, src, out, Duration::from_secs(600))?;
+    Ok(out.to_path_buf())
 }
 
 /// A scratch directory removed on drop.
@@ -487,17 +499,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let venv = args.venv.clone().unwrap_or_else(launcher::default_cpu_venv);
     let model_dir = match (&args.model, args.engine) {
         (Some(m), EngineKind::VllmCpu | EngineKind::Vllm) if lacks_weights(m) => {
-            let out = random_weights_dir(&venv, m)?;
-            eprintln!("{} has a config but no weights: random ones in {}", m.display(), out.display());
-            launcher::make_tiny_model(&venv, m, &out, Duration::from_secs(600))?;
-            out
+            with_random_weights(&venv, m, &random_weights_dir(&venv, m)?)?
         }
         (Some(m), _) => m.clone(),
         (None, EngineKind::VllmCpu) => {
-            let out = venv.parent().and_then(Path::parent).unwrap_or(Path::new("/tmp")).join("models/tiny-llama-seed0");
-            eprintln!("building the tiny model in {}", out.display());
-            launcher::make_tiny_model(&venv, &repo_path("golden/tiny"), &out, Duration::from_secs(600))?;
-            out
+            with_random_weights(&venv, &repo_path("golden/tiny"), &models_cache(&venv).join("tiny-llama-seed0"))?
         }
         (None, _) => repo_path("golden/tiny"),
     };

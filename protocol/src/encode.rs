@@ -43,8 +43,7 @@ pub fn encode_payload_unvalidated(root: &'static str, ty: &'static Ty, value: &V
 }
 
 fn encode_with(root: &'static str, ty: &'static Ty, value: &Value, validate: bool) -> Result<Vec<Vec<u8>>, Error> {
-    let mut e =
-        Encoder { out: Vec::with_capacity(256), aux: Vec::new(), validate, recent_defaults: RecentDefaults::default() };
+    let mut e = Encoder::new(Vec::with_capacity(256), Vec::new(), validate);
     e.value(ty, value).map_err(|err| err.under(root))?;
     let mut frames = Vec::with_capacity(1 + e.aux.len());
     frames.push(e.out);
@@ -61,12 +60,7 @@ pub fn encode_into(
     out: &mut Vec<u8>,
     aux: &mut Vec<Vec<u8>>,
 ) -> Result<(), Error> {
-    let mut e = Encoder {
-        out: std::mem::take(out),
-        aux: std::mem::take(aux),
-        validate: true,
-        recent_defaults: RecentDefaults::default(),
-    };
+    let mut e = Encoder::new(std::mem::take(out), std::mem::take(aux), true);
     let r = e.value(ty, value).map_err(|err| err.under(root));
     *out = e.out;
     *aux = e.aux;
@@ -76,8 +70,7 @@ pub fn encode_into(
 /// The encoding of `value` as `ty` when it needs no aux frame (used for
 /// defaults); `None` if it cannot be encoded that way.
 pub(crate) fn encode_plain(ty: &'static Ty, value: &Value) -> Option<Vec<u8>> {
-    let mut e =
-        Encoder { out: Vec::new(), aux: Vec::new(), validate: false, recent_defaults: RecentDefaults::default() };
+    let mut e = Encoder::new(Vec::new(), Vec::new(), false);
     e.value(ty, value).ok()?;
     e.aux.is_empty().then_some(e.out)
 }
@@ -186,6 +179,10 @@ impl<T> Within for Result<T, Error> {
 }
 
 impl Encoder {
+    fn new(out: Vec<u8>, aux: Vec<Vec<u8>>, validate: bool) -> Encoder {
+        Encoder { out, aux, validate, recent_defaults: RecentDefaults::default() }
+    }
+
     fn err(&self, detail: String) -> Error {
         Error::new(RejectClass::Type, String::new(), detail)
     }

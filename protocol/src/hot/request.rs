@@ -66,7 +66,7 @@ pub fn decode_request(
     // Built in place: the struct is over a kilobyte, and each move of it
     // costs a tenth of reading a short request.
     let mut request = EngineCoreRequest::default();
-    if fast(release, frames, limits, &mut request) {
+    if fast(release, frames, limits, &mut request).is_some() {
         return Ok((request, Vec::new()));
     }
     decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
@@ -82,16 +82,12 @@ pub fn decode_request_direct(
     limits: &Limits,
 ) -> Option<EngineCoreRequest> {
     let mut request = EngineCoreRequest::default();
-    fast(release, frames, limits, &mut request).then_some(request)
+    fast(release, frames, limits, &mut request).map(|()| request)
 }
 
-/// The fast path, reading into `request` (a default one): `false` hands
+/// The fast path, reading into `request` (a default one): `None` hands
 /// the message to the reference path (`request` is then partly written).
-fn fast(release: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits, request: &mut EngineCoreRequest) -> bool {
-    fast_in(release, frames, limits, request).is_some()
-}
-
-fn fast_in(
+fn fast(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],
     limits: &Limits,

@@ -310,10 +310,10 @@ impl WireType for IntList {
     fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
         Ok(self.to_plain_value())
     }
-    #[inline]
     /// Inlined into the struct encoders: a token-id list is one call to
     /// the array writer, as a `Vec<i64>` field's was; the wide form, which
     /// no engine produces, is out of line.
+    #[inline]
     fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
         match &self.0 {
             Repr::Narrow(xs) => write::int_array(&mut e.out, xs),
