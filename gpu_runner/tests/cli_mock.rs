@@ -139,7 +139,10 @@ fn a_shard_runs_only_its_share_of_the_scenarios() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     let lines = stdout.lines().filter(|l| l.starts_with("pass") || l.starts_with("skip")).count();
-    let total = std::fs::read_dir(repo().join("golden/replay")).unwrap().count();
+    let total = std::fs::read_dir(repo().join("golden/replay"))
+        .unwrap()
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+        .count();
     assert!(lines < total && lines >= total / 4, "{lines} of {total}: {stdout}");
 }
 
@@ -339,4 +342,20 @@ fn vllm_without_a_model_is_refused() {
     let out = run(&["run", "--engine", "vllm"], Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--engine vllm needs --model"));
+}
+
+#[test]
+fn the_data_parallel_scenarios_pass_on_two_mock_ranks_and_say_why_they_do_not_apply_to_one() {
+    let out = run(&["run", "--engine", "mock", "--data-parallel-size", "2"], Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("3 passed, 0 failed"), "{stdout}");
+    assert!(stderr.contains("engine 1 up"), "{stderr}");
+
+    let dp = repo().join("golden/replay/dp");
+    let out = run(&["run", "--engine", "mock", "--scenarios", dp.to_str().unwrap()], Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("needs 2 engines behind the gateway (run with --data-parallel-size 2)"), "{stdout}");
+    assert!(!stdout.contains("pass "), "{stdout}");
 }

@@ -622,3 +622,24 @@ fn mock_scripts_with_unknown_faults_or_bad_types_are_rejected() {
     assert!(Script::from_json(r#"{"version": "9.9.9"}"#).unwrap_err().to_string().contains("no schema"));
     assert!(Script::from_json("[").is_err());
 }
+
+#[tokio::test]
+async fn a_batch_naming_another_engine_than_its_connection_is_counted_and_reported() {
+    within(async {
+        let r = rig(Duration::from_secs(10)).await;
+        let mut script = Script::new(release());
+        script.batch_engine_index = Some(3);
+        let m = mock(&r, script);
+        r.gw.wait_ready(1, READY).await.unwrap();
+        let s = r.gw.add(0, &request("r1", PROMPT.to_vec(), |_| {})).await.unwrap();
+        // The outputs still reach the request: its id decides where they go.
+        assert_eq!(s.finish(FINISH).await.unwrap().token_ids.len(), 8);
+        let stats = r.gw.stats().await;
+        assert_eq!(stats.engine_index_mismatches, 8, "{stats:?}");
+        assert!(stats.protocol_errors[0].contains("engine 0: a batch on its output connection says engine_index 3"));
+        assert!(stats.dp_control.is_empty());
+        m.stop().await.unwrap();
+        r.gw.shutdown().await;
+    })
+    .await;
+}

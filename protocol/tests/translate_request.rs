@@ -441,3 +441,34 @@ fn a_generation_config_max_new_tokens_is_capped_by_the_room_left() {
     tok.generation_defaults.max_tokens = Some(5);
     assert_eq!(translate(&explicit, &engine(64), &tok, &TranslateOptions::default()).unwrap().max_tokens, 7);
 }
+
+#[test]
+fn a_data_parallel_rank_is_sent_on_every_child_and_refused_outside_the_engines() {
+    let r = GenerateRequest { data_parallel_rank: Some(1), n: Some(2), max_tokens: Some(4), ..req(3) };
+    let opts = TranslateOptions { data_parallel_size: Some(2), ..Default::default() };
+    let t = translate(&r, &engine(64), tok(), &opts).expect("rank 1 of 2 translates");
+    assert!(t.requests.iter().all(|c| c.typed.data_parallel_rank == Some(1)), "{:?}", t.requests);
+
+    let past = TranslateOptions { data_parallel_size: Some(1), ..Default::default() };
+    let e = translate(&r, &engine(64), tok(), &past).unwrap_err();
+    assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::InvalidValue, "data_parallel_rank"));
+    assert!(e.message.contains("out of range [0, 1)"), "{e}");
+
+    let negative = GenerateRequest { data_parallel_rank: Some(-1), ..r.clone() };
+    let e = translate(&negative, &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
+    assert_eq!(e.field, "data_parallel_rank", "{e}");
+    // No size known: any rank from 0 up goes out.
+    assert!(translate(
+        &GenerateRequest { data_parallel_rank: Some(7), ..r },
+        &engine(64),
+        tok(),
+        &TranslateOptions::default()
+    )
+    .is_ok());
+}
+
+#[test]
+fn a_request_without_a_rank_sends_none() {
+    let t = go(&GenerateRequest { max_tokens: Some(2), ..req(3) });
+    assert_eq!(t.requests[0].typed.data_parallel_rank, None);
+}

@@ -58,6 +58,8 @@ impl<D: Observe> From<&ChildResult<D>> for Observation {
     fn from(c: &ChildResult<D>) -> Observation {
         let mut o = Observation {
             engine_request_id: c.engine_request_id.clone(),
+            engine: c.engine,
+            engine_indices: c.engine_indices.clone(),
             sent_seed: c.sent_seed,
             engine_tokens: c.engine_tokens.clone(),
             client_tokens: c.client_tokens.clone(),
@@ -124,6 +126,8 @@ impl<D: Observe> From<&RunResult<D>> for RunObservation {
                     (id.clone(), o)
                 })
                 .collect(),
+            dp_control: r.dp_control.clone(),
+            engine_index_mismatches: r.engine_index_mismatches,
         }
     }
 }

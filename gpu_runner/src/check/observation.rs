@@ -44,6 +44,11 @@ pub struct Failure {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observation {
     pub engine_request_id: String,
+    /// The engine (data-parallel rank) it was sent to.
+    pub engine: u16,
+    /// The `engine_index` values its outputs' batches carried, each once
+    /// (vLLM).
+    pub engine_indices: Vec<i64>,
     /// The `seed` sent.
     pub sent_seed: Option<i64>,
     /// Every token the engine sent.
@@ -120,4 +125,9 @@ pub enum UtilityObservation {
 pub struct RunObservation {
     pub requests: BTreeMap<String, RequestObservation>,
     pub utilities: BTreeMap<String, UtilityObservation>,
+    /// The data-parallel wave messages engines sent, in order, each with
+    /// the engine whose connection carried it (vLLM).
+    pub dp_control: Vec<(u16, crate::dialect::DpControl)>,
+    /// Batches whose `engine_index` was not their connection's engine.
+    pub engine_index_mismatches: u64,
 }

@@ -260,6 +260,23 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             Some(UtilityObservation::Returned(v)) => Err(CheckFailure::Utility(format!("succeeded with {v}"))),
             None => Err(CheckFailure::Utility(format!("no utility call {call}"))),
         },
+        Check::ServedBy { engine } => {
+            let id = c.request.as_deref().ok_or(CheckFailure::NoRequestNamed)?;
+            let children: Vec<&Observation> = copies(r, id).into_iter().flat_map(|rr| &rr.children).collect();
+            if children.is_empty() {
+                return Err(CheckFailure::NoRequest(id.into()));
+            }
+            let seen: Vec<Json> =
+                children.iter().map(|ch| json!({"sent_to": ch.engine, "engine_index": ch.engine_indices})).collect();
+            let want: Vec<Json> =
+                children.iter().map(|_| json!({"sent_to": engine, "engine_index": [engine]})).collect();
+            eq("engines", json!(seen), json!(want))?;
+            eq("batches naming another engine than their connection's", json!(r.engine_index_mismatches), json!(0))
+        }
+        Check::DpControl { is } => {
+            let seen: Vec<Json> = r.dp_control.iter().map(|(e, m)| json!({"engine": e, m.name(): m.wave()})).collect();
+            eq("data-parallel wave messages", json!(seen), json!(is))
+        }
         Check::AllFinished {} => {
             for (id, rr) in &r.requests {
                 for ch in &rr.children {

@@ -318,6 +318,15 @@ pub enum Check {
     },
     /// Every request finished.
     AllFinished {},
+    /// Every engine request of the request went to engine (data-parallel
+    /// rank) `engine`, and the batches that carried its outputs said
+    /// `engine_index` `engine`; no batch of the scenario named an engine
+    /// other than its connection's.
+    ServedBy { engine: u16 },
+    /// The data-parallel wave messages of the scenario, in order: each
+    /// `{"engine": E, "wave_complete": W}` or `{"engine": E, "start_wave": W}`
+    /// (`[]`: none, as on a dense model's independent ranks).
+    DpControl { is: Vec<Json> },
 
     // ---- TokenSpeed replay
     /// Exactly one row: abort, no ids, completion 0.
@@ -429,6 +438,8 @@ pub const VOCABULARY: &[Entry] = &[
     Entry { name: "utility_result", kinds: &[V], fields: "`call`, `is`" },
     Entry { name: "utility_failure", kinds: &[V], fields: "`call`, `contains`" },
     Entry { name: "all_finished", kinds: &[V], fields: "" },
+    Entry { name: "served_by", kinds: &[V], fields: "`engine` (a data-parallel rank)" },
+    Entry { name: "dp_control", kinds: &[V], fields: "`is` (wave messages, `[]` for none)" },
     Entry { name: "terminal_abort_row", kinds: &[T], fields: "" },
     Entry { name: "silence", kinds: &[T], fields: "" },
     Entry { name: "rows", kinds: &[T], fields: "`is`" },
@@ -498,6 +509,8 @@ impl Check {
             Check::UtilityResult { .. } => "utility_result",
             Check::UtilityFailure { .. } => "utility_failure",
             Check::AllFinished {} => "all_finished",
+            Check::ServedBy { .. } => "served_by",
+            Check::DpControl { .. } => "dp_control",
             Check::TerminalAbortRow {} => "terminal_abort_row",
             Check::Silence {} => "silence",
             Check::Rows { .. } => "rows",

@@ -112,6 +112,9 @@ fn right() -> RunObservation {
     a_req.request = json!({"structured_outputs": {"regex": "[a-c]{3}"}});
     r.requests.insert("a".into(), a_req);
     r.requests.insert("b".into(), req("b", vec![finished("b", &[5, 6, 7, 8])]));
+    // Served by data-parallel rank 1: sent there, its batches said so.
+    let on1 = Observation { engine: 1, engine_indices: vec![1], ..finished("on1", &[5, 6]) };
+    r.requests.insert("on1".into(), req("on1", vec![on1]));
     let mut c = req("c", vec![finished("c", &[9, 9])]);
     c.room = 2;
     r.requests.insert("c".into(), c);
@@ -275,6 +278,14 @@ fn cases() -> Vec<(ScenarioKind, Json, Breaker)> {
             r.requests.retain(|_, v| v.children.iter().all(|c| c.finish.is_some() && c.error.is_none()));
             child_mut(r, "a").finish = None;
         }),
+        (V, json!({"check": "served_by", "request": "on1", "engine": 1}), |r| child_mut(r, "on1").engine = 0),
+        (V, json!({"check": "served_by", "request": "on1", "engine": 1}), |r| {
+            child_mut(r, "on1").engine_indices = vec![1, 0]
+        }),
+        (V, json!({"check": "served_by", "request": "on1", "engine": 1}), |r| r.engine_index_mismatches = 1),
+        (V, json!({"check": "dp_control", "is": []}), |r| {
+            r.dp_control.push((0, crate::dialect::DpControl::WaveComplete(0)))
+        }),
         (T, json!({"check": "terminal_abort_row", "request": "arow"}), |r| {
             child_mut(r, "arow").rows[0].completion_tokens = 1
         }),
@@ -300,6 +311,20 @@ fn every_replay_check_passes_on_a_right_observation_and_fails_on_a_wrong_one() {
         let e = replay::check(&spec, &bad).expect_err(&format!("{entry} on the broken run"));
         assert!(!e.to_string().is_empty());
     }
+}
+
+#[test]
+fn wave_messages_read_as_their_engine_name_and_wave() {
+    let spec = CheckSpec::parse(
+        ScenarioKind::Vllm,
+        &json!({"check": "dp_control", "is": [{"engine": 1, "start_wave": 2}, {"engine": 0, "wave_complete": 2}]}),
+    )
+    .unwrap();
+    let mut r = right();
+    r.dp_control = vec![(1, crate::dialect::DpControl::StartWave(2)), (0, crate::dialect::DpControl::WaveComplete(2))];
+    assert_eq!(replay::check(&spec, &r), Ok(()));
+    r.dp_control.reverse();
+    assert!(replay::check(&spec, &r).is_err(), "order matters");
 }
 
 #[test]

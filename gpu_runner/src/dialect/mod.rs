@@ -80,6 +80,40 @@ pub struct BatchInfo {
     pub drift: Vec<String>,
     /// A UTILITY reply, if the batch holds one.
     pub utility: Option<UtilityReply>,
+    /// The producing engine's index as the batch states it (vLLM
+    /// `EngineCoreOutputs.engine_index`); `None` where the dialect has none.
+    pub engine_index: Option<i64>,
+    /// A data-parallel control message, if the batch is one (vLLM).
+    pub dp_control: Option<DpControl>,
+}
+
+/// vLLM's data-parallel wave messages, engine to client
+/// (`EngineCoreOutputs.wave_complete` / `.start_wave`; docs/wire-protocol.md
+/// "Outputs"). Only a `DPEngineCoreProc` (data parallel on an MoE model)
+/// sends them; a dense model's ranks are independent engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpControl {
+    /// The engines went idle: wave `n` is over.
+    WaveComplete(i64),
+    /// A request arrived for wave `n` while the engines were idle.
+    StartWave(i64),
+}
+
+impl DpControl {
+    /// `wave_complete` or `start_wave`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DpControl::WaveComplete(_) => "wave_complete",
+            DpControl::StartWave(_) => "start_wave",
+        }
+    }
+
+    /// The wave number it carries.
+    pub fn wave(self) -> i64 {
+        match self {
+            DpControl::WaveComplete(w) | DpControl::StartWave(w) => w,
+        }
+    }
 }
 
 /// Where a decoded batch's outputs go: the gateway's demultiplexer. Each

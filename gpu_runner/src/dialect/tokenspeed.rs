@@ -76,7 +76,7 @@ impl EngineWire for Tokenspeed {
             let rid = row.rid.clone();
             demux.offer(&rid, row.finish.is_terminal(), move || row);
         }
-        Ok(BatchInfo { drift, utility: None })
+        Ok(BatchInfo { drift, ..Default::default() })
     }
 
     fn step_tokens(step: &BatchRow) -> &[i64] {

@@ -34,7 +34,7 @@ use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::RequestType;
 use engine_protocol::{encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 
-use super::{BatchInfo, Demux, EngineWire, UtilityReply, WireError};
+use super::{BatchInfo, Demux, DpControl, EngineWire, UtilityReply, WireError};
 
 /// vLLM's engine-core protocol (any release of `engine_protocol`'s vLLM
 /// tables).
@@ -44,6 +44,8 @@ pub struct Vllm;
 /// One `EngineCoreOutput` for a request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
+    /// The `engine_index` of the batch it came in.
+    pub engine_index: i64,
     pub new_token_ids: Vec<i64>,
     pub finish_reason: Option<FinishReason>,
     pub stop_reason: Option<StopReason>,
@@ -172,15 +174,22 @@ impl EngineWire for Vllm {
             failure: failure.map(str::to_string),
             result: result.cloned().unwrap_or(Value::Nil),
         });
+        let engine_index = batch.engine_index;
         for out in &batch.outputs {
             demux.offer(out.request_id, out.finish_reason.is_some(), || Step {
+                engine_index,
                 new_token_ids: out.new_token_ids.to_vec(),
                 finish_reason: out.finish_reason,
                 stop_reason: out.stop_reason_owned(),
                 output: OutputValue { batch: Arc::clone(&shared), raw: out.raw.clone(), value: OnceLock::new() },
             });
         }
-        Ok(BatchInfo { drift: batch.drift, utility })
+        let dp_control = match (batch.wave_complete, batch.start_wave) {
+            (Some(w), _) => Some(DpControl::WaveComplete(w)),
+            (None, Some(w)) => Some(DpControl::StartWave(w)),
+            (None, None) => None,
+        };
+        Ok(BatchInfo { drift: batch.drift, utility, engine_index: Some(engine_index), dp_control })
     }
 
     fn step_tokens(step: &Step) -> &[i64] {

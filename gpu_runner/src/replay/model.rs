@@ -49,6 +49,11 @@ pub trait Dialect: Sized {
     fn other_work(_: &Self::Scenario) -> bool {
         false
     }
+    /// Whether a request spec is an action that sends no request
+    /// (vLLM's `kill_engine`), so that it needs no `request`.
+    fn is_action(_: &Self::Request) -> bool {
+        false
+    }
 }
 
 /// One request of a scenario.
@@ -88,6 +93,10 @@ pub struct ScenarioOf<D: Dialect> {
     pub checks: Vec<CheckSpec>,
     /// `timeout_s` (default 60 s).
     pub timeout: Duration,
+    /// `data_parallel_size`: the engines (data-parallel ranks) the
+    /// scenario needs behind the gateway (default 1); a run with fewer
+    /// says it does not apply.
+    pub data_parallel_size: u16,
     /// The dialect's own fields.
     pub dialect: D::Scenario,
     /// Why the scenario does not apply to the served model (directives it
@@ -112,6 +121,13 @@ pub struct VllmRequest {
     pub vary_prompt: bool,
     /// Copies one after another instead of at once.
     pub sequential: bool,
+    /// `engine`: the rank raw frames go to (a translated request goes to
+    /// its `data_parallel_rank`, else to the first engine).
+    pub engine: Option<u16>,
+    /// `kill_engine`: instead of a request, kill the engine of this rank
+    /// outright and wait (up to `wait_ms`, default 10 s) until the gateway
+    /// sees it gone.
+    pub kill_engine: Option<u16>,
 }
 
 /// vLLM's own scenario fields.
@@ -137,11 +153,26 @@ impl Dialect for Vllm {
     const KIND: ScenarioKind = ScenarioKind::Vllm;
     const EMPTY: &'static str = "no requests and no utilities";
 
-    fn request(r: &Json, _at: &str) -> Result<VllmRequest, ScenarioError> {
+    fn request(r: &Json, at: &str) -> Result<VllmRequest, ScenarioError> {
+        let rank = |k: &str| -> Result<Option<u16>, ScenarioError> {
+            match r.get(k) {
+                None => Ok(None),
+                Some(v) => match v.as_u64().and_then(|n| u16::try_from(n).ok()) {
+                    Some(n) => Ok(Some(n)),
+                    None => Err(format!("{at}.{k}: expected an engine rank (0 to 65535), got {v}").into()),
+                },
+            }
+        };
+        let kill_engine = rank("kill_engine")?;
+        if kill_engine.is_some() && (r.get("request").is_some() || r.get("raw").is_some()) {
+            return Err(format!("{at}: kill_engine sends no request; drop `request` and `raw`").into());
+        }
         Ok(VllmRequest {
             repeat: r.get("repeat").and_then(Json::as_u64).unwrap_or(1).clamp(1, 1024) as usize,
             vary_prompt: r.get("vary_prompt").and_then(Json::as_bool).unwrap_or(false),
             sequential: r.get("sequential").and_then(Json::as_bool).unwrap_or(false),
+            engine: rank("engine")?,
+            kill_engine,
         })
     }
 
@@ -161,6 +192,10 @@ impl Dialect for Vllm {
 
     fn other_work(s: &VllmScenario) -> bool {
         !s.utilities.is_empty()
+    }
+
+    fn is_action(r: &VllmRequest) -> bool {
+        r.kill_engine.is_some()
     }
 }
 
@@ -206,10 +241,12 @@ impl<D: Dialect> ScenarioOf<D> {
                 None => None,
                 Some(raw) => Some(parse_raw(raw).map_err(|e| format!("{at}.raw: {e}"))?),
             };
+            let dialect = D::request(r, &at)?;
             let request = match (r.get("request"), &raw) {
                 (Some(q), _) if q.is_object() => q.clone(),
                 (Some(_), _) => return Err(format!("{at}.request must be an object").into()),
                 (None, Some(Raw::Frames(_))) => json!({}),
+                (None, None) if D::is_action(&dialect) => json!({}),
                 (None, _) => return Err(format!("{at}.request missing").into()),
             };
             if requests.iter().any(|q| q.id == id) {
@@ -223,7 +260,7 @@ impl<D: Dialect> ScenarioOf<D> {
                 grace: millis(r.get("grace_ms")).unwrap_or(Duration::ZERO),
                 wait: millis(r.get("wait_ms")),
                 raw,
-                dialect: D::request(r, &at)?,
+                dialect,
             });
         }
         for r in &requests {
@@ -241,6 +278,12 @@ impl<D: Dialect> ScenarioOf<D> {
             return Err(format!("{name}: {}", D::EMPTY).into());
         }
         let timeout = Duration::from_secs(o.get("timeout_s").and_then(Json::as_u64).unwrap_or(60));
+        let data_parallel_size = match o.get("data_parallel_size") {
+            None => 1,
+            Some(v) => v.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|&n| n >= 1).ok_or_else(|| {
+                format!("{name}: data_parallel_size: expected a number of engines from 1 to 65535, got {v}")
+            })?,
+        };
         Ok(ScenarioOf {
             name,
             doc: o.get("doc").and_then(Json::as_str).unwrap_or("").to_string(),
@@ -249,6 +292,7 @@ impl<D: Dialect> ScenarioOf<D> {
             requests,
             checks,
             timeout,
+            data_parallel_size,
             dialect,
             not_applicable: resolution.unmet,
             left_out: resolution.left_out,

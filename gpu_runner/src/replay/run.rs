@@ -100,6 +100,11 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildResult<D: Replay = Vllm> {
     pub engine_request_id: String,
+    /// The engine (data-parallel rank) it was sent to.
+    pub engine: u16,
+    /// The `engine_index` values its outputs' batches carried (vLLM), each
+    /// once, in the order first seen.
+    pub engine_indices: Vec<i64>,
     /// The `seed` sent to the engine.
     pub sent_seed: Option<i64>,
     /// The engine request sent (TokenSpeed; not for raw frames).
@@ -135,6 +140,8 @@ impl<D: Replay> Default for ChildResult<D> {
     fn default() -> Self {
         ChildResult {
             engine_request_id: String::new(),
+            engine: 0,
+            engine_indices: Vec::new(),
             sent_seed: None,
             sent: None,
             engine_tokens: Vec::new(),
@@ -183,12 +190,21 @@ pub struct RunResult<D: Replay = Vllm> {
     /// Each utility call's result, or why it has none (vLLM).
     pub utilities: BTreeMap<String, Result<Value, TransportError>>,
     pub drift: Vec<String>,
+    /// The data-parallel wave messages engines sent during the scenario.
+    pub dp_control: Vec<(u16, crate::dialect::DpControl)>,
+    /// Batches whose `engine_index` was not their engine's, during the
+    /// scenario.
+    pub engine_index_mismatches: u64,
 }
 
 /// What the runner knows about the engine and the model.
 pub struct Context<'a, D: Replay = Vllm> {
     pub gateway: &'a Gateway<D>,
+    /// The engine a request goes to unless it names a data-parallel rank.
     pub engine: u16,
+    /// Kills the engine of a rank outright (`kill_engine`); `None` where
+    /// the run cannot (an attached engine, `vllm serve` ranks).
+    pub kill: Option<&'a KillEngine<'a>>,
     pub facts: &'a EngineFacts,
     pub tokenizer: &'a GatewayTokenizer,
     /// The dialect's translation options.
@@ -197,6 +213,11 @@ pub struct Context<'a, D: Replay = Vllm> {
     /// waits itself ([`Wait::PerOutput`]).
     pub silence: Duration,
 }
+
+/// Kills the engine of a data-parallel rank (SIGKILL to its process
+/// group; a mock's task aborted): its sockets close as a crashed engine's
+/// do. `Err`: why it cannot.
+pub type KillEngine<'a> = dyn Fn(u16) -> Result<(), String> + Sync + 'a;
 
 /// How long a request waits for its outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,6 +297,7 @@ pub fn request_id(scenario: &str, id: &str) -> String {
 /// once), then the dialect's other work (utilities).
 pub async fn run<D: Replay>(ctx: &Context<'_, D>, s: &ScenarioOf<D::Spec>) -> RunResult<D> {
     let mut out = RunResult { max_model_len: ctx.facts.max_model_len, ..Default::default() };
+    let before = ctx.gateway.stats().await;
     // Checked when the scenario was loaded.
     let levels = levels(&s.requests).unwrap_or_default();
     for level in levels {
@@ -285,7 +307,10 @@ pub async fn run<D: Replay>(ctx: &Context<'_, D>, s: &ScenarioOf<D::Spec>) -> Ru
         }
     }
     D::after_requests(ctx, s, &mut out).await;
-    out.drift = ctx.gateway.stats().await.drift.into_iter().collect();
+    let after = ctx.gateway.stats().await;
+    out.drift = after.drift.into_iter().collect();
+    out.dp_control = after.dp_control.get(before.dp_control.len()..).unwrap_or_default().to_vec();
+    out.engine_index_mismatches = after.engine_index_mismatches - before.engine_index_mismatches;
     out
 }
 
@@ -418,7 +443,7 @@ pub async fn collect<D: Replay>(
         if abort {
             c.abort_sent = true;
             abort_at = D::ABORT_ENDS_OUTPUT.then(Instant::now);
-            if let Err(e) = ctx.gateway.abort(ctx.engine, &id).await {
+            if let Err(e) = ctx.gateway.abort(c.engine, &id).await {
                 if D::ABORT_ENDS_OUTPUT {
                     c.error = Some(e.to_string());
                 }
@@ -435,7 +460,7 @@ pub async fn collect<D: Replay>(
                     c.finish_reason = Some(FinishReason::Abort);
                     abort_at = Some(Instant::now());
                 }
-                if let Err(e) = ctx.gateway.abort(ctx.engine, &id).await {
+                if let Err(e) = ctx.gateway.abort(c.engine, &id).await {
                     if D::ABORT_ENDS_OUTPUT {
                         c.error = Some(e.to_string());
                     }

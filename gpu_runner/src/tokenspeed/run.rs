@@ -165,6 +165,7 @@ async fn start(opts: &RunOptions, dir: &Path, script: Option<MockScript>, tap: O
                 max_model_len: opts.max_model_len,
                 work_dir: dir.to_path_buf(),
                 grace: Duration::from_secs(20),
+                data_parallel_size: 1,
             };
             Engine::Process(
                 launcher::launch_tokenspeed(opts.ts_bin.as_deref(), &spec, &opts.extra_args)
@@ -218,6 +219,7 @@ async fn run_one(
     logprobs: bool,
 ) -> Verdict {
     let ctx = Context {
+        kill: None,
         gateway: &session.gw,
         engine: session.facts.index,
         facts: &session.facts,

@@ -416,6 +416,15 @@ impl<D: EngineWire> Actor<D> {
         if !info.drift.is_empty() {
             self.stats.drift.extend(info.drift);
         }
+        if let Some(i) = info.engine_index.filter(|&i| i != i64::from(engine)) {
+            self.stats.engine_index_mismatches += 1;
+            self.protocol_error(format!("engine {engine}: a batch on its output connection says engine_index {i}"));
+        }
+        if let Some(c) = info.dp_control {
+            if self.stats.dp_control.len() < 1000 {
+                self.stats.dp_control.push((engine, c));
+            }
+        }
         if let Some(reply) = info.utility {
             match reply.call_id.and_then(|id| self.utilities.remove(&id)) {
                 Some(u) => {

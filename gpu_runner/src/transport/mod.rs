@@ -427,6 +427,12 @@ pub struct GatewayStats {
     pub drift: BTreeSet<String>,
     /// Handshake or framing violations (bad identity, unknown status, ...).
     pub protocol_errors: Vec<String>,
+    /// Data-parallel wave messages, in arrival order, with the engine
+    /// (the output connection) that sent each (the first 1000).
+    pub dp_control: Vec<(u16, crate::dialect::DpControl)>,
+    /// Batches whose `engine_index` was not the index of the engine whose
+    /// connection carried them.
+    pub engine_index_mismatches: u64,
 }
 
 /// request streams.

@@ -121,6 +121,12 @@ pub struct GenerateRequest {
     pub allowed_token_ids: Option<Vec<i64>>,
     /// Structured-output constraint fields, as received.
     pub structured_outputs: Option<ConstraintFields>,
+    /// The data-parallel rank the request is pinned to
+    /// (`EngineCoreRequest.data_parallel_rank`; vLLM's frontend takes it
+    /// from the `X-data-parallel-rank` header). The gateway routes the
+    /// request to the engine of that identity; the engine itself does not
+    /// read it.
+    pub data_parallel_rank: Option<i64>,
 }
 
 /// What the engine said at handshake.
@@ -173,6 +179,10 @@ pub struct TranslateOptions {
     /// `--generation-config auto` (its default); `false` is
     /// `--generation-config vllm` (vLLM's neutral defaults).
     pub generation_config_defaults: bool,
+    /// The engines behind the gateway (the data-parallel size): a
+    /// `data_parallel_rank` at or past it is refused, as vLLM's input
+    /// processor refuses it. `None`: only a negative rank is refused.
+    pub data_parallel_size: Option<u32>,
 }
 
 fn smg_child_id(rid: &str, i: usize) -> String {
@@ -195,6 +205,7 @@ impl Default for TranslateOptions {
             stop_semantics: StopSemantics::Vllm,
             arrival_time: 0.0,
             generation_config_defaults: true,
+            data_parallel_size: None,
         }
     }
 }
@@ -648,6 +659,20 @@ pub fn check_prompt(req: &GenerateRequest, max_model_len: i64, vocab: i64) -> Re
     Ok(prompt_len)
 }
 
+/// Step: a `data_parallel_rank` names an engine: not negative, and below
+/// [`TranslateOptions::data_parallel_size`] when the gateway knows it
+/// (vLLM 0.32.0 `vllm/v1/engine/input_processor.py` refuses a rank outside
+/// `[0, data_parallel_size)` with this message).
+pub fn check_data_parallel_rank(req: &GenerateRequest, opts: &TranslateOptions) -> Result<(), TranslateError> {
+    let Some(r) = req.data_parallel_rank else { return Ok(()) };
+    let size = opts.data_parallel_size.map(i64::from);
+    if r < 0 || size.is_some_and(|n| r >= n) {
+        let range = size.map_or_else(|| "[0, ...)".to_string(), |n| format!("[0, {n})"));
+        return err("data_parallel_rank", format!("data_parallel_rank {r} is out of range {range}."));
+    }
+    Ok(())
+}
+
 /// Step: the `max_tokens` to send: the request's, or, when it has none,
 /// the room left in the context (`max_model_len - prompt_len`) capping the
 /// model's default (`default_max_tokens`, [`GenerationDefaults::max_tokens`]).
@@ -864,6 +889,7 @@ pub fn fan_out(
             prompt_token_ids: Some(prompt.clone()),
             sampling_params: Some(SamplingParams { seed, ..sp.clone() }),
             arrival_time: opts.arrival_time,
+            data_parallel_rank: req.data_parallel_rank.map(i128::from),
             ..EngineCoreRequest::default()
         };
         let request = request_value(rel, &typed)?;
@@ -937,6 +963,7 @@ pub fn translate(
         None => None,
     };
     let prompt_len = check_prompt(req, engine.max_model_len, vocab)?;
+    check_data_parallel_rank(req, opts)?;
     let mut warnings = Vec::new();
     let max_tokens =
         resolve_max_tokens(req, engine.max_model_len, prompt_len, defaults.max_tokens, opts, &mut warnings)?;
@@ -1088,6 +1115,7 @@ impl GenerateRequest {
             logit_bias,
             allowed_token_ids: int_list(v, "allowed_token_ids")?,
             structured_outputs,
+            data_parallel_rank: opt_i64(v, "data_parallel_rank")?,
         })
     }
 }

@@ -1,0 +1,119 @@
+//! The engines behind a run's gateway: one process for every rank (`vllm
+//! serve --headless`, which starts its data-parallel ranks itself), one
+//! process or mock per rank (the in-proc launcher, the mock), or none (an
+//! attached engine); how a run stops them, notices one gone, and kills one
+//! rank outright (`kill_engine`).
+//!
+//! Facts relied on (docs/runner.md "Data parallelism"; vLLM 0.32.0
+//! `vllm/v1/engine/core.py` `run_engine_core`): on a dense model each
+//! data-parallel rank is an independent `EngineCoreProc` whose engine index
+//! (its ZeroMQ identity) is its rank, so one process per rank can be killed
+//! while the others serve on; `vllm serve --headless` starts every local
+//! rank under one launcher, which shuts all of them down when one dies.
+
+use std::sync::Mutex;
+
+use crate::dialect::Vllm;
+use crate::launcher::EngineProcess;
+
+/// One rank's engine.
+pub enum RankEngine {
+    Process(EngineProcess),
+    Mock(crate::mock::Engine<Vllm>),
+}
+
+/// What serves the gateway.
+pub enum Engine {
+    /// One process (group) for every rank.
+    Process(EngineProcess),
+    /// One engine per rank, by rank; a killed rank's slot is empty.
+    Ranks(Vec<Mutex<Option<RankEngine>>>),
+    /// Started by someone else.
+    None,
+}
+
+impl Engine {
+    /// Ranks of their own, by rank.
+    pub fn ranks(engines: Vec<RankEngine>) -> Engine {
+        Engine::Ranks(engines.into_iter().map(|e| Mutex::new(Some(e))).collect())
+    }
+
+    /// The pids of its processes, for the log.
+    pub fn pids(&self) -> Vec<u32> {
+        match self {
+            Engine::Process(p) => vec![p.pid()],
+            Engine::Ranks(r) => r
+                .iter()
+                .filter_map(|slot| match slot.lock().ok()?.as_ref()? {
+                    RankEngine::Process(p) => Some(p.pid()),
+                    RankEngine::Mock(_) => None,
+                })
+                .collect(),
+            Engine::None => Vec::new(),
+        }
+    }
+
+    /// Stops every engine (each whole process group; mocks told to stop).
+    pub async fn stop(self) {
+        match self {
+            Engine::Process(mut p) => p.stop(),
+            Engine::Ranks(ranks) => {
+                for slot in ranks {
+                    match slot.into_inner().ok().flatten() {
+                        Some(RankEngine::Process(mut p)) => p.stop(),
+                        Some(RankEngine::Mock(m)) => {
+                            let _ = m.stop().await;
+                        }
+                        None => {}
+                    }
+                }
+            }
+            Engine::None => {}
+        }
+    }
+
+    /// Why the engine is gone, if it (or a rank not killed on purpose) is.
+    pub fn gone(&mut self) -> Option<String> {
+        match self {
+            Engine::Process(p) => p.try_status().map(|st| format!("engine process exited ({st})")),
+            Engine::Ranks(ranks) => {
+                let single = ranks.len() == 1;
+                ranks.iter_mut().enumerate().find_map(|(rank, slot)| {
+                    let who = if single { "engine".to_string() } else { format!("engine rank {rank}") };
+                    match slot.get_mut().ok()?.as_mut()? {
+                        RankEngine::Process(p) => p.try_status().map(|st| format!("{who} process exited ({st})")),
+                        RankEngine::Mock(m) => m.log().ended.map(|how| format!("mock {who} ended ({how})")),
+                    }
+                })
+            }
+            Engine::None => None,
+        }
+    }
+
+    /// Kills rank `rank` outright: SIGKILL to its process group, or its
+    /// mock's task aborted, so that its sockets close as a crashed
+    /// engine's do.
+    pub fn kill(&self, rank: u16) -> Result<(), String> {
+        let Engine::Ranks(ranks) = self else {
+            return Err(match self {
+                Engine::Process(_) => "the ranks were started by one `vllm serve --headless`, which cannot lose one: \
+                     kill_engine needs --launch inproc"
+                    .into(),
+                _ => "an attached engine is not this run's to kill".into(),
+            });
+        };
+        let slot = ranks.get(usize::from(rank)).ok_or_else(|| format!("no engine of rank {rank}"))?;
+        let taken = slot.lock().map_err(|_| "engine lock poisoned".to_string())?.take();
+        match taken {
+            Some(RankEngine::Process(mut p)) => {
+                p.kill();
+                Ok(())
+            }
+            Some(RankEngine::Mock(m)) => {
+                drop(m);
+                Ok(())
+            }
+            None => Err(format!("engine {rank} was already killed")),
+        }
+    }
+}
