@@ -86,6 +86,8 @@ class Info:
         self.logprobs = False
         self.prompt_logprobs = False
         self.utility = False
+        self.wave_complete = None
+        self.start_wave = None
         o = self.obj
         if self.message == "EngineCoreRequest" and o is not None:
             self.request_ids = [o.request_id]
@@ -103,6 +105,8 @@ class Info:
                 if out.new_prompt_logprobs_tensors is not None:
                     self.prompt_logprobs = True
             self.utility = o.utility_output is not None
+            self.wave_complete = o.wave_complete
+            self.start_wave = o.start_wave
 
 
 def spec_of(request_id: str) -> str:
@@ -154,6 +158,10 @@ def pick_representative(infos: list[Info]) -> list[tuple[str, Info]]:
         for i in mine:
             if i.message == "StartDpWave":
                 take(f"{s}-start-dp-wave{dp_suffix(engine_of(i))}", i)
+            if i.wave_complete is not None:
+                take(f"{s}-output-wave-complete-{i.wave_complete}{dp_suffix(engine_of(i))}", i)
+            if i.start_wave is not None:
+                take(f"{s}-output-start-wave-{i.start_wave}{dp_suffix(engine_of(i))}", i)
         for rank in ranks[1:]:
             on = [i for i in mine if engine_of(i) == rank]
             add_r = next((i for i in on if i.message == "EngineCoreRequest" and i.request_ids), None)

@@ -437,6 +437,11 @@ impl Setup<'_> {
             work_dir: dir.to_path_buf(),
             grace: Duration::from_secs(15),
             data_parallel_size: args.data_parallel_size,
+            dp_ports: if args.data_parallel_size > 1 {
+                launcher::free_ports(6).map_err(|e| format!("no free ports for the data-parallel groups: {e}"))?
+            } else {
+                Vec::new()
+            },
         };
         let ranks = 0..args.data_parallel_size;
         let mut engine = match args.engine {
@@ -493,6 +498,19 @@ impl Setup<'_> {
     }
 }
 
+/// The experts a model directory's `config.json` names (0 without one).
+fn model_experts(dir: &Path) -> Result<u64, CliError> {
+    let path = dir.join("config.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| CliError::Usage(format!("{}: not JSON: {e}", path.display())))?;
+            Ok(crate::model_facts::experts_in_config(&v))
+        }
+        Err(_) => Ok(0),
+    }
+}
+
 /// `gpu-runner run`: returns the exit code (0 = nothing failed).
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     if args.dialect == Dialect::Tokenspeed || args.engine == EngineKind::Tokenspeed {
@@ -526,6 +544,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     };
     let tokenizer = tokenizer_from(&model_dir)?;
     let mut facts = ModelFacts::of(&tokenizer, record::model_fingerprint(&model_dir));
+    facts.experts = model_experts(&model_dir)?;
     if args.engine == EngineKind::VllmCpu {
         // vLLM's offline LLM.generate in the engine's own venv, on the same
         // checkpoint: the greedy oracle of `$model.offline_greedy`.
@@ -533,7 +552,16 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             Some(OfflineOracle { venv: venv.clone(), model: model_dir.clone(), work: work.0.join("offline-oracle") });
     }
     let mut scenarios = scenario::load_dir(&dir, &facts)?;
+    let kind = scenario::ModelKind::of(facts.experts);
     for s in &mut scenarios {
+        if let Some(k) = s.model_kind.filter(|k| *k != kind) {
+            s.not_applicable.push(format!(
+                "for a {} model; the served model is {} (config.json: {} experts)",
+                k.name(),
+                kind.name(),
+                facts.experts
+            ));
+        }
         if s.data_parallel_size > args.data_parallel_size {
             s.not_applicable.push(format!(
                 "needs {} engines behind the gateway (run with --data-parallel-size {})",

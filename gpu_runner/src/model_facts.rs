@@ -61,6 +61,27 @@ pub struct ModelFacts {
     /// Where vLLM's offline greedy oracle can run (`None`: it cannot, on
     /// this engine).
     pub offline: Option<OfflineOracle>,
+    /// The model's experts (`config.json`, [`experts_in_config`]): above
+    /// zero it is a mixture-of-experts model, whose data-parallel ranks
+    /// vLLM runs in lockstep waves.
+    pub experts: u64,
+}
+
+/// The number of experts a model's `config.json` names, as vLLM 0.32.0
+/// reads it (`vllm/transformers_utils/model_arch_config_convertor.py`
+/// `get_num_experts`: the first of `num_experts`, `moe_num_experts`,
+/// `n_routed_experts`, `num_local_experts` present, in the text config of a
+/// multimodal model); 0 for a dense model. vLLM's `ModelConfig.is_moe` is
+/// this number being above zero.
+pub fn experts_in_config(config: &Json) -> u64 {
+    let text = config.get("text_config").filter(|t| t.is_object()).unwrap_or(config);
+    ["num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts"]
+        .iter()
+        .find_map(|k| text.get(*k).filter(|v| !v.is_null()))
+        .map_or(0, |v| match v {
+            Json::Array(a) => a.first().and_then(Json::as_u64).unwrap_or(0),
+            v => v.as_u64().unwrap_or(0),
+        })
 }
 
 /// What running vLLM's offline `LLM.generate` on the served checkpoint

@@ -237,6 +237,8 @@ struct Summary {
     undecodable: bool,
     outputs: usize,
     utility: bool,
+    /// A wave message: `wave_complete N` or `start_wave N`.
+    wave: Option<String>,
     finished: Vec<String>,
     status: Option<String>,
     method: Option<String>,
@@ -280,6 +282,14 @@ fn summarize(release: &'static ReleaseSchema, kind: MessageKind, frames: &[&[u8]
                 }
                 s.utility = view.utility_output().is_some();
             }
+            if let Value::Struct(b) = v {
+                s.wave =
+                    ["wave_complete", "start_wave"].iter().find_map(|k| b.int_field(k).map(|w| format!("{k} {w}")));
+            }
+        }
+        (MessageKind::StartDpWave, Value::Struct(w)) => {
+            let exclude = w.int_field("exclude_engine_index").map_or("nil".to_string(), |e| e.to_string());
+            s.wave = w.int_field("wave").map(|n| format!("[{n}, {exclude}]"));
         }
         _ => {}
     }
@@ -339,12 +349,18 @@ fn doc_of(release: &ReleaseSchema, kind: MessageKind, from_engine: bool, scenari
         MessageKind::EngineCoreRequest => format!("ADD {}", s.request_ids.join(", ")),
         MessageKind::AbortRequest => format!("ABORT {}", s.request_ids.join(", ")),
         MessageKind::UtilityRequest => format!("UTILITY {}", s.method.as_deref().unwrap_or("?")),
-        MessageKind::StartDpWave => "START_DP_WAVE".into(),
+        MessageKind::StartDpWave => match &s.wave {
+            Some(w) => format!("START_DP_WAVE {w}"),
+            None => "START_DP_WAVE".into(),
+        },
         MessageKind::EngineCoreOutputs if s.sentinel => {
             "the ENGINE_CORE_DEAD sentinel on the output socket (vLLM's client checks for it before decoding)".into()
         }
         MessageKind::EngineCoreOutputs if s.utility => "a utility reply (EngineCoreOutputs with utility_output)".into(),
         MessageKind::EngineCoreOutputs if s.undecodable => "an output batch this gateway could not decode".into(),
+        MessageKind::EngineCoreOutputs if s.wave.is_some() && s.outputs == 0 => {
+            format!("a data-parallel wave message ({})", s.wave.as_deref().unwrap_or_default())
+        }
         MessageKind::EngineCoreOutputs => {
             let fin =
                 if s.finished.is_empty() { String::new() } else { format!("; finished: {}", s.finished.join(", ")) };
@@ -591,6 +607,27 @@ mod tests {
         assert_eq!(message_of(release, &dead), MessageKind::EngineCoreOutputs);
         let s = summarize(release, MessageKind::EngineCoreOutputs, &[engine_protocol::ENGINE_CORE_DEAD]);
         assert!(s.sentinel && volatile(release, MessageKind::EngineCoreOutputs, &s).is_empty());
+    }
+
+    #[test]
+    fn wave_messages_are_named_in_the_doc_with_their_wave() {
+        use crate::dialect::EngineWire;
+        let rel = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
+        let start = crate::dialect::Vllm::encode_start_wave(rel, 1, Some(0)).unwrap();
+        let s = summarize(rel, MessageKind::StartDpWave, &[&start[0], &start[1]]);
+        assert_eq!(
+            doc_of(rel, MessageKind::StartDpWave, false, "w", &s),
+            "Recorded live: the gateway sent START_DP_WAVE [1, 0], in scenario w."
+        );
+        let done =
+            engine_protocol::typed::EngineCoreOutputs { engine_index: 1, wave_complete: Some(2), ..Default::default() };
+        let frames = done.encode(rel).unwrap();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let s = summarize(rel, MessageKind::EngineCoreOutputs, &refs);
+        assert_eq!(
+            doc_of(rel, MessageKind::EngineCoreOutputs, true, "w", &s),
+            "Recorded live: the engine sent a data-parallel wave message (wave_complete 2), in scenario w."
+        );
     }
 
     #[test]

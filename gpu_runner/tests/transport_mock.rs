@@ -643,3 +643,54 @@ async fn a_batch_naming_another_engine_than_its_connection_is_counted_and_report
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_request_to_idle_lockstep_ranks_wakes_the_others_with_start_dp_wave_once() {
+    within(async {
+        let r = rig(Duration::from_secs(10)).await;
+        let ranks: Vec<_> = (0..2u16)
+            .map(|i| {
+                let mut s = Script::new(release());
+                s.engine_index = i;
+                s.data_parallel_size = 2;
+                mock(&r, s)
+            })
+            .collect();
+        r.gw.wait_ready(2, READY).await.unwrap();
+        let a = r.gw.add(1, &request("a", PROMPT.to_vec(), |_| {})).await.unwrap();
+        let b = r.gw.add(1, &request("b", PROMPT.to_vec(), |_| {})).await.unwrap();
+        a.finish(FINISH).await.unwrap();
+        b.finish(FINISH).await.unwrap();
+        // Rank 0 got START_DP_WAVE [0, 1] (wave 0, rank 1 excluded), once:
+        // the second request went into the running wave.
+        let waves: Vec<Vec<Vec<u8>>> =
+            ranks[0].log().inputs.into_iter().map(|i| i.frames).filter(|f| f[0] == [2]).collect();
+        assert_eq!(waves, vec![vec![vec![2], vec![0x92, 0x00, 0x01]]]);
+        assert!(ranks[1].log().inputs.iter().all(|i| i.frames[0] != [2]), "the rank with the request is not woken");
+        assert_eq!(r.gw.stats().await.start_waves_sent, vec![(0, 0, Some(1))]);
+        for m in ranks {
+            m.stop().await.unwrap();
+        }
+        r.gw.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn independent_ranks_get_no_wave_messages() {
+    within(async {
+        let r = rig(Duration::from_secs(10)).await;
+        let mut s1 = Script::new(release());
+        s1.engine_index = 1;
+        let m0 = mock(&r, Script::new(release()));
+        let m1 = mock(&r, s1);
+        r.gw.wait_ready(2, READY).await.unwrap();
+        r.gw.add(1, &request("a", PROMPT.to_vec(), |_| {})).await.unwrap().finish(FINISH).await.unwrap();
+        assert!(m0.log().inputs.iter().all(|i| i.frames[0] != [2]));
+        assert!(r.gw.stats().await.start_waves_sent.is_empty());
+        m0.stop().await.unwrap();
+        m1.stop().await.unwrap();
+        r.gw.shutdown().await;
+    })
+    .await;
+}

@@ -21,6 +21,13 @@ config.json, and a generation_config.json that sets sampling defaults
 Qwen2.5-0.5B-Instruct ships) and eos_token_id [511, 509].
 
     <venv>/bin/python golden/generate/frontend/build_tiny.py --shape instruct --out golden/instruct
+
+With `--shape moe` it builds golden/tiny-moe/: the tiny model's tokenizer
+and generation config with a MixtralForCausalLM config.json (the tiny
+model's sizes, 4 experts, 2 per token), so that vLLM sees a
+mixture-of-experts model and runs its data-parallel ranks in lockstep waves.
+
+    <venv>/bin/python golden/generate/frontend/build_tiny.py --shape moe --out golden/tiny-moe
 """
 
 from __future__ import annotations
@@ -94,7 +101,7 @@ def write(out: str, tok, files: dict) -> None:
             f.write("\n")
 
 
-def build(out: str) -> None:
+def build(out: str, moe: bool = False) -> None:
     specials = ["<unk>", "<s>", "</s>", "<pad>", "<|eot|>"]
     tok = train(512, specials)
     added = added_tokens(dict(enumerate(specials)))
@@ -146,6 +153,14 @@ def build(out: str) -> None:
             "pad_token_id": 3,
         },
     }
+    if moe:
+        files["config.json"].update({
+            "architectures": ["MixtralForCausalLM"],
+            "model_type": "mixtral",
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "sliding_window": None,
+        })
     write(out, tok, files)
 
 
@@ -223,11 +238,15 @@ def build_instruct(out: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", choices=["tiny", "instruct"], default="tiny")
+    ap.add_argument("--shape", choices=["tiny", "instruct", "moe"], default="tiny")
     ap.add_argument("--out")
     a = ap.parse_args()
-    out = a.out or os.path.join(os.path.dirname(__file__), "..", "..", a.shape)
-    (build_instruct if a.shape == "instruct" else build)(out)
+    name = {"tiny": "tiny", "instruct": "instruct", "moe": "tiny-moe"}[a.shape]
+    out = a.out or os.path.join(os.path.dirname(__file__), "..", "..", name)
+    if a.shape == "instruct":
+        build_instruct(out)
+    else:
+        build(out, moe=a.shape == "moe")
 
 
 if __name__ == "__main__":

@@ -323,7 +323,7 @@ pub enum Check {
     /// `engine_index` `engine`; no batch of the scenario named an engine
     /// other than its connection's.
     ServedBy { engine: u16 },
-    /// The data-parallel wave messages of the scenario, in order: each
+    /// The data-parallel wave messages of the scenario, in any order: each
     /// `{"engine": E, "wave_complete": W}` or `{"engine": E, "start_wave": W}`
     /// (`[]`: none, as on a dense model's independent ranks).
     DpControl { is: Vec<Json> },

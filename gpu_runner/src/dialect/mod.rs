@@ -155,6 +155,17 @@ pub trait EngineWire: Send + Sync + Sized + 'static {
     /// The input frames of an ABORT for `ids`: `[01, array of ids]`.
     fn encode_abort(release: &'static ReleaseSchema, ids: &[String]) -> Result<Vec<Vec<u8>>, WireError>;
 
+    /// The input frames of a START_DP_WAVE (vLLM only): `[02, [wave,
+    /// exclude_engine_index or nil]]`.
+    fn encode_start_wave(
+        release: &'static ReleaseSchema,
+        wave: i64,
+        exclude: Option<u16>,
+    ) -> Result<Vec<Vec<u8>>, WireError> {
+        let _ = (release, wave, exclude);
+        Err(WireError::Unsupported { dialect: Self::NAME, what: "START_DP_WAVE" })
+    }
+
     /// The input frames of a UTILITY call (vLLM only).
     fn encode_utility(
         release: &'static ReleaseSchema,

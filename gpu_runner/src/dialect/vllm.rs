@@ -131,6 +131,21 @@ impl EngineWire for Vllm {
             .map_err(|source| WireError::Encode { what: "AbortRequest", source })
     }
 
+    fn encode_start_wave(
+        release: &'static ReleaseSchema,
+        wave: i64,
+        exclude: Option<u16>,
+    ) -> Result<Vec<Vec<u8>>, WireError> {
+        let Some(schema) = release.start_dp_wave.as_struct() else {
+            return Err(WireError::Unsupported { dialect: "vllm", what: "StartDpWave table" });
+        };
+        let mut s = StructValue::with_defaults(schema);
+        s.set("wave", Value::Int(wave))
+            .set("exclude_engine_index", exclude.map_or(Value::Nil, |e| Value::Int(i64::from(e))));
+        encode_message(release, MessageKind::StartDpWave, &Value::Struct(s))
+            .map_err(|source| WireError::Encode { what: "StartDpWave", source })
+    }
+
     fn encode_utility(
         release: &'static ReleaseSchema,
         call_id: u64,
@@ -194,5 +209,17 @@ impl EngineWire for Vllm {
 
     fn step_tokens(step: &Step) -> &[i64] {
         &step.new_token_ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_dp_wave_is_the_request_type_and_a_two_array_of_wave_and_excluded_engine() {
+        let rel = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
+        assert_eq!(Vllm::encode_start_wave(rel, 1, Some(0)).unwrap(), vec![vec![2], vec![0x92, 0x01, 0x00]]);
+        assert_eq!(Vllm::encode_start_wave(rel, 3, None).unwrap(), vec![vec![2], vec![0x92, 0x03, 0xc0]]);
     }
 }

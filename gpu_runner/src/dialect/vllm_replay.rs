@@ -41,6 +41,11 @@ impl Replay for Vllm {
         if let Some(rank) = spec.dialect.kill_engine {
             return vec![(spec.id.clone(), kill_engine(ctx, spec, rank).await)];
         }
+        if let Some(d) = spec.dialect.sleep {
+            tokio::time::sleep(d).await;
+            let r = RequestResult { request: json!({ "sleep_ms": d.as_millis() as u64 }), ..Default::default() };
+            return vec![(spec.id.clone(), r)];
+        }
         let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release: ctx.gateway.release() };
         let copies: Vec<(String, Json)> = (0..spec.dialect.repeat)
             .map(|i| {

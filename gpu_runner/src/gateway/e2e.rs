@@ -235,6 +235,7 @@ pub async fn start(spec: &PairSpec, dir: &Path) -> Result<Pair, GatewayError> {
         work_dir: dir.to_path_buf(),
         grace: Duration::from_secs(10),
         data_parallel_size: 1,
+        dp_ports: Vec::new(),
     };
     let engine = match launcher::launch_vllm_cpu_rank(&spec.engine_venv, &launch, 0) {
         Ok(e) => e,

@@ -135,6 +135,7 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<Log>) -> Result<End
         max_model_len: script.max_model_len,
         vllm_version: release.version.to_string(),
         max_num_seqs: script.max_num_seqs,
+        data_parallel_size: script.data_parallel_size,
     };
     let registration = match &script.registration {
         Some(r) => r.clone(),

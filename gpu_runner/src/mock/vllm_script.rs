@@ -63,6 +63,10 @@ pub struct Script {
     /// The `engine_index` its output batches state, when not its own (a
     /// fault: batches that name another engine than their connection's).
     pub batch_engine_index: Option<u16>,
+    /// The `data_parallel_size` it registers with (1: an independent
+    /// engine; above 1: a rank of a lockstep group, whose client keeps the
+    /// waves). The mock itself runs no waves.
+    pub data_parallel_size: i64,
 }
 
 /// A shared, changeable [`EngineScript`] for the ADDs to come.
@@ -209,6 +213,7 @@ impl Script {
             plan: None,
             prefill_stats: false,
             batch_engine_index: None,
+            data_parallel_size: 1,
         }
     }
 

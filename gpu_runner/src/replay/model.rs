@@ -97,6 +97,9 @@ pub struct ScenarioOf<D: Dialect> {
     /// scenario needs behind the gateway (default 1); a run with fewer
     /// says it does not apply.
     pub data_parallel_size: u16,
+    /// `model_kind`: the kind of model the scenario is about (`None`:
+    /// any); a run on another kind says it does not apply.
+    pub model_kind: Option<ModelKind>,
     /// The dialect's own fields.
     pub dialect: D::Scenario,
     /// Why the scenario does not apply to the served model (directives it
@@ -105,6 +108,36 @@ pub struct ScenarioOf<D: Dialect> {
     /// Checks left out on the served model, with why (pinned to other
     /// models, or asking what the engine cannot give).
     pub left_out: Vec<String>,
+}
+
+/// A model as data parallelism sees it (vLLM 0.32.0
+/// `vllm/v1/engine/core.py` `run_engine_core`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    /// No experts: each data-parallel rank is an independent engine.
+    Dense,
+    /// A mixture of experts: the ranks run in lockstep waves.
+    Moe,
+}
+
+impl ModelKind {
+    /// The kind of a model with `experts` experts
+    /// ([`crate::model_facts::experts_in_config`]).
+    pub fn of(experts: u64) -> ModelKind {
+        if experts > 0 {
+            ModelKind::Moe
+        } else {
+            ModelKind::Dense
+        }
+    }
+
+    /// `dense` or `moe`, as scenario files name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Dense => "dense",
+            ModelKind::Moe => "moe",
+        }
+    }
 }
 
 /// The vLLM dialect.
@@ -128,6 +161,9 @@ pub struct VllmRequest {
     /// outright and wait (up to `wait_ms`, default 10 s) until the gateway
     /// sees it gone.
     pub kill_engine: Option<u16>,
+    /// `sleep_ms`: instead of a request, wait this long (to let engines
+    /// settle, e.g. a data-parallel wave end).
+    pub sleep: Option<Duration>,
 }
 
 /// vLLM's own scenario fields.
@@ -164,8 +200,18 @@ impl Dialect for Vllm {
             }
         };
         let kill_engine = rank("kill_engine")?;
-        if kill_engine.is_some() && (r.get("request").is_some() || r.get("raw").is_some()) {
-            return Err(format!("{at}: kill_engine sends no request; drop `request` and `raw`").into());
+        let sleep = match r.get("sleep_ms") {
+            None => None,
+            Some(v) => Some(millis(Some(v)).ok_or_else(|| format!("{at}.sleep_ms: expected milliseconds, got {v}"))?),
+        };
+        let action = match (kill_engine, sleep) {
+            (Some(_), Some(_)) => return Err(format!("{at}: kill_engine and sleep_ms are two specs").into()),
+            (Some(_), None) => Some("kill_engine"),
+            (None, Some(_)) => Some("sleep_ms"),
+            (None, None) => None,
+        };
+        if let (Some(a), true) = (action, r.get("request").is_some() || r.get("raw").is_some()) {
+            return Err(format!("{at}: {a} sends no request; drop `request` and `raw`").into());
         }
         Ok(VllmRequest {
             repeat: r.get("repeat").and_then(Json::as_u64).unwrap_or(1).clamp(1, 1024) as usize,
@@ -173,6 +219,7 @@ impl Dialect for Vllm {
             sequential: r.get("sequential").and_then(Json::as_bool).unwrap_or(false),
             engine: rank("engine")?,
             kill_engine,
+            sleep,
         })
     }
 
@@ -195,7 +242,7 @@ impl Dialect for Vllm {
     }
 
     fn is_action(r: &VllmRequest) -> bool {
-        r.kill_engine.is_some()
+        r.kill_engine.is_some() || r.sleep.is_some()
     }
 }
 
@@ -284,6 +331,14 @@ impl<D: Dialect> ScenarioOf<D> {
                 format!("{name}: data_parallel_size: expected a number of engines from 1 to 65535, got {v}")
             })?,
         };
+        let model_kind = match o.get("model_kind") {
+            None => None,
+            Some(v) => Some(match v.as_str() {
+                Some("dense") => ModelKind::Dense,
+                Some("moe") => ModelKind::Moe,
+                _ => return Err(format!("{name}: model_kind: expected \"dense\" or \"moe\", got {v}").into()),
+            }),
+        };
         Ok(ScenarioOf {
             name,
             doc: o.get("doc").and_then(Json::as_str).unwrap_or("").to_string(),
@@ -293,6 +348,7 @@ impl<D: Dialect> ScenarioOf<D> {
             checks,
             timeout,
             data_parallel_size,
+            model_kind,
             dialect,
             not_applicable: resolution.unmet,
             left_out: resolution.left_out,

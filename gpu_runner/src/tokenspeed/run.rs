@@ -166,6 +166,7 @@ async fn start(opts: &RunOptions, dir: &Path, script: Option<MockScript>, tap: O
                 work_dir: dir.to_path_buf(),
                 grace: Duration::from_secs(20),
                 data_parallel_size: 1,
+                dp_ports: Vec::new(),
             };
             Engine::Process(
                 launcher::launch_tokenspeed(opts.ts_bin.as_deref(), &spec, &opts.extra_args)
@@ -206,6 +207,7 @@ fn placeholder_facts() -> EngineFacts {
         vllm_version: String::new(),
         dtype: String::new(),
         max_num_seqs: 0,
+        data_parallel_size: 1,
         ready_response: engine_protocol::StructValue::with_defaults(schema),
         drift: Vec::new(),
     }

@@ -113,6 +113,8 @@ pub(crate) struct Actor<D: EngineWire> {
     pub(crate) next_call_id: u64,
     pub(crate) next_generation: u64,
     pub(crate) stats: GatewayStats,
+    /// Lockstep engines' waves, as this client sees them.
+    pub(crate) waves: super::waves::Waves,
     pub(crate) state_tx: watch::Sender<Vec<EngineStatus>>,
     pub(crate) socket_tasks: Vec<JoinHandle<()>>,
 }
@@ -424,6 +426,9 @@ impl<D: EngineWire> Actor<D> {
             if self.stats.dp_control.len() < 1000 {
                 self.stats.dp_control.push((engine, c));
             }
+            if let Some(w) = self.waves.on_control(c, !self.in_flight.is_empty()) {
+                self.start_wave(w).await;
+            }
         }
         if let Some(reply) = info.utility {
             match reply.call_id.and_then(|id| self.utilities.remove(&id)) {
@@ -514,10 +519,44 @@ impl<D: EngineWire> Actor<D> {
             return Err(TransportError::DuplicateRequest(request_id));
         }
         self.send_input(engine, frames).await?;
+        if self.lockstep() {
+            if let Some(w) = self.waves.on_add(engine) {
+                self.start_wave(w).await;
+            }
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         self.finished_locally.remove(&request_id);
         self.in_flight.insert(request_id, InFlight { engine, tx, last_activity: Instant::now() });
         Ok(rx)
+    }
+
+    /// Whether the engines run in lockstep waves: an engine up says its
+    /// data-parallel size is above 1 (`super::waves`).
+    fn lockstep(&self) -> bool {
+        self.engines.values().any(|e| e.dead.is_none() && matches!(&e.phase, Phase::Up(f) if f.data_parallel_size > 1))
+    }
+
+    /// Sends START_DP_WAVE to every live engine but the excluded one.
+    async fn start_wave(&mut self, w: super::waves::StartWave) {
+        let frames = match D::encode_start_wave(self.cfg.release, w.wave, w.exclude) {
+            Ok(f) => f,
+            Err(e) => {
+                self.protocol_error(format!("cannot encode START_DP_WAVE: {e}"));
+                return;
+            }
+        };
+        let mut to: Vec<u16> = self
+            .engines
+            .iter()
+            .filter(|(i, e)| Some(**i) != w.exclude && e.dead.is_none() && matches!(e.phase, Phase::Up(_)))
+            .map(|(i, _)| *i)
+            .collect();
+        to.sort_unstable();
+        for engine in to {
+            if self.send_input(engine, frames.clone()).await.is_ok() && self.stats.start_waves_sent.len() < 1000 {
+                self.stats.start_waves_sent.push((engine, w.wave, w.exclude));
+            }
+        }
     }
 
     async fn send_abort(&mut self, engine: u16, ids: &[String]) -> Result<(), TransportError> {

@@ -135,6 +135,9 @@ pub struct EngineFacts {
     pub vllm_version: String,
     pub dtype: String,
     pub max_num_seqs: i64,
+    /// `data_parallel_size`: above 1 the ranks run in lockstep waves (a
+    /// mixture-of-experts model); a dense model's independent ranks say 1.
+    pub data_parallel_size: i64,
     /// The whole decoded `EngineCoreReadyResponse`.
     pub ready_response: StructValue,
     /// Keys the schema does not know (an engine newer than its table).
@@ -156,6 +159,7 @@ pub fn decode_registration(
         vllm_version: s.str_field("vllm_version").unwrap_or("").to_string(),
         dtype: s.str_field("dtype").unwrap_or("").to_string(),
         max_num_seqs: s.int_field("max_num_seqs").unwrap_or(0),
+        data_parallel_size: s.int_field("data_parallel_size").unwrap_or(1),
         ready_response: s,
         drift: d.drift,
     })
@@ -168,6 +172,9 @@ pub struct Announce {
     pub max_model_len: i64,
     pub vllm_version: String,
     pub max_num_seqs: i64,
+    /// 1 for an independent engine; the ranks of a lockstep (MoE) group
+    /// say their number.
+    pub data_parallel_size: i64,
 }
 
 /// Encodes an `EngineCoreReadyResponse` with the values of a small CPU
@@ -184,7 +191,7 @@ pub fn encode_registration(release: &'static ReleaseSchema, a: &Announce) -> Res
         .set("dtype", Value::Str("float32".into()))
         .set("vllm_version", Value::Str(a.vllm_version.clone()))
         .set("world_size", int(1))
-        .set("data_parallel_size", int(1))
+        .set("data_parallel_size", int(a.data_parallel_size))
         .set("tensor_parallel_size", int(1))
         .set("pipeline_parallel_size", int(1))
         .set("decode_context_parallel_size", int(1))
@@ -296,7 +303,13 @@ mod tests {
 
     #[test]
     fn registration_round_trips_its_facts() {
-        let a = Announce { index: 3, max_model_len: 512, vllm_version: "0.32.0".into(), max_num_seqs: 128 };
+        let a = Announce {
+            index: 3,
+            max_model_len: 512,
+            vllm_version: "0.32.0".into(),
+            max_num_seqs: 128,
+            data_parallel_size: 1,
+        };
         let b = encode_registration(release(), &a).unwrap();
         let f = decode_registration(release(), 3, &b).unwrap();
         assert_eq!((f.max_model_len, f.vllm_version.as_str(), f.max_num_seqs), (512, "0.32.0", 128));
@@ -314,7 +327,13 @@ mod tests {
 
     #[test]
     fn engine_is_up_after_registration_and_ready_in_either_order() {
-        let a = Announce { index: 0, max_model_len: 512, vllm_version: "0.32.0".into(), max_num_seqs: 128 };
+        let a = Announce {
+            index: 0,
+            max_model_len: 512,
+            vllm_version: "0.32.0".into(),
+            max_num_seqs: 128,
+            data_parallel_size: 1,
+        };
         let f = decode_registration(release(), 0, &encode_registration(release(), &a).unwrap()).unwrap();
         let mut p = Phase::new();
         assert_eq!(p.missing(), "registration and READY");

@@ -63,6 +63,7 @@ use zeromq::{RouterSocket, Socket};
 mod actor;
 pub mod handshake;
 mod sockets;
+pub mod waves;
 
 use crate::dialect::{EngineWire, Tokenspeed, Vllm, WireError};
 use actor::{Actor, Command};
@@ -433,6 +434,9 @@ pub struct GatewayStats {
     /// Batches whose `engine_index` was not the index of the engine whose
     /// connection carried them.
     pub engine_index_mismatches: u64,
+    /// START_DP_WAVE messages this gateway sent (engines in lockstep), each
+    /// as (engine, wave, excluded engine) (the first 1000).
+    pub start_waves_sent: Vec<(u16, i64, Option<u16>)>,
 }
 
 /// request streams.
@@ -483,6 +487,7 @@ impl<D: EngineWire> Gateway<D> {
             next_call_id: (1u64 << 63) + 1,
             next_generation: 1,
             stats: GatewayStats::default(),
+            waves: waves::Waves::default(),
             state_tx,
             socket_tasks: vec![input_task, hs_task],
         };
