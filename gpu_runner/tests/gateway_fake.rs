@@ -92,6 +92,10 @@ fn http_server(jobs: mpsc::UnboundedSender<Job>) -> String {
 struct Faults {
     /// Sends max_tokens 16 when the client gave none (msgspec's default).
     default_16: bool,
+    /// Drops `top_k` from the request (planted for the differential).
+    ignore_top_k: bool,
+    /// Answers 400 to any request with `min_p` (planted).
+    refuse_min_p: bool,
 }
 
 /// The fake's `/v1/completions`: translate as vLLM does, run the request,
@@ -103,6 +107,12 @@ async fn serve(gw: &Gateway, tok: &GatewayTokenizer, max_model_len: i64, faults:
     let o = v.as_object_mut().unwrap();
     o.remove("prompt");
     o.remove("model");
+    if faults.ignore_top_k {
+        o.remove("top_k");
+    }
+    if faults.refuse_min_p && o.contains_key("min_p") {
+        return (400, "{}".into());
+    }
     if faults.default_16 && !o.contains_key("max_tokens") {
         o.insert("max_tokens".into(), json!(16));
     }
@@ -224,7 +234,7 @@ async fn a_gateway_that_translates_as_vllm_passes_the_send_side_and_finish_check
 
 #[tokio::test]
 async fn findings_name_what_differs_from_vllm_and_expectations_hold_them() {
-    let f = fake(Faults { default_16: true }).await;
+    let f = fake(Faults { default_16: true, ..Faults::default() }).await;
     let s = vec![
         scenario(json!({"scenario": "room", "requests": [{"body": {"prompt": "Hello world"},
             "checks": [{"check": "sent", "field": "max_tokens"}]}]})),
@@ -250,7 +260,7 @@ async fn findings_name_what_differs_from_vllm_and_expectations_hold_them() {
     // A fresh fake: the first run's engine registered with this one, and a
     // gateway takes one engine registration per engine index.
     let exp = Expectations::parse("room sends msgspec's default 16\nstop no stop strings\n").unwrap();
-    let rs = run(&fake(Faults { default_16: true }).await, s, &exp).await;
+    let rs = run(&fake(Faults { default_16: true, ..Faults::default() }).await, s, &exp).await;
     assert!(rs.iter().all(|r| r.result.verdict.label() == "expected failure"));
     let report: Json = serde_json::from_str(&gateway::report_json("fake-1", "mock", &rs)).unwrap();
     let md = gpu_runner::scoreboard::markdown(&[("fake.json".into(), report)]);
@@ -302,4 +312,49 @@ fn handshake_port_agrees_with_the_smg_wheel_when_installed() {
     let ports: Vec<u16> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
     let ours: Vec<u16> = urls.iter().map(|u| gpu_runner::gateway::smg::handshake_port(u)).collect();
     assert_eq!(ours, ports);
+}
+
+#[tokio::test]
+async fn the_differential_finds_each_planted_difference_at_its_field_and_nothing_else() {
+    use gpu_runner::gateway::differential::{self, Verdict};
+    use gpu_runner::gateway::request_space::RequestSpace;
+    let space = RequestSpace::load(&repo().join("golden/generate/schema/openai-requests-vllm-0.32.0.json")).unwrap();
+    let (mut probes, _) = differential::sweep(&space, &[gateway::Endpoint::Completions], &[false]);
+    let fields = ["top_k", "min_p", "temperature", "seed", "ignore_eos", "echo"];
+    probes.retain(|p| p.field.as_deref().is_none_or(|f| fields.contains(&f)));
+    let reference = fake(Faults::default()).await;
+    let test = fake(Faults { ignore_top_k: true, refuse_min_p: true, ..Faults::default() }).await;
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = gateway::start(&target(&reference), dirs.0.path(), &[]).await.unwrap();
+    let b = gateway::start(&target(&test), dirs.1.path(), &[]).await.unwrap();
+    let results = tokio::time::timeout(
+        Duration::from_secs(120),
+        differential::run(&a, &b, &probes, "tiny", release(), Duration::from_millis(10)),
+    )
+    .await
+    .expect("the differential ended within its deadline");
+    let m = differential::matrix(&results);
+    let cell = |f: &str| m[f][&("/v1/completions".to_string(), false)].name();
+    assert_eq!(cell("min_p"), "refused");
+    assert_eq!(cell("top_k"), "differs");
+    for f in ["temperature", "seed", "ignore_eos", "echo", "(base request)"] {
+        assert_eq!(cell(f), "same", "{f}");
+    }
+    // The top_k finding names the sent field, both sides' values.
+    let found = results
+        .iter()
+        .find_map(|r| match (&r.verdict, r.probe.value.as_i64()) {
+            (Verdict::Differs(d), Some(4)) if r.probe.field.as_deref() == Some("top_k") => Some(d.clone()),
+            _ => None,
+        })
+        .expect("top_k 4 differs");
+    assert!(found.iter().any(|d| d.path == "sent[0].sampling_params.top_k" && d.reference == json!(4)), "{found:?}");
+    let report = differential::report_json("reference", "planted", &results, &[]);
+    assert!(report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| ["top_k", "min_p"].contains(&f["field"].as_str().unwrap())));
+    a.stop().await;
+    b.stop().await;
 }

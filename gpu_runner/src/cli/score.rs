@@ -13,9 +13,23 @@ use crate::report::{self, ScenarioResult};
 /// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
 pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     use crate::gateway::{self, Launch, Target};
-    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?;
     let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
-    let launch = if args.attach {
+    let named = crate::gateway::named::named(&args.gateway).filter(|_| args.launch.is_none() && !args.attach);
+    // The mock engine decodes what the gateway sends with its release.
+    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release))?;
+    let launch = if let Some(g) = named {
+        let root = launcher::default_cpu_venv().parent().map(Path::to_path_buf).unwrap_or_default();
+        let v = args.venv.clone().unwrap_or_else(|| g.venv(&root));
+        let (marker, setup) = g.ready_marker();
+        if !v.join(marker).is_file() {
+            return Err(CliError::Usage(format!(
+                "--gateway {}: no ready venv at {} (run {setup})",
+                g.name,
+                v.display()
+            )));
+        }
+        Launch::Command(g.launch_command(&v))
+    } else if args.attach {
         if args.http.is_none() || args.handshake.is_none() {
             return Err(CliError::Usage("--attach needs --http and --handshake".into()));
         }
@@ -35,6 +49,7 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     };
     let name = match (&args.name, &launch) {
         (Some(n), _) => n.clone(),
+        (None, _) if named.is_some() => args.gateway.clone(),
         (None, Launch::Smg { venv }) => {
             crate::gateway::smg::check_venv(venv)?;
             format!("smg-{}", crate::gateway::smg::version(venv)?)
@@ -55,7 +70,9 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     let mut scenarios = gateway::load_dir(&dir, &golden, &tok)?;
     keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
     let expectations = load_expectations(args.expectations.as_deref())?;
-    let reg_case = args.registration.clone().unwrap_or_else(|| repo_path(gateway::READY_RESPONSE_CASE));
+    let reg_case = args.registration.clone().unwrap_or_else(|| {
+        repo_path(&named.map_or_else(|| gateway::READY_RESPONSE_CASE.to_string(), |g| g.registration_case()))
+    });
     let registration = gateway::registration_from_case(&reg_case)?;
     let target = Target {
         launch,
@@ -63,8 +80,16 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
         handshake: args.handshake.clone(),
         model_name: model.display().to_string(),
         model,
-        ready_path: args.ready_path.clone(),
-        startup_timeout: Duration::from_secs(args.startup_timeout),
+        ready_path: args
+            .ready_path
+            .clone()
+            .unwrap_or_else(|| if named.is_some() { "/health" } else { "/readiness" }.to_string()),
+        // vLLM's frontends load the model config and tokenizer first.
+        startup_timeout: Duration::from_secs(if named.is_some() {
+            args.startup_timeout.max(180)
+        } else {
+            args.startup_timeout
+        }),
         registration,
         release,
     };

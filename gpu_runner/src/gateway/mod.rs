@@ -42,10 +42,13 @@
 
 pub mod checks;
 pub mod command;
+pub mod differential;
 pub mod e2e;
 pub mod error;
 pub mod lifecycle;
+pub mod named;
 pub mod observe;
+pub mod request_space;
 pub mod scenario;
 pub mod smg;
 

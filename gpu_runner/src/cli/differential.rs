@@ -1,0 +1,173 @@
+//! `gpu-runner differential`: the request-space sweep sent to a reference
+//! gateway (one of vLLM's frontends) and to the gateway under test, each
+//! with the mock engine behind it (docs/runner.md "The differential").
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{repo_path, CliError, WorkDir};
+use crate::gateway::differential::{self, Probe, Verdict};
+use crate::gateway::request_space::RequestSpace;
+use crate::gateway::{self, named, Endpoint, Launch, Target};
+use crate::launcher;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DifferentialArgs {
+    /// The reference: one of vLLM's frontends by name (`vllm-0.33.0`,
+    /// `vllm-0.32.0`).
+    #[arg(long, default_value = "vllm-0.33.0")]
+    pub reference: String,
+    /// The gateway under test: `smg` or a vLLM frontend by name.
+    #[arg(long, default_value = "smg")]
+    pub gateway: String,
+    /// The request models to sweep (default: the reference release's dump,
+    /// golden/generate/schema/openai-requests-vllm-<version>.json).
+    #[arg(long)]
+    pub space: Option<PathBuf>,
+    /// Model directory both gateways load (default golden/tiny).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// `completions`, `chat` or `both`.
+    #[arg(long, default_value = "both")]
+    pub endpoints: String,
+    /// `no`, `yes` or `both` (streamed probes).
+    #[arg(long, default_value = "both")]
+    pub stream: String,
+    /// Only these fields (repeatable; default every field).
+    #[arg(long = "field")]
+    pub fields: Vec<String>,
+    /// Every N-th probe only (with --offset): a fixed sample.
+    #[arg(long, default_value_t = 1)]
+    pub sample: usize,
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    /// The findings, the parameter matrix's counts and what was left out, as JSON.
+    #[arg(long)]
+    pub report_json: Option<PathBuf>,
+    /// The parameter matrix as a markdown table.
+    #[arg(long)]
+    pub matrix_md: Option<PathBuf>,
+    /// The SMG venv (with --gateway smg).
+    #[arg(long)]
+    pub venv: Option<PathBuf>,
+}
+
+/// How a side is started: a named vLLM frontend or SMG.
+fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>) -> Result<Target, CliError> {
+    // The mock decodes what each side sends with that side's release.
+    let version = named::named(name).map_or("0.32.0", |g| g.release);
+    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
+    let root = launcher::default_cpu_venv().parent().map(Path::to_path_buf).unwrap_or_default();
+    let (launch, ready, reg) = if name == "smg" {
+        let venv = smg_venv.clone().unwrap_or_else(gateway::smg::default_venv);
+        gateway::smg::check_venv(&venv)?;
+        (Launch::Smg { venv }, "/readiness", gateway::READY_RESPONSE_CASE.to_string())
+    } else {
+        let g = named::named(name).ok_or_else(|| {
+            let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
+            CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
+        })?;
+        let v = g.venv(&root);
+        let (marker, setup) = g.ready_marker();
+        if !v.join(marker).is_file() {
+            return Err(CliError::Usage(format!("{name}: no ready venv at {} (run {setup})", v.display())));
+        }
+        (Launch::Command(g.launch_command(&v)), "/health", g.registration_case())
+    };
+    Ok(Target {
+        launch,
+        http: None,
+        handshake: None,
+        model_name: model.display().to_string(),
+        model: model.to_path_buf(),
+        ready_path: ready.into(),
+        startup_timeout: Duration::from_secs(180),
+        registration: gateway::registration_from_case(&repo_path(&reg))?,
+        release,
+    })
+}
+
+fn parse_endpoints(s: &str) -> Result<Vec<Endpoint>, CliError> {
+    Ok(match s {
+        "completions" => vec![Endpoint::Completions],
+        "chat" => vec![Endpoint::Chat],
+        "both" => vec![Endpoint::Completions, Endpoint::Chat],
+        o => return Err(CliError::Usage(format!("--endpoints {o}: expected completions, chat or both"))),
+    })
+}
+
+fn parse_stream(s: &str) -> Result<Vec<bool>, CliError> {
+    Ok(match s {
+        "no" => vec![false],
+        "yes" => vec![true],
+        "both" => vec![false, true],
+        o => return Err(CliError::Usage(format!("--stream {o}: expected no, yes or both"))),
+    })
+}
+
+/// `gpu-runner differential`: returns 1 when any probe differs.
+pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
+    let reference = named::named(&args.reference)
+        .ok_or_else(|| CliError::Usage(format!("--reference {}: expected one of vLLM's frontends", args.reference)))?;
+    let space_path = args.space.clone().unwrap_or_else(|| {
+        repo_path(&format!("golden/generate/schema/openai-requests-vllm-{}.json", reference.release))
+    });
+    let space = RequestSpace::load(&space_path).map_err(|e| CliError::Usage(e.to_string()))?;
+    let (mut probes, left_out) =
+        differential::sweep(&space, &parse_endpoints(&args.endpoints)?, &parse_stream(&args.stream)?);
+    if !args.fields.is_empty() {
+        for f in &args.fields {
+            if !probes.iter().any(|p| p.field.as_deref() == Some(f.as_str())) {
+                return Err(CliError::Usage(format!("--field {f}: no probe sets it (not a swept field)")));
+            }
+        }
+        probes.retain(|p: &Probe| p.field.as_ref().is_none_or(|f| args.fields.contains(f)));
+    }
+    let probes = differential::sample(probes, args.sample, args.offset);
+    let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
+    let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
+    let ref_target = target_of(reference.name, &model, &None)?;
+    let test_target = target_of(&args.gateway, &model, &args.venv)?;
+    let work = WorkDir::new()?;
+    eprintln!("{} probes; {} fields left out", probes.len(), left_out.len());
+    let a = gateway::start(&ref_target, &work.0.join("reference"), &[]).await?;
+    let b = match gateway::start(&test_target, &work.0.join("test"), &[]).await {
+        Ok(b) => b,
+        Err(e) => {
+            a.stop().await;
+            return Err(e.into());
+        }
+    };
+    let release = ref_target.release;
+    let results = differential::run(&a, &b, &probes, &ref_target.model_name, release, Duration::from_millis(100)).await;
+    a.stop().await;
+    b.stop().await;
+    let differing = results.iter().filter(|r| !matches!(r.verdict, Verdict::Same | Verdict::BothRefused)).count();
+    for r in results.iter().filter(|r| !matches!(r.verdict, Verdict::Same | Verdict::BothRefused)) {
+        let what = match &r.verdict {
+            Verdict::Refused(s) => format!("refused ({s})"),
+            Verdict::Differs(d) => {
+                d.iter().map(|x| format!("{} {} vs {}", x.path, x.reference, x.test)).collect::<Vec<_>>().join("; ")
+            }
+            _ => String::new(),
+        };
+        println!(
+            "{} {}{} {}={}: {what}",
+            args.gateway,
+            r.probe.endpoint.path(),
+            if r.probe.stream { " (stream)" } else { "" },
+            r.probe.field.as_deref().unwrap_or("(base)"),
+            r.probe.value
+        );
+    }
+    println!("{} probes, {differing} differ from {}", results.len(), reference.name);
+    if let Some(p) = &args.report_json {
+        let j = differential::report_json(reference.name, &args.gateway, &results, &left_out);
+        let text = serde_json::to_string_pretty(&j).unwrap_or_default().replace(&model.display().to_string(), "MODEL");
+        std::fs::write(p, text + "\n").map_err(CliError::io(p))?;
+    }
+    if let Some(p) = &args.matrix_md {
+        std::fs::write(p, differential::matrix_markdown(&args.gateway, &results)).map_err(CliError::io(p))?;
+    }
+    Ok(if differing > 0 { 1 } else { 0 })
+}

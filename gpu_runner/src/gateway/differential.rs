@@ -1,0 +1,515 @@
+//! The differential: the same generated requests sent to a reference
+//! gateway (vLLM's own frontend) and to the gateway under test, each with
+//! the suite's mock engine behind it, compared field by field.
+//!
+//! The request space comes from vLLM's definitions
+//! ([`super::request_space`]): a sweep sets every field of the request
+//! model alone on a base request, with each value its type and bounds
+//! give, on both endpoints, streamed and not. The mock engine generates
+//! from the prompt (the same tokens on both sides, `mock::vllm`), so what
+//! differs is the gateways' doing.
+//!
+//! Compared: the HTTP status; on success every field of every ADD the
+//! engine read (the `EngineCoreRequest` as the canonical view renders it)
+//! and the response body; the number of ADDs and ABORTs. Volatile fields
+//! are normalised by rule ([`VOLATILE_SENT`], [`VOLATILE_RESPONSE`]), an
+//! error response's message is not compared (only that both refused), and
+//! numbers are compared as the `f32` the engine sent (logprobs are `f32`
+//! tensors on the wire: `-0.1` and `-0.10000000149011612` are one value
+//! printed two ways). A probe's differences are those its field makes:
+//! what already differs on the base request alone is reported once, as the
+//! base request's ([`subtract_base`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use engine_protocol::ReleaseSchema;
+use serde_json::{json, Value as Json};
+
+use super::lifecycle::{run_request, Session};
+use super::request_space::{RequestModel, RequestSpace, Row};
+use super::scenario::{Endpoint, GwRequest};
+use super::Observed;
+
+/// `EngineCoreRequest` fields that differ from request to request on any
+/// gateway: ids (`external_req_id`, vLLM 0.33.0) and arrival times.
+pub const VOLATILE_SENT: &[&str] = &["request_id", "external_req_id", "arrival_time"];
+
+/// Response fields that differ from request to request on any gateway.
+pub const VOLATILE_RESPONSE: &[&str] = &["id", "created", "system_fingerprint", "model"];
+
+/// Fields a sweep does not set alone, with why (the base request sets
+/// them, or setting them changes what is compared rather than the
+/// request).
+pub const NOT_SWEPT: &[(&str, &str)] = &[
+    ("model", "the base request names the served model"),
+    ("prompt", "the base request's prompt"),
+    ("messages", "the base request's messages"),
+    ("stream", "every probe runs streamed and not"),
+    ("request_id", "a client-chosen id only renames the request"),
+];
+
+/// One generated request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    pub endpoint: Endpoint,
+    pub stream: bool,
+    /// The field set on the base request (`None`: the base request alone).
+    pub field: Option<String>,
+    pub value: Json,
+    pub body: Json,
+}
+
+/// How one probe came out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Both answered alike.
+    Same,
+    /// Both refused it (any error status).
+    BothRefused,
+    /// The gateway under test refused what the reference served (its
+    /// status).
+    Refused(u16),
+    /// They differ at these paths.
+    Differs(Vec<Difference>),
+}
+
+/// One path where the two sides differ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    /// `status`, `adds`, `aborts`, `sent[i].<path>` or `response.<path>`.
+    pub path: String,
+    pub reference: Json,
+    pub test: Json,
+}
+
+/// A probe with its verdict.
+#[derive(Debug, Clone)]
+pub struct ProbeResult {
+    pub probe: Probe,
+    pub verdict: Verdict,
+}
+
+/// The base request of an endpoint: a short request of a few tokens,
+/// which every field's probe extends. Not greedy: vLLM's `SamplingParams`
+/// resets `top_p`, `top_k` and `min_p` under temperature 0
+/// (`vllm/sampling_params.py`), which would hide what a gateway does with
+/// them; the mock engine's tokens do not depend on sampling.
+pub fn base_request(endpoint: Endpoint, stream: bool) -> Json {
+    let mut b = match endpoint {
+        Endpoint::Completions => json!({"prompt": "Hello there", "max_tokens": 4}),
+        Endpoint::Chat => json!({"messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 4}),
+    };
+    if stream {
+        b["stream"] = json!(true);
+    }
+    b
+}
+
+fn endpoint_of(model: &RequestModel) -> Option<Endpoint> {
+    [Endpoint::Completions, Endpoint::Chat].into_iter().find(|e| e.path() == model.endpoint)
+}
+
+/// The sweep over `space`: for each endpoint in `endpoints` and each of
+/// `streams`, the base request alone, then every field alone with each of
+/// its values. Fields left out come back with why ([`NOT_SWEPT`], or no
+/// value can be made).
+pub fn sweep(space: &RequestSpace, endpoints: &[Endpoint], streams: &[bool]) -> (Vec<Probe>, Vec<(String, String)>) {
+    let mut probes = Vec::new();
+    let mut left_out = Vec::new();
+    for model in &space.models {
+        let Some(ep) = endpoint_of(model).filter(|e| endpoints.contains(e)) else { continue };
+        for &stream in streams {
+            probes.push(Probe { endpoint: ep, stream, field: None, value: Json::Null, body: base_request(ep, stream) });
+        }
+        for (name, row) in model.rows() {
+            let at = format!("{} {name}", model.endpoint);
+            if let Some((_, why)) = NOT_SWEPT.iter().find(|(f, _)| *f == name) {
+                left_out.push((at, (*why).to_string()));
+                continue;
+            }
+            let values = match row {
+                Row::Values(v) => v,
+                Row::NoValues(why) => {
+                    left_out.push((at, why));
+                    continue;
+                }
+            };
+            for &stream in streams {
+                for v in &values {
+                    let mut body = base_request(ep, stream);
+                    body[name.as_str()] = v.clone();
+                    probes.push(Probe { endpoint: ep, stream, field: Some(name.clone()), value: v.clone(), body });
+                }
+            }
+        }
+    }
+    (probes, left_out)
+}
+
+/// Every `take`-th probe from `offset` (a fixed sample for CI).
+pub fn sample(probes: Vec<Probe>, take: usize, offset: usize) -> Vec<Probe> {
+    let take = take.max(1);
+    probes.into_iter().enumerate().filter(|(i, _)| i % take == offset % take).map(|(_, p)| p).collect()
+}
+
+fn request_of(p: &Probe, grace: Duration) -> GwRequest {
+    GwRequest {
+        id: "probe".into(),
+        endpoint: p.endpoint,
+        body: p.body.clone(),
+        vllm: json!({}),
+        prompt_text: None,
+        engine: None,
+        golden: None,
+        grace,
+        timeout: Duration::from_secs(20),
+        checks: Vec::new(),
+    }
+}
+
+/// Sends every probe to both sides, one after another, and compares;
+/// after each response the engine's input is read for `grace` more (late
+/// ABORTs).
+pub async fn run(
+    reference: &Session,
+    test: &Session,
+    probes: &[Probe],
+    model: &str,
+    release: &'static ReleaseSchema,
+    grace: Duration,
+) -> Vec<ProbeResult> {
+    let mut out = Vec::with_capacity(probes.len());
+    for p in probes {
+        let req = request_of(p, grace);
+        let a = run_request(reference, &req, model, release).await;
+        let b = run_request(test, &req, model, release).await;
+        out.push(ProbeResult { probe: p.clone(), verdict: compare(&a, &b) });
+    }
+    subtract_base(&mut out);
+    out
+}
+
+fn ok(o: &Observed) -> bool {
+    o.status.is_some_and(|s| (200..300).contains(&s))
+}
+
+/// What differs between the reference's observation `a` and the test's
+/// `b`.
+pub fn compare(a: &Observed, b: &Observed) -> Verdict {
+    match (ok(a), ok(b)) {
+        (false, false) => return Verdict::BothRefused,
+        (true, false) => return Verdict::Refused(b.status.unwrap_or(0)),
+        (false, true) => {
+            return Verdict::Differs(vec![Difference {
+                path: "status".into(),
+                reference: json!(a.status),
+                test: json!(b.status),
+            }])
+        }
+        (true, true) => {}
+    }
+    let mut d = Vec::new();
+    if a.adds.len() != b.adds.len() {
+        d.push(Difference { path: "adds".into(), reference: json!(a.adds.len()), test: json!(b.adds.len()) });
+    }
+    if a.aborts.len() != b.aborts.len() {
+        d.push(Difference { path: "aborts".into(), reference: json!(a.aborts.len()), test: json!(b.aborts.len()) });
+    }
+    for (i, ((_, x), (_, y))) in a.adds.iter().zip(&b.adds).enumerate() {
+        let mut x = engine_protocol::view::any_view(&engine_protocol::Value::Struct(x.clone()));
+        let mut y = engine_protocol::view::any_view(&engine_protocol::Value::Struct(y.clone()));
+        for v in [&mut x, &mut y] {
+            if let Some(o) = v.as_object_mut() {
+                for k in VOLATILE_SENT {
+                    o.remove(*k);
+                }
+            }
+        }
+        diff(&format!("sent[{i}]"), &x, &y, &mut d);
+    }
+    let norm = |o: &Observed| {
+        let mut v = o.body.clone().unwrap_or(Json::Null);
+        if let Some(m) = v.as_object_mut() {
+            for k in VOLATILE_RESPONSE {
+                m.remove(*k);
+            }
+        }
+        v
+    };
+    diff("response", &norm(a), &norm(b), &mut d);
+    if d.is_empty() {
+        Verdict::Same
+    } else {
+        Verdict::Differs(d)
+    }
+}
+
+/// The leaves where `a` and `b` differ, under `at`.
+fn diff(at: &str, a: &Json, b: &Json, out: &mut Vec<Difference>) {
+    match (a, b) {
+        (Json::Object(x), Json::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let n = Json::Null;
+                diff(&format!("{at}.{k}"), x.get(k).unwrap_or(&n), y.get(k).unwrap_or(&n), out);
+            }
+        }
+        (Json::Array(x), Json::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                diff(&format!("{at}[{i}]"), p, q, out);
+            }
+        }
+        (x, y) if x == y => {}
+        (Json::Number(p), Json::Number(q)) if same_f32(p, q) => {}
+        (x, y) => out.push(Difference { path: at.to_string(), reference: x.clone(), test: y.clone() }),
+    }
+}
+
+/// Two numbers that are the same `f32`.
+fn same_f32(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => (x as f32) == (y as f32) && (x.fract() != 0.0 || y.fract() != 0.0),
+        _ => false,
+    }
+}
+
+/// Removes from each probe the differences its endpoint and stream's base
+/// probe already has (the same path and the same two values), so that a
+/// probe shows what its field changes; a probe left with none is the
+/// same.
+pub fn subtract_base(results: &mut [ProbeResult]) {
+    let base: Vec<(Endpoint, bool, Vec<Difference>)> = results
+        .iter()
+        .filter(|r| r.probe.field.is_none())
+        .map(|r| {
+            let d = if let Verdict::Differs(d) = &r.verdict { d.clone() } else { Vec::new() };
+            (r.probe.endpoint, r.probe.stream, d)
+        })
+        .collect();
+    for r in results.iter_mut().filter(|r| r.probe.field.is_some()) {
+        let Some((_, _, known)) = base.iter().find(|(e, s, _)| *e == r.probe.endpoint && *s == r.probe.stream) else {
+            continue;
+        };
+        if let Verdict::Differs(d) = &mut r.verdict {
+            d.retain(|x| !known.contains(x));
+            if d.is_empty() {
+                r.verdict = Verdict::Same;
+            }
+        }
+    }
+}
+
+/// One cell of the parameter matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cell {
+    /// Every probe of the field answered as vLLM.
+    Same,
+    /// Some probe refused by the gateway where vLLM served it.
+    Refused,
+    /// Some probe differed.
+    Differs,
+}
+
+impl Cell {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cell::Same => "same",
+            Cell::Refused => "refused",
+            Cell::Differs => "differs",
+        }
+    }
+}
+
+/// The parameter matrix: field × (endpoint, stream), the worst verdict of
+/// the field's probes (a probe both refused counts as the same).
+pub fn matrix(results: &[ProbeResult]) -> BTreeMap<String, BTreeMap<(String, bool), Cell>> {
+    let mut m: BTreeMap<String, BTreeMap<(String, bool), Cell>> = BTreeMap::new();
+    for r in results {
+        let field = r.probe.field.clone().unwrap_or_else(|| "(base request)".into());
+        let cell = match r.verdict {
+            Verdict::Same | Verdict::BothRefused => Cell::Same,
+            Verdict::Refused(_) => Cell::Refused,
+            Verdict::Differs(_) => Cell::Differs,
+        };
+        let e =
+            m.entry(field).or_default().entry((r.probe.endpoint.path().to_string(), r.probe.stream)).or_insert(cell);
+        *e = (*e).max(cell);
+    }
+    m
+}
+
+/// The findings as JSON: every probe that did not come out the same, with
+/// its request and what differs (both sides' values).
+pub fn report_json(reference: &str, test: &str, results: &[ProbeResult], left_out: &[(String, String)]) -> Json {
+    let findings: Vec<Json> = results
+        .iter()
+        .filter(|r| !matches!(r.verdict, Verdict::Same | Verdict::BothRefused))
+        .map(|r| {
+            let mut f = json!({
+                "endpoint": r.probe.endpoint.path(),
+                "stream": r.probe.stream,
+                "field": r.probe.field,
+                "value": r.probe.value,
+                "request": r.probe.body,
+            });
+            match &r.verdict {
+                Verdict::Refused(s) => f["refused"] = json!(s),
+                Verdict::Differs(d) => {
+                    f["differences"] =
+                        d.iter().map(|x| json!({"path": x.path, "reference": x.reference, "test": x.test})).collect();
+                }
+                _ => {}
+            }
+            f
+        })
+        .collect();
+    let m = matrix(results);
+    let cells = |c: Cell| m.values().flat_map(|r| r.values()).filter(|x| **x == c).count();
+    json!({
+        "reference": reference,
+        "gateway": test,
+        "probes": results.len(),
+        "matrix_cells": {"same": cells(Cell::Same), "refused": cells(Cell::Refused), "differs": cells(Cell::Differs)},
+        "findings": findings,
+        "left_out": left_out.iter().map(|(f, why)| json!({"field": f, "why": why})).collect::<Vec<_>>(),
+    })
+}
+
+/// The matrix as a markdown table (fields × endpoint and stream).
+pub fn matrix_markdown(test: &str, results: &[ProbeResult]) -> String {
+    let m = matrix(results);
+    let mut cols: Vec<(String, bool)> = m.values().flat_map(|r| r.keys().cloned()).collect();
+    cols.sort();
+    cols.dedup();
+    let head = |c: &(String, bool)| format!("{}{}", c.0.trim_start_matches("/v1/"), if c.1 { " (stream)" } else { "" });
+    let mut s = format!("| {test}: field | {} |\n", cols.iter().map(head).collect::<Vec<_>>().join(" | "));
+    s.push_str(&format!("| --- |{}\n", " --- |".repeat(cols.len())));
+    for (field, row) in &m {
+        let cells: Vec<&str> = cols.iter().map(|c| row.get(c).map_or("", |x| x.name())).collect();
+        s.push_str(&format!("| `{field}` | {} |\n", cells.join(" | ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn space() -> RequestSpace {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        RequestSpace::load(&root.join("golden/generate/schema/openai-requests-vllm-0.32.0.json")).unwrap()
+    }
+
+    #[test]
+    fn the_sweep_sets_every_field_alone_or_says_why_not() {
+        let s = space();
+        let (probes, left_out) = sweep(&s, &[Endpoint::Completions, Endpoint::Chat], &[false, true]);
+        for m in &s.models {
+            for f in &m.fields {
+                let probed =
+                    probes.iter().any(|p| p.endpoint.path() == m.endpoint && p.field.as_deref() == Some(f.json_name()));
+                let said = left_out.iter().any(|(at, _)| at == &format!("{} {}", m.endpoint, f.json_name()));
+                assert!(probed ^ said, "{} {}: probed {probed}, left out {said}", m.endpoint, f.name);
+            }
+        }
+        // Each probe is the base request plus its one field.
+        let p = probes.iter().find(|p| p.field.as_deref() == Some("top_k") && !p.stream).unwrap();
+        let mut base = base_request(p.endpoint, false);
+        base["top_k"] = p.value.clone();
+        assert_eq!(p.body, base);
+    }
+
+    #[test]
+    fn a_sample_takes_every_nth_probe() {
+        let (probes, _) = sweep(&space(), &[Endpoint::Completions], &[false]);
+        let n = probes.len();
+        let s = sample(probes, 10, 3);
+        assert_eq!(s.len(), (n + 6) / 10);
+    }
+
+    fn observed(status: u16, body: Json) -> Observed {
+        Observed { status: Some(status), body: Some(body), ..Default::default() }
+    }
+
+    #[test]
+    fn volatile_fields_are_normalised_and_other_differences_named_by_path() {
+        let a = observed(200, json!({"id": "a", "created": 1, "choices": [{"text": "hi", "finish_reason": "length"}]}));
+        let b = observed(200, json!({"id": "b", "created": 2, "choices": [{"text": "hi", "finish_reason": "length"}]}));
+        assert_eq!(compare(&a, &b), Verdict::Same);
+        let c = observed(200, json!({"id": "c", "choices": [{"text": "hi", "finish_reason": "stop"}]}));
+        assert_eq!(
+            compare(&a, &c),
+            Verdict::Differs(vec![Difference {
+                path: "response.choices[0].finish_reason".into(),
+                reference: json!("length"),
+                test: json!("stop"),
+            }])
+        );
+        assert_eq!(compare(&observed(400, json!({})), &observed(422, json!({}))), Verdict::BothRefused);
+        assert_eq!(compare(&a, &observed(400, json!({}))), Verdict::Refused(400));
+        assert!(matches!(compare(&observed(400, json!({})), &a), Verdict::Differs(d) if d[0].path == "status"));
+    }
+
+    #[test]
+    fn numbers_are_compared_as_the_f32_the_engine_sent() {
+        let a = observed(200, json!({"lp": -0.10000000149011612, "n": 3}));
+        assert_eq!(compare(&a, &observed(200, json!({"lp": -0.1, "n": 3}))), Verdict::Same);
+        assert!(matches!(compare(&a, &observed(200, json!({"lp": -0.2, "n": 3}))), Verdict::Differs(_)));
+        // Integers are compared exactly.
+        assert!(matches!(compare(&a, &observed(200, json!({"lp": -0.1, "n": 4}))), Verdict::Differs(_)));
+    }
+
+    #[test]
+    fn a_probe_shows_what_its_field_changes_not_what_the_base_request_already_does() {
+        let d = |path: &str, a: Json, b: Json| Difference { path: path.into(), reference: a, test: b };
+        let probe = |field: Option<&str>| Probe {
+            endpoint: Endpoint::Completions,
+            stream: false,
+            field: field.map(str::to_string),
+            value: json!(true),
+            body: json!({}),
+        };
+        let base_diff = d("sent[0].sampling_params.output_kind", json!(2), json!(0));
+        let mut rs = vec![
+            ProbeResult { probe: probe(None), verdict: Verdict::Differs(vec![base_diff.clone()]) },
+            ProbeResult { probe: probe(Some("echo")), verdict: Verdict::Differs(vec![base_diff.clone()]) },
+            ProbeResult {
+                probe: probe(Some("ignore_eos")),
+                verdict: Verdict::Differs(vec![
+                    base_diff.clone(),
+                    d("sent[0].sampling_params.ignore_eos", json!(true), json!(false)),
+                ]),
+            },
+        ];
+        subtract_base(&mut rs);
+        assert_eq!(rs[0].verdict, Verdict::Differs(vec![base_diff]), "the base keeps its own");
+        assert_eq!(rs[1].verdict, Verdict::Same);
+        assert_eq!(
+            rs[2].verdict,
+            Verdict::Differs(vec![d("sent[0].sampling_params.ignore_eos", json!(true), json!(false))])
+        );
+    }
+
+    #[test]
+    fn the_matrix_keeps_the_worst_verdict_of_a_field() {
+        let probe = |stream| Probe {
+            endpoint: Endpoint::Completions,
+            stream,
+            field: Some("top_k".into()),
+            value: json!(1),
+            body: json!({}),
+        };
+        let rs = vec![
+            ProbeResult { probe: probe(false), verdict: Verdict::Same },
+            ProbeResult { probe: probe(false), verdict: Verdict::Refused(400) },
+            ProbeResult { probe: probe(true), verdict: Verdict::BothRefused },
+        ];
+        let m = matrix(&rs);
+        assert_eq!(m["top_k"][&("/v1/completions".to_string(), false)], Cell::Refused);
+        assert_eq!(m["top_k"][&("/v1/completions".to_string(), true)], Cell::Same);
+        let md = matrix_markdown("g", &rs);
+        assert!(md.contains("| `top_k` | refused | same |"), "{md}");
+    }
+}
