@@ -122,6 +122,10 @@ pub struct ScoreboardArgs {
     /// in this checkout's `testees/reports/`.
     #[arg(long = "codec")]
     pub codec: Vec<PathBuf>,
+    /// Differential reports (`gpu-runner differential --report-json`):
+    /// each gateway's parameter matrix against its reference; repeatable.
+    #[arg(long = "differential")]
+    pub differential: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

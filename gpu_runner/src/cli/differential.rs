@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{repo_path, CliError, WorkDir};
+use crate::gateway::diff_expectations::DiffExpectations;
 use crate::gateway::differential::{self, Probe, Verdict};
 use crate::gateway::request_space::RequestSpace;
 use crate::gateway::{self, named, Endpoint, Launch, Target};
@@ -47,6 +48,11 @@ pub struct DifferentialArgs {
     /// The parameter matrix as a markdown table.
     #[arg(long)]
     pub matrix_md: Option<PathBuf>,
+    /// Known findings (`<field> <endpoint> <reason>` per line,
+    /// `gateway::diff_expectations`): listed differences do not fail the
+    /// run; a listed field that was probed and agreed does.
+    #[arg(long)]
+    pub expectations: Option<PathBuf>,
     /// The SMG venv (with --gateway smg).
     #[arg(long)]
     pub venv: Option<PathBuf>,
@@ -105,7 +111,8 @@ fn parse_stream(s: &str) -> Result<Vec<bool>, CliError> {
     })
 }
 
-/// `gpu-runner differential`: returns 1 when any probe differs.
+/// `gpu-runner differential`: returns 1 when a probe differs unexpectedly
+/// or a known finding is stale.
 pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     let reference = named::named(&args.reference)
         .ok_or_else(|| CliError::Usage(format!("--reference {}: expected one of vLLM's frontends", args.reference)))?;
@@ -124,6 +131,13 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
         probes.retain(|p: &Probe| p.field.as_ref().is_none_or(|f| args.fields.contains(f)));
     }
     let probes = differential::sample(probes, args.sample, args.offset);
+    let known = match &args.expectations {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(CliError::io(p))?;
+            DiffExpectations::parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", p.display())))?
+        }
+        None => DiffExpectations::default(),
+    };
     let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
     let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
     let ref_target = target_of(reference.name, &model, &None)?;
@@ -142,25 +156,38 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     let results = differential::run(&a, &b, &probes, &ref_target.model_name, release, Duration::from_millis(100)).await;
     a.stop().await;
     b.stop().await;
-    let differing = results.iter().filter(|r| !matches!(r.verdict, Verdict::Same | Verdict::BothRefused)).count();
-    for r in results.iter().filter(|r| !matches!(r.verdict, Verdict::Same | Verdict::BothRefused)) {
-        let what = match &r.verdict {
-            Verdict::Refused(s) => format!("refused ({s})"),
-            Verdict::Differs(d) => {
-                d.iter().map(|x| format!("{} {} vs {}", x.path, x.reference, x.test)).collect::<Vec<_>>().join("; ")
-            }
-            _ => String::new(),
-        };
-        println!(
-            "{} {}{} {}={}: {what}",
-            args.gateway,
-            r.probe.endpoint.path(),
-            if r.probe.stream { " (stream)" } else { "" },
-            r.probe.field.as_deref().unwrap_or("(base)"),
-            r.probe.value
-        );
+    let judged = known.judge(&results);
+    for (label, list) in [("expected", &judged.expected), ("DIFFERS", &judged.unexpected)] {
+        for r in list.iter() {
+            let what = match &r.verdict {
+                Verdict::Refused(s) => format!("refused ({s})"),
+                Verdict::Differs(d) => {
+                    d.iter().map(|x| format!("{} {} vs {}", x.path, x.reference, x.test)).collect::<Vec<_>>().join("; ")
+                }
+                _ => String::new(),
+            };
+            println!(
+                "{label} {} {}{} {}={}: {what}",
+                args.gateway,
+                r.probe.endpoint.path(),
+                if r.probe.stream { " (stream)" } else { "" },
+                r.probe.field.as_deref().unwrap_or("base"),
+                r.probe.value
+            );
+        }
     }
-    println!("{} probes, {differing} differ from {}", results.len(), reference.name);
+    for k in &judged.stale {
+        println!("STALE line {}: {} agrees with {} now: {}", k.line, k.field, reference.name, k.reason);
+    }
+    println!(
+        "{} probes: {} differ from {} as known, {} unexpectedly; {} stale expectations",
+        results.len(),
+        judged.expected.len(),
+        reference.name,
+        judged.unexpected.len(),
+        judged.stale.len()
+    );
+    let failed = !judged.unexpected.is_empty() || !judged.stale.is_empty();
     if let Some(p) = &args.report_json {
         let j = differential::report_json(reference.name, &args.gateway, &results, &left_out);
         let text = serde_json::to_string_pretty(&j).unwrap_or_default().replace(&model.display().to_string(), "MODEL");
@@ -169,5 +196,5 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     if let Some(p) = &args.matrix_md {
         std::fs::write(p, differential::matrix_markdown(&args.gateway, &results)).map_err(CliError::io(p))?;
     }
-    Ok(if differing > 0 { 1 } else { 0 })
+    Ok(if failed { 1 } else { 0 })
 }

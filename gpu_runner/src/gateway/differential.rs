@@ -38,6 +38,11 @@ pub const VOLATILE_SENT: &[&str] = &["request_id", "external_req_id", "arrival_t
 /// Response fields that differ from request to request on any gateway.
 pub const VOLATILE_RESPONSE: &[&str] = &["id", "created", "system_fingerprint", "model"];
 
+/// The number of SSE events of a stream: it depends on how the engine's
+/// outputs fall in time (the mock steps every few ms), not on the request;
+/// the assembled text, the `[DONE]` terminator and its place are compared.
+pub const VOLATILE_STREAM: &[&str] = &["events"];
+
 /// Fields a sweep does not set alone, with why (the base request sets
 /// them, or setting them changes what is compared rather than the
 /// request).
@@ -234,6 +239,11 @@ pub fn compare(a: &Observed, b: &Observed) -> Verdict {
             for k in VOLATILE_RESPONSE {
                 m.remove(*k);
             }
+            if let Some(sse) = m.get_mut("_sse").and_then(Json::as_object_mut) {
+                for k in VOLATILE_STREAM {
+                    sse.remove(*k);
+                }
+            }
         }
         v
     };
@@ -366,27 +376,50 @@ pub fn report_json(reference: &str, test: &str, results: &[ProbeResult], left_ou
         .collect();
     let m = matrix(results);
     let cells = |c: Cell| m.values().flat_map(|r| r.values()).filter(|x| **x == c).count();
+    let table: serde_json::Map<String, Json> = m
+        .iter()
+        .map(|(field, row)| {
+            let r: serde_json::Map<String, Json> =
+                row.iter().map(|(col, c)| (column_name(col), json!(c.name()))).collect();
+            (field.clone(), Json::Object(r))
+        })
+        .collect();
     json!({
+        "differential": true,
         "reference": reference,
         "gateway": test,
         "probes": results.len(),
         "matrix_cells": {"same": cells(Cell::Same), "refused": cells(Cell::Refused), "differs": cells(Cell::Differs)},
+        "matrix": table,
         "findings": findings,
         "left_out": left_out.iter().map(|(f, why)| json!({"field": f, "why": why})).collect::<Vec<_>>(),
     })
 }
 
+/// A matrix column's name: `completions`, `chat/completions (stream)`.
+fn column_name(c: &(String, bool)) -> String {
+    format!("{}{}", c.0.trim_start_matches("/v1/"), if c.1 { " (stream)" } else { "" })
+}
+
 /// The matrix as a markdown table (fields × endpoint and stream).
 pub fn matrix_markdown(test: &str, results: &[ProbeResult]) -> String {
     let m = matrix(results);
-    let mut cols: Vec<(String, bool)> = m.values().flat_map(|r| r.keys().cloned()).collect();
+    let table: BTreeMap<String, BTreeMap<String, String>> = m
+        .iter()
+        .map(|(f, row)| (f.clone(), row.iter().map(|(c, x)| (column_name(c), x.name().to_string())).collect()))
+        .collect();
+    table_markdown(test, &table)
+}
+
+/// A parameter matrix (field → column → cell) as a markdown table.
+pub fn table_markdown(test: &str, m: &BTreeMap<String, BTreeMap<String, String>>) -> String {
+    let mut cols: Vec<&String> = m.values().flat_map(|r| r.keys()).collect();
     cols.sort();
     cols.dedup();
-    let head = |c: &(String, bool)| format!("{}{}", c.0.trim_start_matches("/v1/"), if c.1 { " (stream)" } else { "" });
-    let mut s = format!("| {test}: field | {} |\n", cols.iter().map(head).collect::<Vec<_>>().join(" | "));
+    let mut s = format!("| {test}: field | {} |\n", cols.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(" | "));
     s.push_str(&format!("| --- |{}\n", " --- |".repeat(cols.len())));
-    for (field, row) in &m {
-        let cells: Vec<&str> = cols.iter().map(|c| row.get(c).map_or("", |x| x.name())).collect();
+    for (field, row) in m {
+        let cells: Vec<&str> = cols.iter().map(|c| row.get(*c).map_or("", String::as_str)).collect();
         s.push_str(&format!("| `{field}` | {} |\n", cells.join(" | ")));
     }
     s
@@ -438,6 +471,9 @@ mod tests {
         let a = observed(200, json!({"id": "a", "created": 1, "choices": [{"text": "hi", "finish_reason": "length"}]}));
         let b = observed(200, json!({"id": "b", "created": 2, "choices": [{"text": "hi", "finish_reason": "length"}]}));
         assert_eq!(compare(&a, &b), Verdict::Same);
+        let s1 = observed(200, json!({"_sse": {"events": 3, "done": 1}}));
+        assert_eq!(compare(&s1, &observed(200, json!({"_sse": {"events": 5, "done": 1}}))), Verdict::Same);
+        assert!(matches!(compare(&s1, &observed(200, json!({"_sse": {"events": 3, "done": 0}}))), Verdict::Differs(_)));
         let c = observed(200, json!({"id": "c", "choices": [{"text": "hi", "finish_reason": "stop"}]}));
         assert_eq!(
             compare(&a, &c),

@@ -42,6 +42,7 @@
 
 pub mod checks;
 pub mod command;
+pub mod diff_expectations;
 pub mod differential;
 pub mod e2e;
 pub mod error;
