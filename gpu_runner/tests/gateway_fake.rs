@@ -96,6 +96,8 @@ struct Faults {
     ignore_top_k: bool,
     /// Answers 400 to any request with `min_p` (planted).
     refuse_min_p: bool,
+    /// Drops `seed` when `top_k` is set too (a planted interaction).
+    drop_seed_with_top_k: bool,
 }
 
 /// The fake's `/v1/completions`: translate as vLLM does, run the request,
@@ -109,6 +111,9 @@ async fn serve(gw: &Gateway, tok: &GatewayTokenizer, max_model_len: i64, faults:
     o.remove("model");
     if faults.ignore_top_k {
         o.remove("top_k");
+    }
+    if faults.drop_seed_with_top_k && o.contains_key("top_k") {
+        o.remove("seed");
     }
     if faults.refuse_min_p && o.contains_key("min_p") {
         return (400, "{}".into());
@@ -355,6 +360,50 @@ async fn the_differential_finds_each_planted_difference_at_its_field_and_nothing
         .unwrap()
         .iter()
         .all(|f| ["top_k", "min_p"].contains(&f["field"].as_str().unwrap())));
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn a_planted_interaction_of_two_fields_is_found_in_a_combination_and_shrunk_to_those_two() {
+    use gpu_runner::gateway::combinations;
+    use gpu_runner::gateway::request_space::RequestSpace;
+    let space = RequestSpace::load(&repo().join("golden/generate/schema/openai-requests-vllm-0.32.0.json")).unwrap();
+    // Fields every value of which both fakes serve (a request both refuse
+    // differs in nothing).
+    let only: Vec<String> = ["seed", "top_k", "echo", "ignore_eos"].map(String::from).to_vec();
+    let combos = combinations::draw(&space, &[gateway::Endpoint::Completions], &[false], &only, 16, 4, 3);
+    let reference = fake(Faults::default()).await;
+    let test = fake(Faults { drop_seed_with_top_k: true, ..Faults::default() }).await;
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = gateway::start(&target(&reference), dirs.0.path(), &[]).await.unwrap();
+    let b = gateway::start(&target(&test), dirs.1.path(), &[]).await.unwrap();
+    let results = tokio::time::timeout(
+        Duration::from_secs(120),
+        combinations::run(&a, &b, &combos, &[], "tiny", release(), Duration::from_millis(10)),
+    )
+    .await
+    .expect("the combinations ended within their deadline");
+    let mut found = 0;
+    for r in &results {
+        let c = &r.combination;
+        // top_k set (any value) and a seed that is sent (vLLM sends none
+        // for null and -1).
+        let seed_sent = c.set.iter().any(|(n, v)| n == "seed" && !v.is_null() && *v != json!(-1));
+        let planted = c.set.iter().any(|(n, _)| n == "top_k") && seed_sent;
+        match &r.minimal {
+            Some((min, diffs)) => {
+                found += 1;
+                assert!(planted, "only the planted interaction differs: {}", c.describe());
+                let mut names: Vec<&str> = min.set.iter().map(|(k, _)| k.as_str()).collect();
+                names.sort();
+                assert_eq!(names, ["seed", "top_k"], "shrunk from {}", c.describe());
+                assert!(diffs.iter().any(|d| d.path == "sent[0].sampling_params.seed"), "{diffs:?}");
+            }
+            None => assert!(!planted, "missed: {}", c.describe()),
+        }
+    }
+    assert!(found > 0, "the seed draws at least one combination with both fields: {:?}", combos);
     a.stop().await;
     b.stop().await;
 }

@@ -9,7 +9,7 @@ use super::{repo_path, CliError, WorkDir};
 use crate::gateway::diff_expectations::DiffExpectations;
 use crate::gateway::differential::{self, Probe, Verdict};
 use crate::gateway::request_space::RequestSpace;
-use crate::gateway::{self, named, Endpoint, Launch, Target};
+use crate::gateway::{self, combinations, named, Endpoint, Launch, Target};
 use crate::launcher;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -22,7 +22,7 @@ pub struct DifferentialArgs {
     #[arg(long, default_value = "smg")]
     pub gateway: String,
     /// The request models to sweep (default: the reference release's dump,
-    /// golden/generate/schema/openai-requests-vllm-<version>.json).
+    /// `golden/generate/schema/openai-requests-vllm-<version>.json`).
     #[arg(long)]
     pub space: Option<PathBuf>,
     /// Model directory both gateways load (default golden/tiny).
@@ -37,6 +37,16 @@ pub struct DifferentialArgs {
     /// Only these fields (repeatable; default every field).
     #[arg(long = "field")]
     pub fields: Vec<String>,
+    /// After the sweep, this many random combinations of fields (each
+    /// differing one shrunk to a minimal differing request).
+    #[arg(long, default_value_t = 0)]
+    pub combinations: usize,
+    /// Fields per combination, at most.
+    #[arg(long, default_value_t = 4)]
+    pub max_fields: usize,
+    /// The combinations' seed (the same seed draws the same requests).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Every N-th probe only (with --offset): a fixed sample.
     #[arg(long, default_value_t = 1)]
     pub sample: usize,
@@ -120,8 +130,10 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
         repo_path(&format!("golden/generate/schema/openai-requests-vllm-{}.json", reference.release))
     });
     let space = RequestSpace::load(&space_path).map_err(|e| CliError::Usage(e.to_string()))?;
-    let (mut probes, left_out) =
-        differential::sweep(&space, &parse_endpoints(&args.endpoints)?, &parse_stream(&args.stream)?);
+    let (endpoints, streams) = (parse_endpoints(&args.endpoints)?, parse_stream(&args.stream)?);
+    let (mut probes, left_out) = differential::sweep(&space, &endpoints, &streams);
+    let combos =
+        combinations::draw(&space, &endpoints, &streams, &args.fields, args.combinations, args.max_fields, args.seed);
     if !args.fields.is_empty() {
         for f in &args.fields {
             if !probes.iter().any(|p| p.field.as_deref() == Some(f.as_str())) {
@@ -153,7 +165,17 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
         }
     };
     let release = ref_target.release;
-    let results = differential::run(&a, &b, &probes, &ref_target.model_name, release, Duration::from_millis(100)).await;
+    let grace = Duration::from_millis(100);
+    let results = differential::run(&a, &b, &probes, &ref_target.model_name, release, grace).await;
+    let base: Vec<_> = results
+        .iter()
+        .filter(|r| r.probe.field.is_none())
+        .map(|r| {
+            let d = if let Verdict::Differs(d) = &r.verdict { d.clone() } else { Vec::new() };
+            (r.probe.endpoint, r.probe.stream, d)
+        })
+        .collect();
+    let combined = combinations::run(&a, &b, &combos, &base, &ref_target.model_name, release, grace).await;
     a.stop().await;
     b.stop().await;
     let judged = known.judge(&results);
@@ -187,9 +209,52 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
         judged.unexpected.len(),
         judged.stale.len()
     );
-    let failed = !judged.unexpected.is_empty() || !judged.stale.is_empty();
+    // A combination is explained when its minimal differing request is one
+    // field the expectations list; an interaction of several is new.
+    let mut new_interactions = 0;
+    for c in combined.iter().filter(|c| c.minimal.is_some()) {
+        let Some((min, diffs)) = &c.minimal else { continue };
+        let known = min.set.len() == 1 && known.lists(&min.set[0].0, min.endpoint);
+        if !known {
+            new_interactions += 1;
+        }
+        let what =
+            diffs.iter().map(|x| format!("{} {} vs {}", x.path, x.reference, x.test)).collect::<Vec<_>>().join("; ");
+        println!(
+            "{} combination {}{} {} -> minimal {}: {what}",
+            if known { "expected" } else { "DIFFERS" },
+            min.endpoint.path(),
+            if min.stream { " (stream)" } else { "" },
+            c.combination.describe(),
+            min.describe()
+        );
+    }
+    if !combined.is_empty() {
+        println!(
+            "{} combinations: {} differ, {} not explained by a known single field",
+            combined.len(),
+            combined.iter().filter(|c| c.minimal.is_some()).count(),
+            new_interactions
+        );
+    }
+    let failed = !judged.unexpected.is_empty() || !judged.stale.is_empty() || new_interactions > 0;
     if let Some(p) = &args.report_json {
-        let j = differential::report_json(reference.name, &args.gateway, &results, &left_out);
+        let mut j = differential::report_json(reference.name, &args.gateway, &results, &left_out);
+        j["combinations"] = serde_json::json!(combined
+            .iter()
+            .filter_map(|c| {
+                let (min, d) = c.minimal.as_ref()?;
+                Some(serde_json::json!({
+                    "endpoint": c.combination.endpoint.path(),
+                    "stream": c.combination.stream,
+                    "request": c.combination.body(),
+                    "minimal_request": min.body(),
+                    "minimal_fields": min.set.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+                    "differences": d.iter().map(|x| serde_json::json!({"path": x.path, "reference": x.reference, "test": x.test})).collect::<Vec<_>>(),
+                }))
+            })
+            .collect::<Vec<_>>());
+        j["combinations_sent"] = serde_json::json!(combined.len());
         let text = serde_json::to_string_pretty(&j).unwrap_or_default().replace(&model.display().to_string(), "MODEL");
         std::fs::write(p, text + "\n").map_err(CliError::io(p))?;
     }

@@ -85,6 +85,11 @@ impl DiffExpectations {
         Ok(DiffExpectations(out))
     }
 
+    /// Whether a line names `field` on `endpoint`.
+    pub fn lists(&self, field: &str, endpoint: Endpoint) -> bool {
+        self.0.iter().any(|k| k.field == field && k.endpoint.is_none_or(|e| e == endpoint))
+    }
+
     fn covers(k: &Known, r: &ProbeResult) -> bool {
         k.field == field_of(r) && k.endpoint.is_none_or(|e| e == r.probe.endpoint)
     }

@@ -158,11 +158,11 @@ pub fn sample(probes: Vec<Probe>, take: usize, offset: usize) -> Vec<Probe> {
     probes.into_iter().enumerate().filter(|(i, _)| i % take == offset % take).map(|(_, p)| p).collect()
 }
 
-fn request_of(p: &Probe, grace: Duration) -> GwRequest {
+fn request_of(endpoint: Endpoint, body: &Json, grace: Duration) -> GwRequest {
     GwRequest {
         id: "probe".into(),
-        endpoint: p.endpoint,
-        body: p.body.clone(),
+        endpoint,
+        body: body.clone(),
         vllm: json!({}),
         prompt_text: None,
         engine: None,
@@ -186,13 +186,42 @@ pub async fn run(
 ) -> Vec<ProbeResult> {
     let mut out = Vec::with_capacity(probes.len());
     for p in probes {
-        let req = request_of(p, grace);
-        let a = run_request(reference, &req, model, release).await;
-        let b = run_request(test, &req, model, release).await;
-        out.push(ProbeResult { probe: p.clone(), verdict: compare(&a, &b) });
+        let verdict = send_both(reference, test, p.endpoint, &p.body, model, release, grace).await;
+        out.push(ProbeResult { probe: p.clone(), verdict });
     }
     subtract_base(&mut out);
     out
+}
+
+/// Sends one request body to both sides and compares what they did.
+pub async fn send_both(
+    reference: &Session,
+    test: &Session,
+    endpoint: Endpoint,
+    body: &Json,
+    model: &str,
+    release: &'static ReleaseSchema,
+    grace: Duration,
+) -> Verdict {
+    let req = request_of(endpoint, body, grace);
+    let a = run_request(reference, &req, model, release).await;
+    let b = run_request(test, &req, model, release).await;
+    compare(&a, &b)
+}
+
+/// `v` without the differences in `known` (the base request's).
+pub fn without(v: Verdict, known: &[Difference]) -> Verdict {
+    match v {
+        Verdict::Differs(mut d) => {
+            d.retain(|x| !known.contains(x));
+            if d.is_empty() {
+                Verdict::Same
+            } else {
+                Verdict::Differs(d)
+            }
+        }
+        v => v,
+    }
 }
 
 fn ok(o: &Observed) -> bool {
@@ -301,12 +330,7 @@ pub fn subtract_base(results: &mut [ProbeResult]) {
         let Some((_, _, known)) = base.iter().find(|(e, s, _)| *e == r.probe.endpoint && *s == r.probe.stream) else {
             continue;
         };
-        if let Verdict::Differs(d) = &mut r.verdict {
-            d.retain(|x| !known.contains(x));
-            if d.is_empty() {
-                r.verdict = Verdict::Same;
-            }
-        }
+        r.verdict = without(std::mem::replace(&mut r.verdict, Verdict::Same), known);
     }
 }
 

