@@ -359,3 +359,16 @@ fn the_data_parallel_scenarios_pass_on_two_mock_ranks_and_say_why_they_do_not_ap
     assert!(stdout.contains("needs 2 engines behind the gateway (run with --data-parallel-size 2)"), "{stdout}");
     assert!(!stdout.contains("pass "), "{stdout}");
 }
+
+#[test]
+fn a_differential_that_cannot_be_drawn_or_names_no_swept_field_is_refused_before_anything_starts() {
+    let out = run(&["differential", "--field", "top_k", "--combinations", "3"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only 0 can be drawn"), "{out:?}");
+    let out = run(&["differential", "--field", "no_such_field"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--field no_such_field: no probe sets it"), "{out:?}");
+    let out = run(&["differential", "--reference", "smg"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected one of vLLM's frontends"), "{out:?}");
+}

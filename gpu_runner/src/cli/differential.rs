@@ -134,6 +134,13 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     let (mut probes, left_out) = differential::sweep(&space, &endpoints, &streams);
     let combos =
         combinations::draw(&space, &endpoints, &streams, &args.fields, args.combinations, args.max_fields, args.seed);
+    if combos.len() < args.combinations {
+        return Err(CliError::Usage(format!(
+            "--combinations {}: only {} can be drawn (a combination needs two swept fields of one endpoint)",
+            args.combinations,
+            combos.len()
+        )));
+    }
     if !args.fields.is_empty() {
         for f in &args.fields {
             if !probes.iter().any(|p| p.field.as_deref() == Some(f.as_str())) {

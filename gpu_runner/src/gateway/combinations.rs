@@ -48,7 +48,8 @@ impl Combination {
 
 /// `count` combinations of 2 to `max_fields` distinct fields each (of
 /// `only` when it names any), over `endpoints` and `streams`, drawn from
-/// `seed` (the same seed gives the same combinations).
+/// `seed` (the same seed gives the same combinations). Fewer (none) when
+/// an endpoint drawn has fewer than two such fields.
 #[allow(clippy::too_many_arguments)]
 pub fn draw(
     space: &RequestSpace,
