@@ -152,10 +152,17 @@ pub fn sweep(space: &RequestSpace, endpoints: &[Endpoint], streams: &[bool]) -> 
     (probes, left_out)
 }
 
-/// Every `take`-th probe from `offset` (a fixed sample for CI).
+/// Every `take`-th field probe from `offset` (a fixed sample for CI),
+/// and every base probe: a field probe's findings are what it adds to its
+/// base request's.
 pub fn sample(probes: Vec<Probe>, take: usize, offset: usize) -> Vec<Probe> {
     let take = take.max(1);
-    probes.into_iter().enumerate().filter(|(i, _)| i % take == offset % take).map(|(_, p)| p).collect()
+    probes
+        .into_iter()
+        .enumerate()
+        .filter(|(i, p)| p.field.is_none() || i % take == offset % take)
+        .map(|(_, p)| p)
+        .collect()
 }
 
 fn request_of(endpoint: Endpoint, body: &Json, grace: Duration) -> GwRequest {
@@ -479,11 +486,16 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_takes_every_nth_probe() {
-        let (probes, _) = sweep(&space(), &[Endpoint::Completions], &[false]);
-        let n = probes.len();
-        let s = sample(probes, 10, 3);
-        assert_eq!(s.len(), (n + 6) / 10);
+    fn a_sample_takes_every_nth_field_probe_and_every_base_probe() {
+        let (probes, _) = sweep(&space(), &[Endpoint::Completions, Endpoint::Chat], &[false, true]);
+        let bases = probes.iter().filter(|p| p.field.is_none()).count();
+        assert_eq!(bases, 4);
+        let s = sample(probes.clone(), 10, 3);
+        assert_eq!(s.iter().filter(|p| p.field.is_none()).count(), bases);
+        let fields = s.iter().filter(|p| p.field.is_some()).count();
+        let expected = probes.iter().enumerate().filter(|(i, p)| p.field.is_some() && i % 10 == 3).count();
+        assert_eq!(fields, expected);
+        assert!(fields * 12 > probes.len() && fields * 8 < probes.len(), "{fields} of {}", probes.len());
     }
 
     fn observed(status: u16, body: Json) -> Observed {
