@@ -10,7 +10,6 @@ use crate::gateway::diff_expectations::DiffExpectations;
 use crate::gateway::differential::{self, Probe, Verdict};
 use crate::gateway::request_space::RequestSpace;
 use crate::gateway::{self, combinations, named, Endpoint, Launch, Target};
-use crate::launcher;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DifferentialArgs {
@@ -73,7 +72,6 @@ fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>) -> Result<Tar
     // The mock decodes what each side sends with that side's release.
     let version = named::named(name).map_or("0.32.0", |g| g.release);
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
-    let root = launcher::default_cpu_venv().parent().map(Path::to_path_buf).unwrap_or_default();
     let (launch, ready, reg) = if name == "smg" {
         let venv = smg_venv.clone().unwrap_or_else(gateway::smg::default_venv);
         gateway::smg::check_venv(&venv)?;
@@ -83,12 +81,7 @@ fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>) -> Result<Tar
             let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
             CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
         })?;
-        let v = g.venv(&root);
-        let (marker, setup) = g.ready_marker();
-        if !v.join(marker).is_file() {
-            return Err(CliError::Usage(format!("{name}: no ready venv at {} (run {setup})", v.display())));
-        }
-        (Launch::Command(g.launch_command(&v)), "/health", g.registration_case())
+        (g.launch(None).map_err(CliError::Usage)?, "/health", g.registration_case())
     };
     Ok(Target {
         launch,
@@ -174,14 +167,7 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     let release = ref_target.release;
     let grace = Duration::from_millis(100);
     let results = differential::run(&a, &b, &probes, &ref_target.model_name, release, grace).await;
-    let base: Vec<_> = results
-        .iter()
-        .filter(|r| r.probe.field.is_none())
-        .map(|r| {
-            let d = if let Verdict::Differs(d) = &r.verdict { d.clone() } else { Vec::new() };
-            (r.probe.endpoint, r.probe.stream, d)
-        })
-        .collect();
+    let base = differential::base_differences(&results);
     let combined = combinations::run(&a, &b, &combos, &base, &ref_target.model_name, release, grace).await;
     a.stop().await;
     b.stop().await;

@@ -18,17 +18,7 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     // The mock engine decodes what the gateway sends with its release.
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release))?;
     let launch = if let Some(g) = named {
-        let root = launcher::default_cpu_venv().parent().map(Path::to_path_buf).unwrap_or_default();
-        let v = args.venv.clone().unwrap_or_else(|| g.venv(&root));
-        let (marker, setup) = g.ready_marker();
-        if !v.join(marker).is_file() {
-            return Err(CliError::Usage(format!(
-                "--gateway {}: no ready venv at {} (run {setup})",
-                g.name,
-                v.display()
-            )));
-        }
-        Launch::Command(g.launch_command(&v))
+        g.launch(args.venv.as_deref()).map_err(|e| CliError::Usage(format!("--gateway {e}")))?
     } else if args.attach {
         if args.http.is_none() || args.handshake.is_none() {
             return Err(CliError::Usage("--attach needs --http and --handshake".into()));

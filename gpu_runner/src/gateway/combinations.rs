@@ -212,11 +212,10 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
+    use crate::gateway::request_space::committed;
 
     fn space() -> RequestSpace {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        RequestSpace::load(&root.join("golden/generate/schema/openai-requests-vllm-0.32.0.json")).unwrap()
+        committed("0.32.0")
     }
 
     #[test]

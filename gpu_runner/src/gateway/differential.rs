@@ -320,19 +320,25 @@ fn same_f32(a: &serde_json::Number, b: &serde_json::Number) -> bool {
     }
 }
 
-/// Removes from each probe the differences its endpoint and stream's base
-/// probe already has (the same path and the same two values), so that a
-/// probe shows what its field changes; a probe left with none is the
-/// same.
-pub fn subtract_base(results: &mut [ProbeResult]) {
-    let base: Vec<(Endpoint, bool, Vec<Difference>)> = results
+/// What the base request alone differs in, per endpoint and stream (the
+/// base probes of `results`).
+pub fn base_differences(results: &[ProbeResult]) -> Vec<(Endpoint, bool, Vec<Difference>)> {
+    results
         .iter()
         .filter(|r| r.probe.field.is_none())
         .map(|r| {
             let d = if let Verdict::Differs(d) = &r.verdict { d.clone() } else { Vec::new() };
             (r.probe.endpoint, r.probe.stream, d)
         })
-        .collect();
+        .collect()
+}
+
+/// Removes from each probe the differences its endpoint and stream's base
+/// probe already has (the same path and the same two values), so that a
+/// probe shows what its field changes; a probe left with none is the
+/// same.
+pub fn subtract_base(results: &mut [ProbeResult]) {
+    let base = base_differences(results);
     for r in results.iter_mut().filter(|r| r.probe.field.is_some()) {
         let Some((_, _, known)) = base.iter().find(|(e, s, _)| *e == r.probe.endpoint && *s == r.probe.stream) else {
             continue;
@@ -459,11 +465,10 @@ pub fn table_markdown(test: &str, m: &BTreeMap<String, BTreeMap<String, String>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
+    use crate::gateway::request_space::committed;
 
     fn space() -> RequestSpace {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        RequestSpace::load(&root.join("golden/generate/schema/openai-requests-vllm-0.32.0.json")).unwrap()
+        committed("0.32.0")
     }
 
     #[test]

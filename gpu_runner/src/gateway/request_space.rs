@@ -301,13 +301,19 @@ fn kind_values(k: &Kind, field: &Bounds) -> Vec<Json> {
     }
 }
 
+/// The committed dump of vLLM `version` (tests).
+#[cfg(test)]
+pub(crate) fn committed(version: &str) -> RequestSpace {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    RequestSpace::load(&root.join(format!("golden/generate/schema/openai-requests-vllm-{version}.json"))).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn space(v: &str) -> RequestSpace {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        RequestSpace::load(&root.join(format!("golden/generate/schema/openai-requests-vllm-{v}.json"))).unwrap()
+        committed(v)
     }
 
     #[test]
