@@ -27,7 +27,9 @@ rc=0
 "$bin" scoreboard "$report" golden/gateway/reports/vllm-0.32.0-frontend.json \
   golden/gateway/reports/vllm-0.33.0.json golden/gateway/reports/vllm-rs-0.33.0.json \
   --differential golden/gateway/reports/differential-smg-1.13.0.json \
-  --differential golden/gateway/reports/differential-vllm-rs-0.33.0.json > docs/scoreboard.md
+  --differential golden/gateway/reports/differential-vllm-rs-0.33.0.json \
+  --differential golden/gateway/reports/differential-vllm-0.32.0.json \
+  --differential golden/gateway/reports/differential-vllm-0.33.0.json > docs/scoreboard.md
 echo "report: $report; scoreboard: docs/scoreboard.md"
 # No gateway or engine process may outlive the run.
 if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi

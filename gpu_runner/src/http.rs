@@ -39,6 +39,10 @@ pub enum HttpError {
     Malformed(MalformedResponse),
     /// The JSON request body could not be serialised.
     Encode(String),
+    /// The client closed the connection on purpose
+    /// ([`ClientBehavior::close_after_events`]) after `events` server-sent
+    /// events (`received` bytes).
+    ClosedByClient { method: String, path: String, events: usize, received: usize },
 }
 
 impl HttpError {
@@ -46,6 +50,17 @@ impl HttpError {
     /// the peer answering something unusable).
     pub fn is_timeout(&self) -> bool {
         matches!(self, HttpError::Timeout { .. })
+    }
+
+    /// The client hung up on purpose (a disconnecting client).
+    pub fn is_closed_by_client(&self) -> bool {
+        matches!(self, HttpError::ClosedByClient { .. })
+    }
+
+    /// Nothing accepted the connection (no server listening: a gateway
+    /// that exited, or one not serving HTTP yet).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, HttpError::Connect { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused)
     }
 }
 
@@ -68,6 +83,9 @@ impl fmt::Display for HttpError {
             }
             HttpError::Malformed(e) => write!(f, "{e}"),
             HttpError::Encode(e) => write!(f, "{e}"),
+            HttpError::ClosedByClient { method, path, events, received } => {
+                write!(f, "{method} {path}: the client closed the connection after {events} events ({received} bytes)")
+            }
         }
     }
 }
@@ -184,6 +202,23 @@ fn short(s: &str) -> String {
     t
 }
 
+/// How the client reads a response: as fast as it can (the default), or
+/// as a slow or an impatient client does (gateway lifecycle scenarios).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientBehavior {
+    /// A pause before each read after the first.
+    pub read_delay: Option<Duration>,
+    /// Bytes per read (default 16 KiB).
+    pub read_size: Option<usize>,
+    /// The socket's receive buffer (`SO_RCVBUF`, which Linux doubles), so
+    /// that a slow reader pushes back on the server instead of the kernel
+    /// buffering the whole response.
+    pub recv_buffer: Option<usize>,
+    /// Close the connection once this many server-sent events (`data:`
+    /// lines) have arrived: a client that goes away mid-stream.
+    pub close_after_events: Option<usize>,
+}
+
 /// Sends one request to `addr` (`host:port`) and reads the whole response
 /// within `timeout`.
 pub fn request(
@@ -192,6 +227,46 @@ pub fn request(
     path: &str,
     body: Option<(&str, &[u8])>,
     timeout: Duration,
+) -> Result<Response, HttpError> {
+    request_as(addr, method, path, body, timeout, &ClientBehavior::default())
+}
+
+fn set_recv_buffer(s: &TcpStream, bytes: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket descriptor and a c_int option of its size.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Server-sent events in the body received so far (`data:` at a line's
+/// start), head excluded.
+fn events_so_far(raw: &[u8]) -> usize {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return 0 };
+    let body = &raw[end + 4..];
+    body.windows(6).filter(|w| w[0] == b'\n' && &w[1..] == b"data:").count() + usize::from(body.starts_with(b"data:"))
+}
+
+/// [`request`], the response read as `client` reads it.
+pub fn request_as(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &[u8])>,
+    timeout: Duration,
+    client: &ClientBehavior,
 ) -> Result<Response, HttpError> {
     let deadline = Instant::now() + timeout;
     let sock = addr
@@ -202,6 +277,9 @@ pub fn request(
     let mut s = TcpStream::connect_timeout(&sock, timeout)
         .map_err(|e| HttpError::Connect { addr: addr.to_string(), source: Arc::new(e) })?;
     let _ = s.set_nodelay(true);
+    if let Some(b) = client.recv_buffer {
+        set_recv_buffer(&s, b).map_err(|e| HttpError::Socket(Arc::new(e)))?;
+    }
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: */*\r\n");
     if let Some((ctype, b)) = body {
         head.push_str(&format!("Content-Type: {ctype}\r\nContent-Length: {}\r\n", b.len()));
@@ -214,8 +292,13 @@ pub fn request(
     s.set_write_timeout(Some(timeout)).map_err(|e| HttpError::Socket(Arc::new(e)))?;
     s.write_all(&out).map_err(|e| HttpError::Send { addr: addr.to_string(), source: Arc::new(e) })?;
     let mut raw = Vec::new();
-    let mut buf = [0u8; 16384];
+    let mut buf = vec![0u8; client.read_size.unwrap_or(16384).max(1)];
+    let mut first = true;
     loop {
+        if let (Some(d), false) = (client.read_delay, first) {
+            std::thread::sleep(d.min(deadline.saturating_duration_since(Instant::now())));
+        }
+        first = false;
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(HttpError::Timeout {
@@ -233,6 +316,18 @@ pub fn request(
                 if let Some(r) = parse(&raw, false)? {
                     return Ok(r);
                 }
+                if let Some(limit) = client.close_after_events {
+                    let events = events_so_far(&raw);
+                    if events >= limit {
+                        drop(s);
+                        return Err(HttpError::ClosedByClient {
+                            method: method.to_string(),
+                            path: path.to_string(),
+                            events,
+                            received: raw.len(),
+                        });
+                    }
+                }
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -246,6 +341,18 @@ pub fn request(
 pub fn post_json(addr: &str, path: &str, body: &serde_json::Value, timeout: Duration) -> Result<Response, HttpError> {
     let b = serde_json::to_vec(body).map_err(|e| HttpError::Encode(e.to_string()))?;
     request(addr, "POST", path, Some(("application/json", &b)), timeout)
+}
+
+/// [`post_json`], the response read as `client` reads it.
+pub fn post_json_as(
+    addr: &str,
+    path: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+    client: &ClientBehavior,
+) -> Result<Response, HttpError> {
+    let b = serde_json::to_vec(body).map_err(|e| HttpError::Encode(e.to_string()))?;
+    request_as(addr, "POST", path, Some(("application/json", &b)), timeout, client)
 }
 
 /// `GET path`.
@@ -424,5 +531,77 @@ mod tests {
         let e = r.json().unwrap_err();
         assert_eq!(e.body_start, "<html>");
         assert!(e.to_string().starts_with("response body is not JSON (expected value"), "{e}");
+    }
+
+    /// A server streaming `n` events, one every `gap`; it reports how many
+    /// it wrote before the client went away.
+    fn streaming_server(n: usize, gap: Duration) -> (String, std::thread::JoinHandle<usize>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => return 0,
+                    Ok(k) => got.extend_from_slice(&buf[..k]),
+                }
+            }
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+            for i in 0..n {
+                let ev = format!("data: {{\"i\":{i}}}\n\n");
+                if s.write_all(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes()).is_err() {
+                    return i;
+                }
+                std::thread::sleep(gap);
+            }
+            let _ = s.write_all(b"0\r\n\r\n");
+            n
+        });
+        (addr, t)
+    }
+
+    #[test]
+    fn a_disconnecting_client_hangs_up_after_its_events_and_says_so() {
+        let (addr, server) = streaming_server(200, Duration::from_millis(5));
+        let client = ClientBehavior { close_after_events: Some(3), ..Default::default() };
+        let e = request_as(&addr, "GET", "/s", None, Duration::from_secs(5), &client).unwrap_err();
+        assert!(e.is_closed_by_client() && !e.is_timeout(), "{e:?}");
+        assert!(matches!(e, HttpError::ClosedByClient { events: 3, .. }), "{e:?}");
+        // The server finds the connection gone long before its 200 events.
+        assert!(server.join().unwrap() < 200);
+    }
+
+    #[test]
+    fn a_slow_client_still_reads_the_whole_stream() {
+        let (addr, server) = streaming_server(20, Duration::ZERO);
+        let client = ClientBehavior {
+            read_delay: Some(Duration::from_millis(2)),
+            read_size: Some(7),
+            recv_buffer: Some(1024),
+            ..Default::default()
+        };
+        let r = request_as(&addr, "GET", "/s", None, Duration::from_secs(10), &client).unwrap();
+        assert_eq!(server.join().unwrap(), 20);
+        assert_eq!(sse_data(&r.text()).len(), 20);
+    }
+
+    #[test]
+    fn a_refused_connection_is_told_apart() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let e = get(&addr, "/health", Duration::from_secs(2)).unwrap_err();
+        assert!(e.is_refused(), "{e:?}");
+    }
+
+    #[test]
+    fn events_are_counted_at_line_starts_only() {
+        let head = b"HTTP/1.1 200 OK\r\n\r\n";
+        let raw = [&head[..], b"data: a\n\ndata: b data: c\n\n"].concat();
+        assert_eq!(events_so_far(&raw), 2);
+        assert_eq!(events_so_far(b"HTTP/1.1 200 OK\r\n"), 0);
     }
 }

@@ -149,6 +149,24 @@ impl EngineProcess {
         self.wait_group_gone(Duration::from_secs(5));
     }
 
+    /// A shutdown as a supervisor does it, measured: SIGTERM to the whole
+    /// group, then wait up to `limit` for every process of it to exit
+    /// (SIGKILL after that).
+    pub fn terminate(&mut self, limit: Duration) -> Termination {
+        if self.stopped {
+            return Termination { exited_after: Some(Duration::ZERO), killed: false };
+        }
+        self.stopped = true;
+        let t0 = Instant::now();
+        signal_group(self.pgid, libc::SIGTERM);
+        if self.wait_group_gone(limit) {
+            return Termination { exited_after: Some(t0.elapsed()), killed: false };
+        }
+        signal_group(self.pgid, libc::SIGKILL);
+        self.wait_group_gone(Duration::from_secs(5));
+        Termination { exited_after: None, killed: true }
+    }
+
     /// Polls until the group is empty (reaping the leader) or `limit` passes.
     fn wait_group_gone(&mut self, limit: Duration) -> bool {
         let until = Instant::now() + limit;
@@ -163,6 +181,16 @@ impl EngineProcess {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// How a process group took a SIGTERM ([`EngineProcess::terminate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Termination {
+    /// Every process of the group had exited this long after the SIGTERM
+    /// (`None`: not within the limit).
+    pub exited_after: Option<Duration>,
+    /// It was SIGKILLed after the limit.
+    pub killed: bool,
 }
 
 impl Drop for EngineProcess {

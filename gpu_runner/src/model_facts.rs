@@ -23,6 +23,8 @@
 //!   lowest such id spelling two different letters `xy` that decodes,
 //!   repeated, to `xyxy...`; the stop string `yx`, which only spans two of
 //!   them, and the text before its first occurrence (`x`);
+//!   `$model.repeat_text`: that token's own text `xy` (a stop string of
+//!   exactly one token);
 //! - `$model.whitespace_tokens`: every id (no special token) whose text is
 //!   whitespace only; a list, or one key each in an object;
 //! - `{"$model.offline_greedy": {"prompt_token_ids": [...], "max_tokens":
@@ -102,6 +104,8 @@ const OFFLINE_GREEDY: &str = "$model.offline_greedy";
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repeat {
     pub id: u32,
+    /// The token's text, `xy`.
+    pub text: String,
     pub stop: String,
     pub cut: String,
 }
@@ -134,7 +138,7 @@ impl ModelFacts {
             if let (true, None, [x, y]) = (word, &facts.repeat, text.as_bytes()) {
                 let (x, y) = (*x as char, *y as char);
                 if x != y && tok.decode(&[id, id, id], false) == text.repeat(3) {
-                    facts.repeat = Some(Repeat { id, stop: format!("{y}{x}"), cut: x.to_string() });
+                    facts.repeat = Some(Repeat { id, text: text.clone(), stop: format!("{y}{x}"), cut: x.to_string() });
                 }
             }
         }
@@ -151,18 +155,20 @@ enum Directive {
     RepeatToken,
     RepeatStop,
     RepeatCut,
+    RepeatText,
     WhitespaceTokens,
 }
 
 impl Directive {
     /// Every directive with its name (after `$model.`).
-    const ALL: [(&'static str, Directive); 7] = [
+    const ALL: [(&'static str, Directive); 8] = [
         ("eos", Directive::Eos),
         ("eos_ids", Directive::EosIds),
         ("plain_token", Directive::PlainToken),
         ("repeat_token", Directive::RepeatToken),
         ("repeat_stop", Directive::RepeatStop),
         ("repeat_cut", Directive::RepeatCut),
+        ("repeat_text", Directive::RepeatText),
         ("whitespace_tokens", Directive::WhitespaceTokens),
     ];
 
@@ -197,6 +203,7 @@ impl Directive {
             Directive::RepeatToken => one(facts.repeat.as_ref().map(|r| Json::from(r.id)), repeat),
             Directive::RepeatStop => one(facts.repeat.as_ref().map(|r| Json::from(r.stop.clone())), repeat),
             Directive::RepeatCut => one(facts.repeat.as_ref().map(|r| Json::from(r.cut.clone())), repeat),
+            Directive::RepeatText => one(facts.repeat.as_ref().map(|r| Json::from(r.text.clone())), repeat),
             Directive::WhitespaceTokens => ids(&facts.whitespace_tokens, "no token is whitespace only"),
         }
     }
@@ -205,7 +212,7 @@ impl Directive {
     /// scenario still reads: a value of the type the directive gives.
     fn stand_in(self) -> Json {
         match self {
-            Directive::RepeatStop | Directive::RepeatCut => Json::from(""),
+            Directive::RepeatStop | Directive::RepeatCut | Directive::RepeatText => Json::from(""),
             _ => Json::from(0),
         }
     }

@@ -179,6 +179,9 @@ fn a_deadline_of_zero_skips_every_scenario() {
     assert!(stdout.contains("0 passed, 0 failed") && stdout.contains("--deadline reached"), "{stdout}");
 }
 
+/// A shard without `structured_outputs`, whose text checks an attached
+/// engine (which may be a real one) runs and the mock, which applies no
+/// constraint, fails.
 #[test]
 fn the_mock_engine_process_serves_an_attached_runner() {
     let port = {
@@ -193,7 +196,7 @@ fn the_mock_engine_process_serves_an_attached_runner() {
         .spawn()
         .unwrap();
     let out = run(
-        &["run", "--engine", "attach", "--handshake", &addr, "--startup-timeout", "20", "--shard", "1/4"],
+        &["run", "--engine", "attach", "--handshake", &addr, "--startup-timeout", "20", "--shard", "3/4"],
         Duration::from_secs(60),
     );
     let _ = mock.kill();

@@ -407,3 +407,47 @@ async fn a_planted_interaction_of_two_fields_is_found_in_a_combination_and_shrun
     a.stop().await;
     b.stop().await;
 }
+
+/// The lifecycle steps against the fake: a gateway up before its engine,
+/// the engine registering, the engine vanishing mid-request (no sentinel)
+/// and coming back. The fake keeps saying ready after its engine
+/// vanished: the readiness check there is the one that fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_steps_probe_a_late_engine_and_find_readiness_kept_after_the_engine_vanished() {
+    let f = fake(Faults::default()).await;
+    let t = target(&f);
+    let work = tempfile::tempdir().unwrap();
+    let mut sess = gateway::start_with(&t, work.path(), &[], false).await.unwrap();
+    let ask = |id: &str, then: Option<&str>, checks: Json| {
+        let mut r = json!({"id": id, "body": {"prompt": "x y z", "max_tokens": 4, "temperature": 0},
+            "vllm": {"max_tokens": 4, "temperature": 0}, "timeout_s": 15, "checks": checks});
+        if let Some(then) = then {
+            r["engine"] = json!({"steps": [{"new_token_ids": [363]}], "then": then, "step_delay_ms": 50});
+        }
+        r
+    };
+    let s = scenario(json!({"scenario": "lc", "fresh_gateway": true, "engine_at_start": false, "requests": [
+        {"id": "before", "probe": "ready", "checks": [{"check": "healthy", "is": false}]},
+        {"id": "registers", "action": "register_engine", "timeout_s": 10, "checks": [{"check": "within_s", "s": 10}]},
+        {"id": "serving", "probe": "ready", "until": "healthy", "wait_s": 10, "checks": [{"check": "healthy", "is": true}]},
+        ask("served", None, json!([{"check": "status", "is": 200}])),
+        ask("vanishes", Some("vanish"), json!([{"check": "fails_within", "s": 12}])),
+        {"id": "after", "probe": "ready", "checks": [{"check": "healthy", "is": false}]},
+        {"id": "returns", "action": "register_engine", "timeout_s": 10},
+    ]}));
+    let tok = tokenizer();
+    let facts = gpu_runner::transport::handshake::decode_registration(release(), 0, &t.registration).unwrap();
+    let ctx = gateway::CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
+    let run = tokio::time::timeout(Duration::from_secs(60), gateway::run_scenario(&mut sess, &s, "tiny", &ctx))
+        .await
+        .expect("the scenario ended within its deadline");
+    sess.stop().await;
+    let failed: Vec<(&str, &str)> =
+        run.checks.iter().filter(|c| !c.ok).map(|c| (c.request.as_str(), c.check.as_str())).collect();
+    assert_eq!(failed, [("after", "healthy")], "{:#?}", run.checks);
+    // Each step is in the report, probes with what they got.
+    let before = run.requests.iter().find(|q| q["id"] == "before").unwrap();
+    assert_eq!((before["probe"].as_str(), before["status"].as_u64()), (Some("/readiness"), Some(503)));
+    let registers = run.requests.iter().find(|q| q["id"] == "registers").unwrap();
+    assert_eq!((registers["action"].as_str(), registers["ok"].as_bool()), (Some("register_engine"), Some(true)));
+}

@@ -36,7 +36,7 @@
 //!   [`hot::tokenspeed::decode_batch`]), with the verdicts of
 //!   [`decode_message`] (and the direct decoder behind
 //!   [`typed::decode_typed`] for requests);
-//! - [`translate`] (feature `translate`, on by default): the gateway layer:
+//! - [`translate`] (feature `translate`, opt-in): the gateway layer:
 //!   request translation, logprob shaping, stop-string detection,
 //!   finish reasons (docs/translation.md);
 //! - [`view`]: the canonical JSON view of docs/case-format.md §6.
@@ -61,11 +61,16 @@
 //!         max_tokens: Some(64),
 //!         temperature: 0.7,
 //!         stop: Some(StopStrings::Many(vec!["\n\n".into()])),
+//!         // The engine stops on EOS only when told the id (the model's
+//!         // tokenizer config); `translate` sets it for you.
+//!         eos_token_id: Some(2),
 //!         ..SamplingParams::default()
 //!     }),
 //!     arrival_time: 1_700_000_000.5,
 //!     ..EngineCoreRequest::default()
 //! };
+//! // Nothing the engine would fail at run time (its decoder checks less).
+//! assert_eq!(request.serving_problems(Some(512)), []);
 //! // 3. Encode for that release: [request-type byte (ADD), payload].
 //! let frames = request.encode(v033)?;
 //! assert_eq!(frames[0], [0x00]);
@@ -171,7 +176,10 @@ pub use error::{Error, Outcome, RejectClass, Violation};
 pub use frames::{engine_identity, engine_index, is_engine_dead, RequestType, ENGINE_CORE_DEAD};
 pub use hot::{decode_outputs, decode_request};
 pub use message::{decode_message, decode_message_with, encode_message, MessageKind};
-pub use schema::{release, Dialect, ReleaseSchema, UnknownDialect, UnknownRelease};
+pub use schema::{
+    release, Dialect, ReleaseSchema, UnknownDialect, UnknownRelease, TOKENSPEED_0_1_1, TOKENSPEED_GIT_57B49061,
+    VLLM_0_32_0, VLLM_0_33_0,
+};
 pub use value::{numpy_dtype, torch_dtype, DType, Elem, Fields, Numbers, StructValue, Tensor, Value};
 
 /// For this repository's fuzzers, tests and benches only: the pieces they

@@ -3,8 +3,10 @@
 # its binary on standard output (everything else goes to standard error).
 # `build.sh --test` runs the testee's own tests instead, `--clippy` lints it.
 #
-# 1. Download vLLM's source distribution from PyPI into the cache and check
-#    its sha256 (the one PyPI's simple index publishes).
+# 1. Download vLLM's source distribution into the cache, from the package
+#    index pip is configured with (sdist_url.py: PIP_INDEX_URL, pip config's
+#    index-url, else pip's default; a mirror or proxy works), and check its
+#    sha256 against the pin below (the one PyPI's simple index publishes).
 # 2. Extract only what the client crate needs (rust/Cargo.toml, rust/Cargo.lock,
 #    rust/src/engine-core-client, rust/src/metrics); nothing of vLLM is changed.
 # 3. Write a small Cargo workspace around them: the workspace dependencies
@@ -24,7 +26,6 @@
 set -euo pipefail
 
 VLLM_VERSION=0.33.0
-SDIST_URL=https://files.pythonhosted.org/packages/f7/25/aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz
 SDIST_SHA256=f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,6 +41,7 @@ log() { echo "build.sh: $*" >&2; }
 # 1. The sdist, verified.
 mkdir -p "$cache/sdist"
 if [[ ! -f "$sdist" ]] || ! echo "$SDIST_SHA256  $sdist" | sha256sum -c --status -; then
+    SDIST_URL=$(python3 "$here/sdist_url.py" vllm "$VLLM_VERSION")
     log "downloading $SDIST_URL"
     curl -fsSL --retry 3 -o "$sdist.part" "$SDIST_URL"
     if ! echo "$SDIST_SHA256  $sdist.part" | sha256sum -c --status -; then

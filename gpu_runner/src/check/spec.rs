@@ -384,6 +384,24 @@ pub enum Check {
         #[serde(default)]
         tokens: Option<u64>,
     },
+    /// Every engine request ran to the engine's own finish: no ABORT (a
+    /// slow client is still a client).
+    EngineFinished {},
+    /// After an engine came back: the request succeeds (2xx), or the
+    /// gateway is gone (exited, nothing listening) so that its supervisor
+    /// restarts it; an alive gateway that fails or hangs is neither.
+    ServesOrExits {},
+
+    // ---- gateway lifecycle steps
+    /// A probe of a health or readiness route: `is` true, HTTP 200; false,
+    /// anything else (an error status, nothing listening, no answer).
+    Healthy { is: bool },
+    /// The gateway stopped by SIGTERM: every process of it gone within `s`
+    /// seconds.
+    ExitsWithin { s: f64 },
+    /// After the gateway stopped: no Unix socket file left in its
+    /// directories (its `TMPDIR` and the `ipc://` paths it was given).
+    NoSocketFiles {},
 }
 
 /// One row of the vocabulary: a check's name, the scenario kinds that take
@@ -459,6 +477,11 @@ pub const VOCABULARY: &[Entry] = &[
     Entry { name: "sse_done", kinds: &[G], fields: "" },
     Entry { name: "num_adds", kinds: &[G], fields: "`is`" },
     Entry { name: "engine_aborted", kinds: &[G], fields: "optional `tokens`" },
+    Entry { name: "engine_finished", kinds: &[G], fields: "" },
+    Entry { name: "serves_or_exits", kinds: &[G], fields: "" },
+    Entry { name: "healthy", kinds: &[G], fields: "`is` (bool; probes only)" },
+    Entry { name: "exits_within", kinds: &[G], fields: "`s` (`stop_gateway` only)" },
+    Entry { name: "no_socket_files", kinds: &[G], fields: "(`stop_gateway` only)" },
 ];
 
 /// The vocabulary as the markdown table of docs/runner.md "Check
@@ -530,6 +553,11 @@ impl Check {
             Check::SseDone {} => "sse_done",
             Check::NumAdds { .. } => "num_adds",
             Check::EngineAborted { .. } => "engine_aborted",
+            Check::EngineFinished {} => "engine_finished",
+            Check::ServesOrExits {} => "serves_or_exits",
+            Check::Healthy { .. } => "healthy",
+            Check::ExitsWithin { .. } => "exits_within",
+            Check::NoSocketFiles {} => "no_socket_files",
         }
     }
 

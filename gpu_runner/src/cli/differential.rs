@@ -225,8 +225,9 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     }
     if !combined.is_empty() {
         println!(
-            "{} combinations: {} differ, {} not explained by a known single field",
+            "{} combinations (--seed {}): {} differ, {} not explained by a known single field",
             combined.len(),
+            args.seed,
             combined.iter().filter(|c| c.minimal.is_some()).count(),
             new_interactions
         );
@@ -249,6 +250,7 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
             })
             .collect::<Vec<_>>());
         j["combinations_sent"] = serde_json::json!(combined.len());
+        j["combinations_seed"] = serde_json::json!(args.seed);
         let text = serde_json::to_string_pretty(&j).unwrap_or_default().replace(&model.display().to_string(), "MODEL");
         std::fs::write(p, text + "\n").map_err(CliError::io(p))?;
     }

@@ -87,9 +87,15 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     let results = gateway::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
     let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
     print!("{}", report::text(&plain));
+    // The registration the mock sent, as the report names it: the case's
+    // path inside the repository, its release and max_model_len.
+    let facts = crate::transport::handshake::decode_registration(release, 0, &target.registration)
+        .map_err(gateway::GatewayError::Registration)?;
+    let root = repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default();
+    let shown = reg_case.strip_prefix(&root).unwrap_or(&reg_case).display().to_string();
     let engine_side = format!(
-        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {} (vLLM 0.32.0, max_model_len 512)",
-        gateway::READY_RESPONSE_CASE
+        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {shown} (vLLM {}, max_model_len {})",
+        release.version, facts.max_model_len
     );
     if let Some(p) = &args.report_json {
         std::fs::write(p, gateway::report_json(&name, &engine_side, &results))

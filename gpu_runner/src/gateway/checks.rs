@@ -59,6 +59,13 @@ impl Results<'_> {
 }
 
 impl CheckResult {
+    /// A check's result whose failure is the detail in words.
+    pub(crate) fn judged(request: &str, check: &str, ok: bool, detail: String, reference: &str) -> CheckResult {
+        let mut r = Results { request, out: Vec::new() };
+        r.push(check, ok, detail, reference);
+        r.out.pop().expect("just pushed")
+    }
+
     /// A failed comparison: `what` was `got`, `expected` was expected.
     fn differs(&mut self, what: &'static str, got: Json, expected: Json) {
         if !self.ok {
@@ -196,8 +203,13 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
         },
         "engine_protocol decoder (vLLM 0.32.0 schema and decode-time validation)",
     );
-    let judges_failure = req.checks.iter().any(|c| matches!(c.check, Check::FailsWithin { .. }));
-    if let (Some(e), false) = (&obs.error, judges_failure) {
+    // No response is the finding unless a check judges it: a failure
+    // expected in time, a gateway that is allowed to be gone, a client
+    // that hung up on purpose.
+    let judges_failure =
+        req.checks.iter().any(|c| matches!(c.check, Check::FailsWithin { .. } | Check::ServesOrExits {}));
+    let hung_up = obs.error.as_ref().is_some_and(NoResponse::client_hung_up);
+    if let (Some(e), false) = (&obs.error, judges_failure || hung_up) {
         res.push("response", false, format!("no HTTP response: {e}"), "");
     }
     let client_gave_up = obs.error.as_ref().is_some_and(NoResponse::client_gave_up);
@@ -562,6 +574,10 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                         reference
                     },
                 );
+            }
+            Check::EngineFinished {} | Check::ServesOrExits {} => {
+                let (ok, d) = super::steps::check_lifecycle_request(&c.check, obs);
+                res.push(name, ok, d, reference);
             }
             // Replay checks never reach a gateway scenario: refused at load.
             _ => {

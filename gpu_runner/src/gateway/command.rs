@@ -4,6 +4,11 @@
 //! {handshake_port}`): the placeholders `{http_port}`, `{prometheus_port}`,
 //! `{worker_url}`, `{handshake_port}`, `{model}` filled in, run by `sh -c`
 //! in its own process group, its output in the gateway log.
+//!
+//! Every launched gateway gets a temporary directory of its own (`TMPDIR`,
+//! which Python's `tempfile` and so vLLM's `ipc://` socket paths follow):
+//! `t/` beside its log, so that what it leaves behind after a shutdown
+//! (socket files) can be found and counted.
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,6 +36,14 @@ pub fn expand(template: &str, p: &Placeholders<'_>) -> String {
         .replace("{model}", p.model)
 }
 
+/// The launched gateway's `TMPDIR`: `t/` beside its log, created. Short,
+/// because a Unix socket path inside it has at most 107 bytes.
+pub fn private_tmp(log: &Path) -> Result<std::path::PathBuf, GatewayError> {
+    let dir = log.parent().unwrap_or(Path::new(".")).join("t");
+    std::fs::create_dir_all(&dir).map_err(|source| GatewayError::Io { path: dir.clone(), source })?;
+    Ok(dir)
+}
+
 /// Starts the command, its output going to `log`.
 pub fn launch(template: &str, p: &Placeholders<'_>, log: &Path) -> Result<EngineProcess, GatewayError> {
     let mut c = std::process::Command::new("sh");
@@ -38,7 +51,7 @@ pub fn launch(template: &str, p: &Placeholders<'_>, log: &Path) -> Result<Engine
     let io = |source| GatewayError::Io { path: log.to_path_buf(), source };
     let f = std::fs::File::create(log).map_err(io)?;
     let g = f.try_clone().map_err(io)?;
-    c.stdout(f).stderr(g);
+    c.stdout(f).stderr(g).env("TMPDIR", private_tmp(log)?);
     EngineProcess::spawn(c, Duration::from_secs(10)).map_err(GatewayError::Spawn)
 }
 

@@ -167,6 +167,7 @@ pub fn sample(probes: Vec<Probe>, take: usize, offset: usize) -> Vec<Probe> {
 
 fn request_of(endpoint: Endpoint, body: &Json, grace: Duration) -> GwRequest {
     GwRequest {
+        client: Default::default(),
         id: "probe".into(),
         endpoint,
         body: body.clone(),

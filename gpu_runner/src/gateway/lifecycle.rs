@@ -4,7 +4,9 @@
 //! registration, waiting for its readiness route, running each request
 //! (the engine scripted by a shared plan; every ADD / ABORT the engine
 //! reads up to `grace_ms` after the response belongs to the request), the
-//! verdicts and the report (docs/runner.md "Scoring a gateway").
+//! probes and actions of lifecycle scenarios (a late or returning engine,
+//! SIGTERM; judged by [`super::steps`]), the verdicts and the report
+//! (docs/runner.md "Scoring a gateway", "Gateway lifecycle").
 //!
 //! The handshake port is the gateway's own choice (SMG derives it from the
 //! worker URL, [`super::smg::handshake_address`]); the engine dials only
@@ -21,7 +23,8 @@ use serde_json::{json, Value as Json};
 use super::checks::{check_request, CheckCtx, CheckResult};
 use super::error::GatewayError;
 use super::observe::{assemble_stream, observe_inputs, NoResponse, Observed};
-use super::scenario::{set_if_absent, GwRequest, GwScenario};
+use super::scenario::{set_if_absent, ActionKind, GwAction, GwProbe, GwRequest, GwScenario, GwStep};
+use super::steps::{self, ActionObserved, ProbeObserved};
 use super::{command, smg};
 use crate::dialect::Vllm;
 use crate::http;
@@ -69,14 +72,24 @@ pub struct Session {
     proc: Option<EngineProcess>,
     pub http: String,
     pub handshake: String,
-    pub mock: crate::mock::Engine<Vllm>,
+    /// The engine registered now: none before the `register_engine` step
+    /// of a scenario whose engine comes later.
+    pub mock: Option<crate::mock::Engine<Vllm>>,
+    /// What a registering mock is started from.
+    script: Script,
     pub plan: Plan,
     pub log: Option<PathBuf>,
+    /// The gateway's directory (its log, `TMPDIR`, `ipc://` paths).
+    pub dir: PathBuf,
+    /// Its readiness route.
+    pub ready_path: String,
 }
 
 impl Session {
     pub async fn stop(mut self) {
-        let _ = self.mock.stop().await;
+        if let Some(m) = self.mock.take() {
+            let _ = m.stop().await;
+        }
         if let Some(p) = self.proc.as_mut() {
             p.stop();
         }
@@ -84,6 +97,38 @@ impl Session {
 
     fn gateway_gone(&mut self) -> Option<String> {
         self.proc.as_mut().and_then(|p| p.try_status()).map(|s| format!("the gateway process exited ({s})"))
+    }
+
+    /// The registered engine's log (empty before one registered).
+    fn engine_log(&self) -> crate::mock::vllm_script::Log {
+        self.mock.as_ref().map(|m| m.log()).unwrap_or_default()
+    }
+
+    /// A fresh mock engine dials the handshake address and registers with
+    /// the recorded registration (the previous one, if any, is stopped
+    /// first: its sockets close). Waits until it got INIT, the end of a
+    /// registration, or `limit` passes.
+    async fn register_engine(&mut self, limit: Duration) -> Result<Duration, String> {
+        if let Some(old) = self.mock.take() {
+            let _ = old.stop().await;
+        }
+        let t0 = Instant::now();
+        let mock = crate::mock::Engine::spawn(&self.handshake, self.script.clone());
+        self.mock = Some(mock);
+        loop {
+            let l = self.engine_log();
+            if l.init_received {
+                return Ok(t0.elapsed());
+            }
+            if let Some(how) = l.ended {
+                return Err(format!("the engine ended before INIT: {how}"));
+            }
+            if t0.elapsed() >= limit {
+                let said = if l.hello_sent { "HELLO sent, " } else { "" };
+                return Err(format!("{said}no INIT within {:.1}s", limit.as_secs_f64()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -103,6 +148,17 @@ fn log_tail(p: &Option<PathBuf>) -> String {
 /// Starts the gateway (unless attached), lets the mock engine dial it and
 /// waits until the gateway says it is ready.
 pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<Session, GatewayError> {
+    start_with(target, dir, smg_args, true).await
+}
+
+/// [`start`]; with `engine_at_start` false the gateway is only started
+/// (its handshake port accepts connections) and no engine registers yet.
+pub async fn start_with(
+    target: &Target,
+    dir: &Path,
+    smg_args: &[String],
+    engine_at_start: bool,
+) -> Result<Session, GatewayError> {
     std::fs::create_dir_all(dir).map_err(|source| GatewayError::Io { path: dir.to_path_buf(), source })?;
     let worker_url = format!("ipc://{}/engine-1", dir.display());
     let http_port = match &target.http {
@@ -201,12 +257,26 @@ pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<S
     script.plan = Some(plan.clone());
     script.lifetime = Duration::from_secs(24 * 3600);
     script.prefill_stats = true;
-    let mock = crate::mock::Engine::spawn(&handshake, script);
-    let mut session = Session { proc, http: http.clone(), handshake: handshake.clone(), mock, plan, log: logp };
+    let mock = engine_at_start.then(|| crate::mock::Engine::spawn(&handshake, script.clone()));
+    let mut session = Session {
+        proc,
+        http: http.clone(),
+        handshake: handshake.clone(),
+        mock,
+        script,
+        plan,
+        log: logp,
+        dir: dir.to_path_buf(),
+        ready_path: target.ready_path.clone(),
+    };
+    if !engine_at_start {
+        eprintln!("gateway up in {:.1}s (no engine yet)", started.elapsed().as_secs_f64());
+        return Ok(session);
+    }
     // Ready: the engine got INIT and the gateway's readiness route says 200.
     let mut last = String::from("no answer yet");
     loop {
-        let l = session.mock.log();
+        let l = session.engine_log();
         if let Some(how) = l.ended {
             let tail = log_tail(&session.log);
             session.stop().await;
@@ -247,14 +317,15 @@ pub async fn run_request(session: &Session, req: &GwRequest, model: &str, releas
     if let Ok(mut p) = session.plan.lock() {
         *p = req.engine.clone();
     }
-    let mark = session.mock.log().inputs.len();
+    let mark = session.engine_log().inputs.len();
     let mut body = req.body.clone();
     set_if_absent(&mut body, "model", Json::String(model.to_string()));
     let http = session.http.clone();
     let path = req.endpoint.path();
     let timeout = req.timeout;
     let t0 = Instant::now();
-    let r = tokio::task::spawn_blocking(move || http::post_json(&http, path, &body, timeout)).await;
+    let client = req.client;
+    let r = tokio::task::spawn_blocking(move || http::post_json_as(&http, path, &body, timeout, &client)).await;
     let response_at = Instant::now();
     let mut obs = Observed { seconds: t0.elapsed().as_secs_f64(), ..Default::default() };
     match r {
@@ -276,7 +347,7 @@ pub async fn run_request(session: &Session, req: &GwRequest, model: &str, releas
     if let Ok(mut p) = session.plan.lock() {
         *p = None;
     }
-    let log = session.mock.log();
+    let log = session.engine_log();
     observe_inputs(release, log.inputs.get(mark..).unwrap_or(&[]), response_at, &mut obs);
     let ids: Vec<&str> = obs.adds.iter().map(|(i, _)| i.as_str()).collect();
     obs.engine_finished = log.finished.iter().filter(|(i, _)| ids.contains(&i.as_str())).cloned().collect();
@@ -290,27 +361,127 @@ pub struct ScenarioRun {
     pub requests: Vec<Json>,
 }
 
-pub async fn run_scenario(session: &Session, s: &GwScenario, model: &str, ctx: &CheckCtx<'_>) -> ScenarioRun {
+pub async fn run_scenario(session: &mut Session, s: &GwScenario, model: &str, ctx: &CheckCtx<'_>) -> ScenarioRun {
     let mut checks = Vec::new();
     let mut requests = Vec::new();
-    for req in &s.requests {
-        let obs = run_request(session, req, model, ctx.release).await;
-        checks.extend(check_request(req, &obs, ctx));
-        requests.push(json!({
-            "id": req.id,
-            "endpoint": req.endpoint.path(),
-            "golden": req.golden,
-            "status": obs.status,
-            "error": obs.error.as_ref().map(ToString::to_string),
-            "response": obs.body,
-            "sent": obs.adds.iter().map(|(_, a)| engine_protocol::view::struct_view(a)).collect::<Vec<_>>(),
-            "aborts": obs.aborts.iter().map(|(i, t)| json!({"request_id": i, "after_response_s": t})).collect::<Vec<_>>(),
-            "invalid": obs.invalid,
-            "sse": obs.sse,
-            "seconds": obs.seconds,
-        }));
+    for step in &s.steps {
+        match step {
+            GwStep::Request(req) => {
+                let mut obs = run_request(session, req, model, ctx.release).await;
+                obs.gateway_exited = session.gateway_gone().is_some();
+                checks.extend(check_request(req, &obs, ctx));
+                requests.push(json!({
+                    "id": req.id,
+                    "endpoint": req.endpoint.path(),
+                    "golden": req.golden,
+                    "status": obs.status,
+                    "error": obs.error.as_ref().map(ToString::to_string),
+                    "response": obs.body,
+                    "sent": obs.adds.iter().map(|(_, a)| engine_protocol::view::struct_view(a)).collect::<Vec<_>>(),
+                    "aborts": obs.aborts.iter().map(|(i, t)| json!({"request_id": i, "after_response_s": t})).collect::<Vec<_>>(),
+                    "engine_finished": obs.engine_finished.iter().map(|(i, n)| json!({"request_id": i, "tokens": n})).collect::<Vec<_>>(),
+                    "invalid": obs.invalid,
+                    "sse": obs.sse,
+                    "seconds": obs.seconds,
+                    "gateway_exited": obs.gateway_exited,
+                }));
+            }
+            GwStep::Probe(p) => {
+                let o = run_probe(session, p).await;
+                checks.extend(steps::check_probe(p, &o));
+                requests.push(o.report(&p.id));
+            }
+            GwStep::Action(a) => {
+                let o = run_action(session, a).await;
+                checks.extend(steps::check_action(a, &o));
+                let name = match a.kind {
+                    ActionKind::RegisterEngine => "register_engine",
+                    ActionKind::StopGateway => "stop_gateway",
+                };
+                requests.push(o.report(&a.id, name));
+            }
+        }
     }
     ScenarioRun { checks, requests }
+}
+
+/// `GET` of the probe's route (again until its `until` holds, up to its
+/// `wait`).
+async fn run_probe(session: &Session, p: &GwProbe) -> ProbeObserved {
+    let path = p.route.path(&session.ready_path);
+    let t0 = Instant::now();
+    loop {
+        let (http, timeout, q) = (session.http.clone(), p.timeout, path.clone());
+        let r = tokio::task::spawn_blocking(move || http::get(&http, &q, timeout)).await;
+        let mut o = ProbeObserved { path: path.clone(), seconds: t0.elapsed().as_secs_f64(), ..Default::default() };
+        match r {
+            Err(e) => o.error = Some(NoResponse::Task(e.to_string())),
+            Ok(Err(e)) => o.error = Some(NoResponse::Http(e)),
+            Ok(Ok(resp)) => {
+                o.status = Some(resp.status);
+                o.body_start = resp.text().chars().take(300).collect();
+            }
+        }
+        match p.until {
+            Some(want) if (o.status == Some(200)) != want && t0.elapsed() < p.wait => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => return o,
+        }
+    }
+}
+
+async fn run_action(session: &mut Session, a: &GwAction) -> ActionObserved {
+    match a.kind {
+        ActionKind::RegisterEngine => match session.register_engine(a.timeout).await {
+            Ok(d) => ActionObserved {
+                ok: true,
+                seconds: d.as_secs_f64(),
+                detail: format!("a new engine registered (INIT after {:.2}s)", d.as_secs_f64()),
+                ..Default::default()
+            },
+            Err(why) => {
+                ActionObserved { ok: false, seconds: a.timeout.as_secs_f64(), detail: why, ..Default::default() }
+            }
+        },
+        ActionKind::StopGateway => {
+            let Some(mut proc) = session.proc.take() else {
+                return ActionObserved {
+                    detail: "attached: the gateway is not this runner's to stop".into(),
+                    ..Default::default()
+                };
+            };
+            let limit = a.timeout;
+            let (proc, t) = match tokio::task::spawn_blocking(move || {
+                let t = proc.terminate(limit);
+                (proc, t)
+            })
+            .await
+            {
+                Ok(x) => x,
+                Err(e) => return ActionObserved { detail: format!("the stop task failed: {e}"), ..Default::default() },
+            };
+            session.proc = Some(proc);
+            let searched = vec![session.dir.clone()];
+            let socket_files = steps::socket_files(&searched);
+            match t.exited_after {
+                Some(d) => ActionObserved {
+                    ok: true,
+                    seconds: d.as_secs_f64(),
+                    detail: format!("SIGTERM: every process gone after {:.2}s", d.as_secs_f64()),
+                    socket_files,
+                    searched,
+                },
+                None => ActionObserved {
+                    ok: false,
+                    seconds: limit.as_secs_f64(),
+                    detail: format!("SIGTERM: still running after {:.1}s (SIGKILLed)", limit.as_secs_f64()),
+                    socket_files,
+                    searched,
+                },
+            }
+        }
+    }
 }
 
 /// The verdict: every check passed, or the failed checks in words.
@@ -395,15 +566,16 @@ pub async fn run_all(
                 }
                 // A second try in another directory (hence another derived
                 // handshake port), should the gateway still not come up.
-                let mut started = start(target, &work.join(format!("fresh-{}", s.name)), &s.smg_args).await;
+                let dir = |k: &str| work.join(format!("fresh-{}{k}", s.name));
+                let mut started = start_with(target, &dir(""), &s.smg_args, s.engine_at_start).await;
                 if let Err(e) = &started {
                     eprintln!("gpu-runner: the gateway of {} did not come up, trying once more: {e}", s.name);
-                    started = start(target, &work.join(format!("fresh-{}-2", s.name)), &s.smg_args).await;
+                    started = start_with(target, &dir("-2"), &s.smg_args, s.engine_at_start).await;
                 }
                 match started {
                     Err(e) => (Verdict::Fail(format!("its gateway did not come up: {e}")), None),
-                    Ok(sess) => {
-                        let run = run_scenario(&sess, s, &target.model_name, &ctx).await;
+                    Ok(mut sess) => {
+                        let run = run_scenario(&mut sess, s, &target.model_name, &ctx).await;
                         sess.stop().await;
                         (verdict(&run), Some(run))
                     }

@@ -34,6 +34,8 @@
 //! - [`scenario`]: gateway scenarios as data and `from_golden`;
 //! - [`observe`]: what one request showed on both sides;
 //! - [`checks`]: the shared check vocabulary evaluated on that;
+//! - [`steps`]: probes of the health and readiness routes and actions on
+//!   the gateway or its engine (lifecycle scenarios), observed and judged;
 //! - [`lifecycle`]: starting the gateway, running requests, verdicts and
 //!   the report;
 //! - one module per launcher: [`smg`] (SMG), [`command`] (any command
@@ -53,15 +55,19 @@ pub mod observe;
 pub mod request_space;
 pub mod scenario;
 pub mod smg;
+pub mod steps;
 
 pub use checks::{check_request, json_at, json_close, json_eq, CheckCtx, CheckResult};
 pub use error::GatewayError;
 pub use lifecycle::{
-    registration_from_case, report_json, run_all, run_request, run_scenario, start, verdict, GwResult, Launch,
-    ScenarioRun, Session, Target, READY_RESPONSE_CASE,
+    registration_from_case, report_json, run_all, run_request, run_scenario, start, start_with, verdict, GwResult,
+    Launch, ScenarioRun, Session, Target, READY_RESPONSE_CASE,
 };
 pub use observe::{assemble_stream, observe_inputs, NoResponse, Observed};
-pub use scenario::{default_golden, load_dir, parse_scenario, Endpoint, GatewayLoad, GwRequest, GwScenario};
+pub use scenario::{
+    default_golden, load_dir, parse_scenario, ActionKind, Endpoint, GatewayLoad, GwAction, GwProbe, GwRequest,
+    GwScenario, GwStep, ProbeRoute,
+};
 
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,9 @@ pub struct Observed {
     /// A streamed response (`stream: true`): the `data:` payloads in
     /// order; `body` is then the stream put together ([`assemble_stream`]).
     pub sse: Option<Vec<String>>,
+    /// The gateway's process had exited by the end of the request's grace
+    /// (`false` also when attached: then nobody knows).
+    pub gateway_exited: bool,
 }
 
 /// Why a request got no HTTP response. The checks decide on the variant
@@ -58,6 +61,16 @@ impl NoResponse {
     pub fn client_gave_up(&self) -> bool {
         matches!(self, NoResponse::Http(e) if e.is_timeout())
     }
+
+    /// The client hung up on purpose (`client.close_after_events`).
+    pub fn client_hung_up(&self) -> bool {
+        matches!(self, NoResponse::Http(e) if e.is_closed_by_client())
+    }
+
+    /// Nothing was listening: the gateway is gone (or not serving HTTP).
+    pub fn refused(&self) -> bool {
+        matches!(self, NoResponse::Http(e) if e.is_refused())
+    }
 }
 
 impl std::fmt::Display for NoResponse {
@@ -70,14 +83,23 @@ impl std::fmt::Display for NoResponse {
 }
 
 /// A streamed response put together as a non-streamed one, so the body
-/// checks apply: the first choice's text (completions `text`, chat
-/// `delta.content`) concatenated, its last non-null `finish_reason`,
+/// checks apply: per choice `index` (in index order; `n` > 1 streams
+/// interleave their choices' chunks in no fixed order) the text
+/// (completions `text`, chat `delta.content`) concatenated, its last
+/// non-null `finish_reason`,
 /// `stop_reason` and `matched_stop`, the last non-null `usage`, the first
 /// `error` event, and under `_sse` the number of events and whether
 /// `[DONE]` came once and last.
 pub fn assemble_stream(ep: Endpoint, data: &[String]) -> Json {
-    let mut text = String::new();
-    let mut fields: BTreeMap<&str, Json> = BTreeMap::new();
+    // Per choice `index` (n > 1 interleaves the choices' chunks in no
+    // fixed order): its text, in arrival order, and its last non-null
+    // finish fields.
+    #[derive(Default)]
+    struct Choice<'a> {
+        text: String,
+        fields: BTreeMap<&'a str, Json>,
+    }
+    let mut choices: BTreeMap<u64, Choice<'_>> = BTreeMap::new();
     let mut usage = Json::Null;
     let mut error = Json::Null;
     let mut not_json = 0;
@@ -94,32 +116,47 @@ pub fn assemble_stream(ep: Endpoint, data: &[String]) -> Json {
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             usage = u.clone();
         }
-        let Some(c) = v.get("choices").and_then(Json::as_array).and_then(|c| c.first()) else { continue };
-        let piece = match ep {
-            Endpoint::Completions => c.get("text"),
-            Endpoint::Chat => c.get("delta").and_then(|d| d.get("content")),
-        };
-        if let Some(t) = piece.and_then(Json::as_str) {
-            text.push_str(t);
-        }
-        for k in ["finish_reason", "stop_reason", "matched_stop"] {
-            if let Some(x) = c.get(k).filter(|x| !x.is_null()) {
-                fields.insert(k, x.clone());
+        for c in v.get("choices").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default() {
+            let index = c.get("index").and_then(Json::as_u64).unwrap_or(0);
+            let choice = choices.entry(index).or_default();
+            let piece = match ep {
+                Endpoint::Completions => c.get("text"),
+                Endpoint::Chat => c.get("delta").and_then(|d| d.get("content")),
+            };
+            if let Some(t) = piece.and_then(Json::as_str) {
+                choice.text.push_str(t);
+            }
+            for k in ["finish_reason", "stop_reason", "matched_stop"] {
+                if let Some(x) = c.get(k).filter(|x| !x.is_null()) {
+                    choice.fields.insert(k, x.clone());
+                }
             }
         }
     }
-    let done = data.iter().filter(|d| d.as_str() == "[DONE]").count();
-    let mut choice = serde_json::Map::new();
-    match ep {
-        Endpoint::Completions => choice.insert("text".into(), Json::String(text)),
-        Endpoint::Chat => choice.insert("message".into(), json!({"content": text})),
-    };
-    choice.insert("finish_reason".into(), fields.remove("finish_reason").unwrap_or(Json::Null));
-    for (k, v) in fields {
-        choice.insert(k.into(), v);
+    if choices.is_empty() {
+        choices.insert(0, Choice::default());
     }
+    let done = data.iter().filter(|d| d.as_str() == "[DONE]").count();
+    let assembled: Vec<Json> = choices
+        .into_iter()
+        .map(|(index, Choice { text, mut fields })| {
+            let mut choice = serde_json::Map::new();
+            if index > 0 {
+                choice.insert("index".into(), json!(index));
+            }
+            match ep {
+                Endpoint::Completions => choice.insert("text".into(), Json::String(text)),
+                Endpoint::Chat => choice.insert("message".into(), json!({"content": text})),
+            };
+            choice.insert("finish_reason".into(), fields.remove("finish_reason").unwrap_or(Json::Null));
+            for (k, v) in fields {
+                choice.insert(k.into(), v);
+            }
+            Json::Object(choice)
+        })
+        .collect();
     let mut body = json!({
-        "choices": [Json::Object(choice)],
+        "choices": assembled,
         "usage": usage,
         "_sse": {"events": data.len(), "done": done, "done_last": data.last().map(String::as_str) == Some("[DONE]"), "not_json": not_json},
     });

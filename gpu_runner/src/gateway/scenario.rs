@@ -4,7 +4,10 @@
 //! `from_golden` filling a request and its checks from a `stop_detection`
 //! or `logprob_shaping` golden of `golden/vllm/0.32.0/`, and the checks,
 //! read into the shared vocabulary ([`crate::check`], kind
-//! [`ScenarioKind::Gateway`]) when the file loads.
+//! [`ScenarioKind::Gateway`]) when the file loads. Besides requests, a
+//! scenario's steps may be probes of the health and readiness routes and
+//! actions on the gateway or its engine (lifecycle scenarios; docs/runner.md
+//! "Gateway lifecycle").
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,6 +16,7 @@ use engine_protocol::translate::GatewayTokenizer;
 use serde_json::{json, Value as Json};
 
 use crate::check::{parse_list, CheckSpec, ScenarioKind};
+use crate::http::ClientBehavior;
 use crate::load::{LoadError, ScenarioError, ScenarioFile};
 use crate::mock::vllm_script::EngineScript;
 
@@ -55,6 +59,97 @@ pub struct GwRequest {
     /// Read and validated at load (the file's and those `from_golden`
     /// adds).
     pub checks: Vec<CheckSpec>,
+    /// How the client reads the response (`client`: a slow reader, one
+    /// that hangs up mid-stream); default as fast as it can.
+    pub client: ClientBehavior,
+}
+
+/// The route a probe asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeRoute {
+    /// `GET /health`.
+    Health,
+    /// The gateway's readiness route (`--ready-path`; SMG `/readiness`,
+    /// vLLM's frontends `/health`).
+    Ready,
+    /// `GET /v1/models`.
+    Models,
+}
+
+impl ProbeRoute {
+    /// The path asked, given the gateway's readiness route.
+    pub fn path(self, ready_path: &str) -> String {
+        match self {
+            ProbeRoute::Health => "/health".into(),
+            ProbeRoute::Ready => ready_path.into(),
+            ProbeRoute::Models => "/v1/models".into(),
+        }
+    }
+
+    fn from_name(s: &str) -> Option<ProbeRoute> {
+        Some(match s {
+            "health" => ProbeRoute::Health,
+            "ready" => ProbeRoute::Ready,
+            "models" => ProbeRoute::Models,
+            _ => return None,
+        })
+    }
+}
+
+/// A `GET` of a health or readiness route between requests.
+#[derive(Debug, Clone)]
+pub struct GwProbe {
+    pub id: String,
+    pub route: ProbeRoute,
+    pub timeout: Duration,
+    /// Ask again (every 100 ms, up to `wait`) until the answer is healthy
+    /// (`Some(true)`, `"until": "healthy"`) or not (`Some(false)`); the
+    /// observation is the last answer and the time to it.
+    pub until: Option<bool>,
+    pub wait: Duration,
+    /// `healthy`, `within_s`.
+    pub checks: Vec<CheckSpec>,
+}
+
+/// Something done to the gateway or its engine between requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// A fresh mock engine dials the gateway's handshake address and
+    /// registers (the recorded registration again): the engine is back.
+    RegisterEngine,
+    /// SIGTERM to the gateway's process group, as a supervisor stops it.
+    StopGateway,
+}
+
+/// A step that acts instead of asking.
+#[derive(Debug, Clone)]
+pub struct GwAction {
+    pub id: String,
+    pub kind: ActionKind,
+    /// How long it may take (register: until INIT; stop: until every
+    /// process is gone, then SIGKILL).
+    pub timeout: Duration,
+    /// `register_engine`: `within_s`; `stop_gateway`: `exits_within`,
+    /// `no_socket_files`.
+    pub checks: Vec<CheckSpec>,
+}
+
+/// One step of a scenario, run in order.
+#[derive(Debug, Clone)]
+pub enum GwStep {
+    Request(Box<GwRequest>),
+    Probe(GwProbe),
+    Action(GwAction),
+}
+
+impl GwStep {
+    pub fn id(&self) -> &str {
+        match self {
+            GwStep::Request(r) => &r.id,
+            GwStep::Probe(p) => &p.id,
+            GwStep::Action(a) => &a.id,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -66,7 +161,22 @@ pub struct GwScenario {
     /// Extra `smg launch` arguments for its gateway (`fresh_gateway`
     /// only; ignored for other launchers), e.g. `--request-timeout-secs 3`.
     pub smg_args: Vec<String>,
-    pub requests: Vec<GwRequest>,
+    /// The engine registers when the gateway is up (default); `false`:
+    /// only at a `register_engine` step (probes see a gateway without an
+    /// engine first). Needs `fresh_gateway`.
+    pub engine_at_start: bool,
+    /// Requests, probes and actions, in order (the file's `requests`).
+    pub steps: Vec<GwStep>,
+}
+
+impl GwScenario {
+    /// Its HTTP requests, in order.
+    pub fn requests(&self) -> impl Iterator<Item = &GwRequest> {
+        self.steps.iter().filter_map(|s| match s {
+            GwStep::Request(r) => Some(r.as_ref()),
+            _ => None,
+        })
+    }
 }
 
 fn golden_root(scenario_dir: &Path) -> PathBuf {
@@ -124,18 +234,102 @@ pub fn parse_scenario(v: &Json, golden: &Path, tok: &GatewayTokenizer) -> Result
     if !smg_args.is_empty() && !fresh_gateway {
         return Err("`smg_args` needs `fresh_gateway: true` (the shared gateway is launched once)".into());
     }
+    let engine_at_start = v.get("engine_at_start").and_then(Json::as_bool).unwrap_or(true);
+    if !engine_at_start && !fresh_gateway {
+        return Err("`engine_at_start: false` needs `fresh_gateway: true` (the shared gateway has its engine)".into());
+    }
     let reqs = v.get("requests").and_then(Json::as_array).ok_or("`requests` (a list) is required")?;
-    let mut requests = Vec::new();
+    let mut steps = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
-        requests.push(parse_request(r, i, golden, tok).map_err(|e| match e {
+        let in_step = |e: ScenarioError| match e {
             ScenarioError::Invalid(m) => ScenarioError::Invalid(format!("requests[{i}]: {m}")),
             other => other,
-        })?);
+        };
+        let step = if r.get("probe").is_some() {
+            GwStep::Probe(parse_probe(r, i).map_err(in_step)?)
+        } else if r.get("action").is_some() {
+            GwStep::Action(parse_action(r, i).map_err(in_step)?)
+        } else {
+            GwStep::Request(Box::new(parse_request(r, i, golden, tok).map_err(in_step)?))
+        };
+        steps.push(step);
     }
-    if requests.is_empty() {
+    if steps.is_empty() {
         return Err("`requests` is empty".into());
     }
-    Ok(GwScenario { name, doc, fresh_gateway, smg_args, requests })
+    let needs_fresh = steps.iter().any(|s| matches!(s, GwStep::Action(_)));
+    if needs_fresh && !fresh_gateway {
+        return Err("an `action` step needs `fresh_gateway: true` (it changes the gateway or its engine)".into());
+    }
+    if !engine_at_start && !steps.iter().any(|s| matches!(s, GwStep::Action(a) if a.kind == ActionKind::RegisterEngine))
+    {
+        return Err("`engine_at_start: false` needs a `register_engine` step".into());
+    }
+    Ok(GwScenario { name, doc, fresh_gateway, smg_args, engine_at_start, steps })
+}
+
+/// Which checks a step other than a request takes (typed, at load).
+fn step_checks(r: &Json, i: usize, allowed: &[&str], what: &str) -> Result<Vec<CheckSpec>, ScenarioError> {
+    let checks = parse_list(ScenarioKind::Gateway, r.get("checks"))
+        .map_err(|(j, error)| ScenarioError::Check { at: format!("requests[{i}]: checks[{j}]"), error })?;
+    if let Some(c) = checks.iter().find(|c| !allowed.contains(&c.name())) {
+        return Err(format!("{what} takes the checks {}, not {}", allowed.join(", "), c.name()).into());
+    }
+    Ok(checks)
+}
+
+fn parse_probe(r: &Json, i: usize) -> Result<GwProbe, ScenarioError> {
+    let id = r.get("id").and_then(Json::as_str).map(str::to_string).unwrap_or_else(|| format!("r{i}"));
+    let name = r.get("probe").and_then(Json::as_str).unwrap_or("");
+    let route = ProbeRoute::from_name(name).ok_or_else(|| format!("unknown probe {name:?} (health, ready, models)"))?;
+    let timeout = Duration::from_secs(r.get("timeout_s").and_then(Json::as_u64).unwrap_or(5));
+    let until = match r.get("until").and_then(Json::as_str) {
+        None => None,
+        Some("healthy") => Some(true),
+        Some("unhealthy") => Some(false),
+        Some(o) => return Err(format!("`until` {o:?}: expected healthy or unhealthy").into()),
+    };
+    let wait = Duration::from_secs(r.get("wait_s").and_then(Json::as_u64).unwrap_or(0));
+    if until.is_some() != r.get("wait_s").is_some() {
+        return Err("`until` and `wait_s` go together".into());
+    }
+    let checks = step_checks(r, i, &["healthy", "within_s"], "a probe")?;
+    Ok(GwProbe { id, route, timeout, until, wait, checks })
+}
+
+fn parse_action(r: &Json, i: usize) -> Result<GwAction, ScenarioError> {
+    let id = r.get("id").and_then(Json::as_str).map(str::to_string).unwrap_or_else(|| format!("r{i}"));
+    let (kind, allowed, default_s): (_, &[&str], u64) = match r.get("action").and_then(Json::as_str).unwrap_or("") {
+        "register_engine" => (ActionKind::RegisterEngine, &["within_s"], 30),
+        "stop_gateway" => (ActionKind::StopGateway, &["exits_within", "no_socket_files"], 30),
+        other => return Err(format!("unknown action {other:?} (register_engine, stop_gateway)").into()),
+    };
+    let timeout = Duration::from_secs(r.get("timeout_s").and_then(Json::as_u64).unwrap_or(default_s));
+    let checks = step_checks(r, i, allowed, "this action")?;
+    Ok(GwAction { id, kind, timeout, checks })
+}
+
+/// A request's `client`: `{"read_delay_ms", "read_size", "recv_buffer",
+/// "close_after_events"}`.
+fn parse_client(v: Option<&Json>) -> Result<ClientBehavior, ScenarioError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(ClientBehavior::default()) };
+    let o = v.as_object().ok_or("`client` must be an object")?;
+    const KEYS: [&str; 4] = ["read_delay_ms", "read_size", "recv_buffer", "close_after_events"];
+    if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!("`client`: unknown field {k:?} ({})", KEYS.join(", ")).into());
+    }
+    let n = |k: &str| -> Result<Option<u64>, ScenarioError> {
+        match o.get(k) {
+            None | Some(Json::Null) => Ok(None),
+            Some(x) => x.as_u64().map(Some).ok_or_else(|| format!("`client.{k}` must be a count").into()),
+        }
+    };
+    Ok(ClientBehavior {
+        read_delay: n("read_delay_ms")?.map(Duration::from_millis),
+        read_size: n("read_size")?.map(|x| x as usize),
+        recv_buffer: n("recv_buffer")?.map(|x| x as usize),
+        close_after_events: n("close_after_events")?.map(|x| x as usize),
+    })
 }
 
 fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> Result<GwRequest, ScenarioError> {
@@ -175,6 +369,11 @@ fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> R
     }
     let checks = parse_list(ScenarioKind::Gateway, Some(&Json::Array(checks)))
         .map_err(|(j, error)| ScenarioError::Check { at: format!("requests[{i}]: checks[{j}]"), error })?;
+    const STEP_ONLY: [&str; 3] = ["healthy", "exits_within", "no_socket_files"];
+    if let Some(c) = checks.iter().find(|c| STEP_ONLY.contains(&c.name())) {
+        return Err(format!("{} is a check of a probe or an action, not of a request", c.name()).into());
+    }
+    let client = parse_client(r.get("client"))?;
     let prompt_text = body.get("prompt").and_then(Json::as_str).map(str::to_string);
     let ms = |k: &str, d: u64| r.get(k).and_then(Json::as_u64).unwrap_or(d);
     Ok(GwRequest {
@@ -188,6 +387,7 @@ fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> R
         grace: Duration::from_millis(ms("grace_ms", 300)),
         timeout: Duration::from_secs(ms("timeout_s", 30)),
         checks,
+        client,
     })
 }
 

@@ -150,6 +150,7 @@ pub fn launch_with(venv: &Path, spec: &SmgSpec, extra: &[String], log: &Path) ->
     cmd.stdout(f).stderr(g);
     // Colourless logs; the socket directory stays the one in the URL.
     cmd.env("NO_COLOR", "1").env("RUST_LOG_STYLE", "never");
+    cmd.env("TMPDIR", super::command::private_tmp(log)?);
     EngineProcess::spawn(cmd, Duration::from_secs(10)).map_err(GatewayError::Spawn)
 }
 

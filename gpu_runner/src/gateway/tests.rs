@@ -35,7 +35,7 @@ fn load(name: &str) -> GwScenario {
 }
 
 fn request<'a>(s: &'a GwScenario, id: &str) -> &'a GwRequest {
-    s.requests.iter().find(|r| r.id == id).unwrap()
+    s.requests().find(|r| r.id == id).unwrap()
 }
 
 /// The checks of `req` on `obs`: the names of those that failed.
@@ -325,6 +325,14 @@ fn right_answer() -> Observed {
     obs
 }
 
+/// What a right gateway answered for a request the engine ran to its end.
+fn right_finished() -> Observed {
+    let mut obs = right_answer();
+    obs.aborts.clear();
+    obs.engine_finished.push((obs.adds[0].0.clone(), 3));
+    obs
+}
+
 /// What a right gateway answered when the engine failed.
 fn right_error() -> Observed {
     answered(500, vllm_500(), 0.2)
@@ -382,6 +390,14 @@ fn gateway_cases() -> Vec<GwCase> {
             o.adds.push(again)
         }),
         (json!({"check": "engine_aborted"}), right_answer, |o| o.aborts.clear()),
+        (json!({"check": "engine_finished"}), right_finished, |o| {
+            let id = o.adds[0].0.clone();
+            o.aborts.push((id, 0.5))
+        }),
+        (json!({"check": "serves_or_exits"}), right_answer, |o| {
+            o.status = Some(500);
+            o.body = Some(vllm_500());
+        }),
         (json!({"check": "within_s", "s": 5}), right_answer, |o| o.seconds = 9.0),
         (json!({"check": "json", "path": "choices.0.text", "is": "abc"}), right_answer, |o| {
             o.body.as_mut().unwrap()["choices"][0]["text"] = json!("ab")
@@ -410,7 +426,7 @@ fn every_gateway_check_passes_on_vllms_answer_and_fails_on_a_wrong_one() {
             &tok,
         )
         .unwrap_or_else(|e| panic!("{entry}: {e}"));
-        let req = &s.requests[0];
+        let req = s.requests().next().unwrap();
         let name = req.checks[0].name();
         let judged = |obs: &Observed| {
             let rs = check_request(req, obs, &ctx);
@@ -440,9 +456,55 @@ fn every_gateway_check_passes_on_vllms_answer_and_fails_on_a_wrong_one() {
 fn every_gateway_check_of_the_vocabulary_has_a_case() {
     let cases = gateway_cases();
     let covered: Vec<&str> = cases.iter().map(|(e, _, _)| e["check"].as_str().unwrap_or("")).collect();
-    for e in crate::check::VOCABULARY.iter().filter(|e| e.kinds.contains(&crate::check::ScenarioKind::Gateway)) {
+    // The checks of probes and actions have theirs in `steps`.
+    let step_only = ["healthy", "exits_within", "no_socket_files"];
+    for e in crate::check::VOCABULARY
+        .iter()
+        .filter(|e| e.kinds.contains(&crate::check::ScenarioKind::Gateway) && !step_only.contains(&e.name))
+    {
         assert!(covered.contains(&e.name), "no pass/fail case for {}", e.name);
     }
+}
+
+/// A client failure as a report words it, typed again (its message is
+/// the same).
+fn error_from_report(e: &str) -> NoResponse {
+    let number_after = |pre: &str| -> f64 {
+        let rest = e.split(pre).nth(1).unwrap_or("");
+        rest.split(|c: char| !c.is_ascii_digit() && c != '.')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('.')
+            .parse()
+            .unwrap()
+    };
+    let mut words = e.split_whitespace();
+    let (method, path) =
+        (words.next().unwrap_or("").to_string(), words.next().unwrap_or("").trim_end_matches(':').to_string());
+    let typed = if e.contains("no complete response within") {
+        http::HttpError::Timeout {
+            method,
+            path,
+            timeout: Duration::from_secs_f64(number_after("within ")),
+            received: number_after("(") as usize,
+        }
+    } else if e.contains("the client closed the connection after") {
+        http::HttpError::ClosedByClient {
+            method,
+            path,
+            events: number_after("after ") as usize,
+            received: number_after("(") as usize,
+        }
+    } else if let (Some(addr), true) = (e.strip_prefix("connect "), e.ends_with("Connection refused (os error 111)")) {
+        http::HttpError::Connect {
+            addr: addr.split(": ").next().unwrap().to_string(),
+            source: std::sync::Arc::new(std::io::Error::from_raw_os_error(111)),
+        }
+    } else {
+        return NoResponse::Task(e.to_string());
+    };
+    assert_eq!(typed.to_string(), e, "the report's error, typed again");
+    NoResponse::Http(typed)
 }
 
 /// What a request of a gateway report showed, rebuilt from the report
@@ -459,13 +521,7 @@ fn observed_from_report(q: &Json) -> Observed {
             (s.str_field("request_id").unwrap_or("").to_string(), s)
         })
         .collect();
-    let error = q["error"].as_str().map(|e| {
-        if e.contains("no complete response within") {
-            gave_up_after(q["seconds"].as_f64().unwrap().floor())
-        } else {
-            NoResponse::Task(e.to_string())
-        }
-    });
+    let error = q["error"].as_str().map(error_from_report);
     Observed {
         status: q["status"].as_u64().map(|s| s as u16),
         body: (!q["response"].is_null()).then(|| q["response"].clone()),
@@ -478,9 +534,52 @@ fn observed_from_report(q: &Json) -> Observed {
             .map(|a| (a["request_id"].as_str().unwrap().to_string(), a["after_response_s"].as_f64().unwrap()))
             .collect(),
         invalid: q["invalid"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect(),
+        engine_finished: q["engine_finished"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|f| (f["request_id"].as_str().unwrap().to_string(), f["tokens"].as_u64().unwrap() as usize))
+                    .collect()
+            })
+            .unwrap_or_default(),
         sse: q["sse"].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()),
         seconds: q["seconds"].as_f64().unwrap(),
+        gateway_exited: q["gateway_exited"].as_bool().unwrap_or(false),
         ..Observed::default()
+    }
+}
+
+/// A probe or an action of a gateway report, judged again: its checks'
+/// results (`None` for a request).
+fn step_from_report(s: &GwScenario, q: &Json) -> Option<Vec<CheckResult>> {
+    let step = s.steps.iter().find(|x| x.id() == q["id"].as_str().unwrap()).unwrap();
+    match step {
+        GwStep::Request(_) => None,
+        GwStep::Probe(p) => {
+            let o = steps::ProbeObserved {
+                path: q["probe"].as_str().unwrap().to_string(),
+                status: q["status"].as_u64().map(|x| x as u16),
+                error: q["error"].as_str().map(error_from_report),
+                body_start: q["response"].as_str().unwrap_or("").to_string(),
+                seconds: q["seconds"].as_f64().unwrap(),
+            };
+            Some(steps::check_probe(p, &o))
+        }
+        GwStep::Action(a) => {
+            let o = steps::ActionObserved {
+                ok: q["ok"].as_bool().unwrap(),
+                seconds: q["seconds"].as_f64().unwrap(),
+                detail: q["detail"].as_str().unwrap().to_string(),
+                socket_files: q["socket_files"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_str().unwrap().into())
+                    .collect(),
+                searched: Vec::new(),
+            };
+            Some(steps::check_action(a, &o))
+        }
     }
 }
 
@@ -499,8 +598,10 @@ fn the_typed_checks_judge_the_reference_run_as_its_report_says() {
         let Some(requests) = r["requests"].as_array() else { continue };
         let s = load(r["scenario"].as_str().unwrap());
         for q in requests {
-            let req = request(&s, q["id"].as_str().unwrap());
-            let got = check_request(req, &observed_from_report(q), &ctx);
+            let got = match step_from_report(&s, q) {
+                Some(got) => got,
+                None => check_request(request(&s, q["id"].as_str().unwrap()), &observed_from_report(q), &ctx),
+            };
             let want: Vec<&Json> = r["checks"].as_array().unwrap().iter().filter(|c| c["request"] == q["id"]).collect();
             assert_eq!(got.len(), want.len(), "{}/{}: {got:?}", r["scenario"], q["id"]);
             for (g, w) in got.iter().zip(want) {
@@ -512,4 +613,76 @@ fn the_typed_checks_judge_the_reference_run_as_its_report_says() {
         }
     }
     assert!(compared > 50, "{compared}");
+}
+
+#[test]
+fn a_stream_of_several_choices_is_put_together_per_index_whatever_the_interleaving() {
+    let chunk = |i: u64, t: &str| json!({"choices": [{"index": i, "delta": {"content": t}}]}).to_string();
+    let one: Vec<String> = vec![chunk(0, "a"), chunk(1, "x"), chunk(0, "b"), chunk(1, "y")];
+    let other: Vec<String> = vec![chunk(1, "x"), chunk(1, "y"), chunk(0, "a"), chunk(0, "b")];
+    let (p, q) = (assemble_stream(Endpoint::Chat, &one), assemble_stream(Endpoint::Chat, &other));
+    assert_eq!(p["choices"], q["choices"]);
+    assert_eq!(p["choices"][0]["message"]["content"], "ab");
+    assert_eq!(p["choices"][1]["message"]["content"], "xy");
+    assert_eq!(p["choices"][1]["index"], 1);
+}
+
+#[test]
+fn lifecycle_steps_are_read_and_misplaced_ones_refused_at_load() {
+    let tok = tokenizer();
+    let parse = |v: Json| parse_scenario(&v, &repo().join("golden"), &tok).map_err(|e| e.to_string());
+    let s = load("lifecycle_readiness");
+    assert!(!s.engine_at_start && s.fresh_gateway);
+    let kinds: Vec<&str> = s
+        .steps
+        .iter()
+        .map(|x| match x {
+            GwStep::Request(_) => "request",
+            GwStep::Probe(_) => "probe",
+            GwStep::Action(_) => "action",
+        })
+        .collect();
+    assert_eq!(kinds[..4], ["probe", "probe", "action", "probe"]);
+    let disconnect = load("lifecycle_client_disconnect");
+    assert_eq!(request(&disconnect, "hangs_up").client.close_after_events, Some(3));
+
+    let req = json!({"id": "r", "body": {"prompt": "a"}});
+    for (v, why) in [
+        (
+            json!({"scenario": "t", "requests": [{"probe": "ready", "checks": [{"check": "text", "is": "a"}]}]}),
+            "a probe takes the checks healthy, within_s, not text",
+        ),
+        (json!({"scenario": "t", "requests": [{"probe": "metrics"}]}), "unknown probe \"metrics\""),
+        (
+            json!({"scenario": "t", "requests": [{"probe": "ready", "until": "healthy"}]}),
+            "`until` and `wait_s` go together",
+        ),
+        (
+            json!({"scenario": "t", "requests": [req.clone(), {"action": "stop_gateway"}]}),
+            "an `action` step needs `fresh_gateway: true`",
+        ),
+        (
+            json!({"scenario": "t", "fresh_gateway": true, "requests": [{"action": "stop_gateway", "checks": [{"check": "healthy", "is": true}]}]}),
+            "this action takes the checks exits_within, no_socket_files, not healthy",
+        ),
+        (
+            json!({"scenario": "t", "fresh_gateway": true, "engine_at_start": false, "requests": [req.clone()]}),
+            "`engine_at_start: false` needs a `register_engine` step",
+        ),
+        (
+            json!({"scenario": "t", "engine_at_start": false, "requests": [req.clone()]}),
+            "`engine_at_start: false` needs `fresh_gateway: true`",
+        ),
+        (
+            json!({"scenario": "t", "requests": [{"body": {"prompt": "a"}, "checks": [{"check": "no_socket_files"}]}]}),
+            "no_socket_files is a check of a probe or an action, not of a request",
+        ),
+        (
+            json!({"scenario": "t", "requests": [{"body": {"prompt": "a"}, "client": {"hang_up": 3}}]}),
+            "`client`: unknown field \"hang_up\"",
+        ),
+    ] {
+        let e = parse(v.clone()).unwrap_err();
+        assert!(e.contains(why), "{v}: {e}");
+    }
 }

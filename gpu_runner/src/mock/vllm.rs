@@ -96,6 +96,7 @@ enum Ended {
     Stopped,
     Crashed,
     DeathSentinel,
+    Vanished,
 }
 
 async fn recv_input(input: &mut Option<DealerSocket>) -> zeromq::ZmqResult<ZmqMessage> {
@@ -252,8 +253,12 @@ impl Mock<'_> {
                         l.steps += 1;
                         l.finished.extend(done);
                     });
-                    if dies {
-                        return self.die(output).await;
+                    match dies {
+                        Some(Then::DeathSentinel) => return self.die(output).await,
+                        // Gone without a word: the sockets close as the
+                        // mock's task ends, as a SIGKILLed engine's do.
+                        Some(_) => return Ok(Ended::Vanished),
+                        None => {}
                     }
                 },
                 // Input thread dead and nothing running: idle, as vLLM.
@@ -413,9 +418,9 @@ impl Mock<'_> {
     }
 
     /// One engine step: a token for every running request (a scripted
-    /// output for a request that has one left). `Ok(true)`: a script says
-    /// the engine dies now.
-    async fn step(&mut self, output: &mut PushSocket) -> Result<bool, String> {
+    /// output for a request that has one left). `Ok(Some(then))`: a script
+    /// says the engine dies now, how (`DeathSentinel` or `Vanish`).
+    async fn step(&mut self, output: &mut PushSocket) -> Result<Option<Then>, String> {
         let script = self.script;
         let mut outs = Vec::with_capacity(self.running.len());
         let mut finished = Vec::new();
@@ -497,7 +502,8 @@ impl Mock<'_> {
             match r.then {
                 Then::Generate => {}
                 Then::Silence => continue,
-                Then::DeathSentinel => return Ok(true),
+                Then::DeathSentinel => return Ok(Some(Then::DeathSentinel)),
+                Then::Vanish => return Ok(Some(Then::Vanish)),
             }
             let i = r.out.len();
             let generated = sampled_token(&r.prompt, i, r.seed, script.vocab_size);
@@ -548,7 +554,7 @@ impl Mock<'_> {
         self.running.retain(|r| !finished.contains(&r.id));
         if outs.is_empty() {
             // Every running request is silent: nothing to send.
-            return Ok(false);
+            return Ok(None);
         }
         let mut batch = self.batch(outs);
         if !ended_by_engine.is_empty() {
@@ -556,7 +562,7 @@ impl Mock<'_> {
         }
         self.push(output, batch, "outputs").await?;
         self.steps += 1;
-        Ok(false)
+        Ok(None)
     }
 }
 

@@ -81,6 +81,8 @@ pub enum Then {
     Silence,
     /// Push `ENGINE_CORE_DEAD` and exit.
     DeathSentinel,
+    /// Exit without a word: the sockets close, as a SIGKILLed engine's do.
+    Vanish,
 }
 
 /// Logprob rows as an engine sends them: per row the sampled token first,
@@ -118,7 +120,8 @@ pub struct EngineScript {
 impl EngineScript {
     /// Reads `{"steps": [{"new_token_ids", "finish_reason", "stop_reason",
     /// "logprobs": {"token_ids", "logprobs", "ranks"}, "prompt_logprobs"}],
-    /// "then": "generate" | "silence" | "death_sentinel", "step_delay_ms"}`
+    /// "then": "generate" | "silence" | "death_sentinel" | "vanish",
+    /// "step_delay_ms"}`
     /// (the step shape of
     /// the `stop_detection` and `logprob_shaping` goldens).
     pub fn from_json(v: &serde_json::Value) -> Result<EngineScript, ScriptError> {
@@ -131,6 +134,7 @@ impl EngineScript {
             "generate" => Then::Generate,
             "silence" => Then::Silence,
             "death_sentinel" => Then::DeathSentinel,
+            "vanish" => Then::Vanish,
             other => return Err(format!("engine script: unknown `then` {other:?}").into()),
         };
         let step_delay = v.get("step_delay_ms").and_then(|x| x.as_u64()).map(Duration::from_millis);

@@ -355,6 +355,23 @@ impl Ty {
     }
 }
 
+/// vLLM 0.32.0's table, typed (no version string to mistype):
+/// `release(Dialect::Vllm, "0.32.0")` returns the same.
+///
+/// ```
+/// use engine_protocol::{release, Dialect, VLLM_0_33_0};
+/// assert!(std::ptr::eq(VLLM_0_33_0, release(Dialect::Vllm, "0.33.0").unwrap()));
+/// let e = release(Dialect::Vllm, "0.34.0").unwrap_err();
+/// assert_eq!(e.to_string(), "no schema table for vllm 0.34.0 (tables: 0.32.0, 0.33.0)");
+/// ```
+pub static VLLM_0_32_0: &ReleaseSchema = &vllm::V0_32_0;
+/// vLLM 0.33.0's table.
+pub static VLLM_0_33_0: &ReleaseSchema = &vllm::V0_33_0;
+/// TokenSpeed 0.1.1's table.
+pub static TOKENSPEED_0_1_1: &ReleaseSchema = &tokenspeed::V0_1_1;
+/// The table of TokenSpeed's main branch at git 57b49061 (its 08-03 wire).
+pub static TOKENSPEED_GIT_57B49061: &ReleaseSchema = &tokenspeed::GIT_57B49061;
+
 /// Every vLLM EngineCore release this crate has a table for, oldest first
 /// (the dialect the typed layer, `arbitrary` and the fuzzers cover).
 pub static VLLM_RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0];

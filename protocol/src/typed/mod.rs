@@ -93,6 +93,8 @@ pub(crate) use sampling_rules::plainly_valid;
 
 mod int_list;
 pub use int_list::{IntList, Iter as IntListIter, WIRE_INT_MAX, WIRE_INT_MIN};
+mod serving;
+pub use serving::ServingProblem;
 
 use crate::decode::{decode_payload, Limits};
 use crate::message::{decode_message, MessageKind};
@@ -861,6 +863,42 @@ impl EngineCoreRequest {
         }
         self.encode(release)
     }
+}
+
+/// The frames of an ABORT of the engine requests `request_ids`:
+/// `[0x01, array of the ids]`, the same in every release of both dialects
+/// (docs/wire-protocol.md §7; the engine answers nothing for an id it does
+/// not know).
+///
+/// ```
+/// use engine_protocol::typed::{decode_abort, encode_abort};
+/// use engine_protocol::{release, Dialect, Limits};
+///
+/// let frames = encode_abort(&["req-1", "req-2"]);
+/// assert_eq!(frames, [vec![0x01], vec![0x92, 0xa5, b'r', b'e', b'q', b'-', b'1', 0xa5, b'r', b'e', b'q', b'-', b'2']]);
+/// let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+/// let v033 = release(Dialect::Vllm, "0.33.0")?;
+/// assert_eq!(decode_abort(v033, &refs, &Limits::default())?, ["req-1", "req-2"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn encode_abort<S: AsRef<str>>(request_ids: &[S]) -> Vec<Vec<u8>> {
+    use crate::msgpack::write;
+    let mut out = Vec::with_capacity(8 + request_ids.iter().map(|r| r.as_ref().len() + 5).sum::<usize>());
+    write::array_len(&mut out, request_ids.len() as u32);
+    for r in request_ids {
+        write::str(&mut out, r.as_ref());
+    }
+    let t = MessageKind::AbortRequest.request_type().map_or(1, |t| t.byte());
+    vec![vec![t], out]
+}
+
+/// The request ids of a vLLM ABORT, with [`decode_message`]'s verdict (a
+/// type byte other than ABORT, a payload that is no list of strings: a
+/// typed error naming the path).
+pub fn decode_abort(release: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits) -> Result<Vec<String>, Error> {
+    let rel = Rel::of(release)?;
+    let d = decode_message(release, MessageKind::AbortRequest, frames, limits)?;
+    Vec::<String>::from_value(&d.value, None, rel).map_err(|e| e.under("AbortRequest"))
 }
 
 /// A decoded `UtilityOutput` as `(call_id, failure_message, result value)`

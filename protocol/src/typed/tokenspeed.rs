@@ -84,7 +84,6 @@ pub use generated::*;
 use crate::decode::{decode_payload, Limits};
 use crate::error::{Error, RejectClass};
 use crate::message::{decode_message, decode_message_with, MessageKind};
-use crate::msgpack::write;
 use crate::schema::{tokenspeed as tables, ReleaseSchema, Ty};
 use crate::validate::tokenspeed::EngineConfig;
 use crate::value::{StructValue, Value};
@@ -289,15 +288,10 @@ fn finish_decode<M: TokenSpeedMessage>(
     Ok((m, drift))
 }
 
-/// The frames of an ABORT: `[0x01, array of rids]` (docs/tokenspeed-wire.md §2).
+/// The frames of an ABORT: `[0x01, array of rids]` (docs/tokenspeed-wire.md
+/// §2), the same as vLLM's ([`super::encode_abort`]).
 pub fn encode_abort<S: AsRef<str>>(rids: &[S]) -> Vec<Vec<u8>> {
-    let mut out = Vec::with_capacity(8 + rids.iter().map(|r| r.as_ref().len() + 5).sum::<usize>());
-    write::array_len(&mut out, rids.len() as u32);
-    for r in rids {
-        write::str(&mut out, r.as_ref());
-    }
-    let t = MessageKind::AbortRequest.request_type().map_or(1, |t| t.byte());
-    vec![vec![t], out]
+    super::encode_abort(rids)
 }
 
 /// The rids of an ABORT, with [`decode_message`]'s verdict.
