@@ -126,16 +126,7 @@ impl EngineProcess {
     /// SIGTERM to the whole group, SIGKILL after the grace period; returns
     /// once no process of the group is left (or after a last SIGKILL).
     pub fn stop(&mut self) {
-        if self.stopped {
-            return;
-        }
-        self.stopped = true;
-        signal_group(self.pgid, libc::SIGTERM);
-        if !self.wait_group_gone(self.grace) {
-            signal_group(self.pgid, libc::SIGKILL);
-            self.wait_group_gone(Duration::from_secs(5));
-        }
-        let _ = self.child.try_wait();
+        let _ = self.terminate(self.grace);
     }
 
     /// SIGKILL to the whole group at once (a crash, not a shutdown);
@@ -151,20 +142,23 @@ impl EngineProcess {
 
     /// A shutdown as a supervisor does it, measured: SIGTERM to the whole
     /// group, then wait up to `limit` for every process of it to exit
-    /// (SIGKILL after that).
-    pub fn terminate(&mut self, limit: Duration) -> Termination {
+    /// (SIGKILL after that, and up to 5 s more). Returns how long after the
+    /// SIGTERM every process had exited, `None` when it took the SIGKILL
+    /// (zero when already stopped).
+    pub fn terminate(&mut self, limit: Duration) -> Option<Duration> {
         if self.stopped {
-            return Termination { exited_after: Some(Duration::ZERO), killed: false };
+            return Some(Duration::ZERO);
         }
         self.stopped = true;
         let t0 = Instant::now();
         signal_group(self.pgid, libc::SIGTERM);
-        if self.wait_group_gone(limit) {
-            return Termination { exited_after: Some(t0.elapsed()), killed: false };
+        let exited_after = self.wait_group_gone(limit).then(|| t0.elapsed());
+        if exited_after.is_none() {
+            signal_group(self.pgid, libc::SIGKILL);
+            self.wait_group_gone(Duration::from_secs(5));
         }
-        signal_group(self.pgid, libc::SIGKILL);
-        self.wait_group_gone(Duration::from_secs(5));
-        Termination { exited_after: None, killed: true }
+        let _ = self.child.try_wait();
+        exited_after
     }
 
     /// Polls until the group is empty (reaping the leader) or `limit` passes.
@@ -181,16 +175,6 @@ impl EngineProcess {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-/// How a process group took a SIGTERM ([`EngineProcess::terminate`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Termination {
-    /// Every process of the group had exited this long after the SIGTERM
-    /// (`None`: not within the limit).
-    pub exited_after: Option<Duration>,
-    /// It was SIGKILLed after the limit.
-    pub killed: bool,
 }
 
 impl Drop for EngineProcess {

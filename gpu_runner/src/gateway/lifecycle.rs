@@ -394,11 +394,7 @@ pub async fn run_scenario(session: &mut Session, s: &GwScenario, model: &str, ct
             GwStep::Action(a) => {
                 let o = run_action(session, a).await;
                 checks.extend(steps::check_action(a, &o));
-                let name = match a.kind {
-                    ActionKind::RegisterEngine => "register_engine",
-                    ActionKind::StopGateway => "stop_gateway",
-                };
-                requests.push(o.report(&a.id, name));
+                requests.push(o.report(&a.id, a.kind.name()));
             }
         }
     }
@@ -452,7 +448,7 @@ async fn run_action(session: &mut Session, a: &GwAction) -> ActionObserved {
                 };
             };
             let limit = a.timeout;
-            let (proc, t) = match tokio::task::spawn_blocking(move || {
+            let (proc, exited_after) = match tokio::task::spawn_blocking(move || {
                 let t = proc.terminate(limit);
                 (proc, t)
             })
@@ -463,23 +459,17 @@ async fn run_action(session: &mut Session, a: &GwAction) -> ActionObserved {
             };
             session.proc = Some(proc);
             let searched = vec![session.dir.clone()];
-            let socket_files = steps::socket_files(&searched);
-            match t.exited_after {
-                Some(d) => ActionObserved {
-                    ok: true,
-                    seconds: d.as_secs_f64(),
-                    detail: format!("SIGTERM: every process gone after {:.2}s", d.as_secs_f64()),
-                    socket_files,
-                    searched,
-                },
-                None => ActionObserved {
-                    ok: false,
-                    seconds: limit.as_secs_f64(),
-                    detail: format!("SIGTERM: still running after {:.1}s (SIGKILLed)", limit.as_secs_f64()),
-                    socket_files,
-                    searched,
-                },
-            }
+            let (ok, seconds, detail) = match exited_after {
+                Some(d) => {
+                    (true, d.as_secs_f64(), format!("SIGTERM: every process gone after {:.2}s", d.as_secs_f64()))
+                }
+                None => (
+                    false,
+                    limit.as_secs_f64(),
+                    format!("SIGTERM: still running after {:.1}s (SIGKILLed)", limit.as_secs_f64()),
+                ),
+            };
+            ActionObserved { ok, seconds, detail, socket_files: steps::socket_files(&searched), searched }
         }
     }
 }

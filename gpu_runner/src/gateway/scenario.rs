@@ -121,6 +121,27 @@ pub enum ActionKind {
     StopGateway,
 }
 
+impl ActionKind {
+    /// Every action, as files name them.
+    const ALL: [ActionKind; 2] = [ActionKind::RegisterEngine, ActionKind::StopGateway];
+
+    /// Its name in scenario files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionKind::RegisterEngine => "register_engine",
+            ActionKind::StopGateway => "stop_gateway",
+        }
+    }
+
+    /// The checks it takes, and its default `timeout_s`.
+    fn checks_and_timeout(self) -> (&'static [&'static str], u64) {
+        match self {
+            ActionKind::RegisterEngine => (&["within_s"], 30),
+            ActionKind::StopGateway => (&["exits_within", "no_socket_files"], 30),
+        }
+    }
+}
+
 /// A step that acts instead of asking.
 #[derive(Debug, Clone)]
 pub struct GwAction {
@@ -299,11 +320,12 @@ fn parse_probe(r: &Json, i: usize) -> Result<GwProbe, ScenarioError> {
 
 fn parse_action(r: &Json, i: usize) -> Result<GwAction, ScenarioError> {
     let id = r.get("id").and_then(Json::as_str).map(str::to_string).unwrap_or_else(|| format!("r{i}"));
-    let (kind, allowed, default_s): (_, &[&str], u64) = match r.get("action").and_then(Json::as_str).unwrap_or("") {
-        "register_engine" => (ActionKind::RegisterEngine, &["within_s"], 30),
-        "stop_gateway" => (ActionKind::StopGateway, &["exits_within", "no_socket_files"], 30),
-        other => return Err(format!("unknown action {other:?} (register_engine, stop_gateway)").into()),
-    };
+    let name = r.get("action").and_then(Json::as_str).unwrap_or("");
+    let kind = ActionKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+        let known: Vec<&str> = ActionKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown action {name:?} ({})", known.join(", "))
+    })?;
+    let (allowed, default_s) = kind.checks_and_timeout();
     let timeout = Duration::from_secs(r.get("timeout_s").and_then(Json::as_u64).unwrap_or(default_s));
     let checks = step_checks(r, i, allowed, "this action")?;
     Ok(GwAction { id, kind, timeout, checks })
