@@ -205,11 +205,11 @@ mod tests {
         // (golden intrange/data_parallel_rank_u64_max); the typed decode
         // the codec answers with holds it too.
         let rel = release(Dialect::Vllm, "0.33.0").expect("table");
-        let mut v = engine_protocol::typed::engine_core_request(
+        let mut v = engine_protocol::internal::engine_core_request_value(
             rel,
             "r",
             vec![1, 2],
-            engine_protocol::typed::sampling_params(rel),
+            engine_protocol::internal::sampling_params_value(rel),
             1.5,
         );
         let Value::Struct(s) = &mut v else { unreachable!() };

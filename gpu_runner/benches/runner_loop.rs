@@ -36,7 +36,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use engine_protocol::typed::{engine_core_request, sampling_params};
+use engine_protocol::internal::{
+    engine_core_request_value as engine_core_request, sampling_params_value as sampling_params,
+};
 use engine_protocol::ReleaseSchema;
 use engine_protocol::Value;
 use gpu_runner::transport::{Gateway, GatewayConfig, RequestEvent};

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use engine_protocol::is_engine_dead;
-use engine_protocol::typed::OutputsView;
+use engine_protocol::typed::FinishReason;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, Value};
 use serde_json::{json, Value as Json};
 use tokio::sync::mpsc;
@@ -271,21 +271,19 @@ fn summarize(release: &'static ReleaseSchema, kind: MessageKind, frames: &[&[u8]
         (MessageKind::HandshakeHello | MessageKind::HandshakeReady, Value::Struct(h)) => {
             s.status = h.str_field("status").map(str::to_string);
         }
-        (MessageKind::EngineCoreOutputs, v) => {
-            if let Some(view) = OutputsView::new(v) {
-                for o in view.outputs() {
+        (MessageKind::EngineCoreOutputs, Value::Struct(b)) => {
+            if let Some(Value::Array(outputs)) = b.get("outputs") {
+                for o in outputs.iter().filter_map(|o| if let Value::Struct(o) = o { Some(o) } else { None }) {
+                    let id = o.str_field("request_id").unwrap_or("");
                     s.outputs += 1;
-                    s.request_ids.push(o.request_id().to_string());
-                    if let Some(f) = o.finish_reason() {
-                        s.finished.push(format!("{} {}", o.request_id(), f.as_str()));
+                    s.request_ids.push(id.to_string());
+                    if let Some(f) = o.int_field("finish_reason").and_then(FinishReason::from_wire) {
+                        s.finished.push(format!("{id} {}", f.as_str()));
                     }
                 }
-                s.utility = view.utility_output().is_some();
             }
-            if let Value::Struct(b) = v {
-                s.wave =
-                    ["wave_complete", "start_wave"].iter().find_map(|k| b.int_field(k).map(|w| format!("{k} {w}")));
-            }
+            s.utility = !b.is_nil("utility_output");
+            s.wave = ["wave_complete", "start_wave"].iter().find_map(|k| b.int_field(k).map(|w| format!("{k} {w}")));
         }
         (MessageKind::StartDpWave, Value::Struct(w)) => {
             let exclude = w.int_field("exclude_engine_index").map_or("nil".to_string(), |e| e.to_string());

@@ -120,10 +120,21 @@ mod tests {
     }
 
     #[test]
+    fn a_built_request_is_a_flag_and_not_a_raw_one() {
+        let s =
+            Scenario::from_json("t", r#"{"requests":[{"id":"b","built":true,"request":{"max_tokens":2}}]}"#).unwrap();
+        assert!(s.requests[0].dialect.built);
+        for bad in [r#""built":"yes""#, r#""built":true,"raw":{"frames":["00"]}"#, r#""built":true,"sleep_ms":5"#] {
+            let text = format!(r#"{{"requests":[{{"id":"b",{bad},"request":{{}}}}]}}"#);
+            assert!(Scenario::from_json("t", &text).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn setting_a_path_edits_the_engine_request_and_names_what_is_missing() {
         let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap();
-        let sp = engine_protocol::typed::sampling_params(release);
-        let mut v = engine_protocol::typed::engine_core_request(release, "r", vec![1, 2], sp, 1.0);
+        let sp = engine_protocol::internal::sampling_params_value(release);
+        let mut v = engine_protocol::internal::engine_core_request_value(release, "r", vec![1, 2], sp, 1.0);
         set_path(&mut v, "prompt_token_ids", &json!({"$repeat": [5, 4]})).unwrap();
         set_path(&mut v, "sampling_params.max_tokens", &json!(3)).unwrap();
         let Value::Struct(s) = &v else { panic!() };

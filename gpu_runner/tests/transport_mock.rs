@@ -5,7 +5,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use engine_protocol::typed::{engine_core_request, sampling_params, FinishReason, StopReason};
+use engine_protocol::internal::{
+    engine_core_request_value as engine_core_request, sampling_params_value as sampling_params,
+};
+use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::{ReleaseSchema, Value};
 use gpu_runner::dialect::Vllm;
 use gpu_runner::mock::tokens::generated_token;

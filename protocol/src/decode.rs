@@ -132,10 +132,10 @@ pub struct Decoded {
 pub fn decode_payload(
     root: &'static str,
     ty: &'static Ty,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<Decoded, Error> {
-    decode_payload_in(root, ty, frames, limits, false)
+    crate::frames::with_frame_refs(frames, |frames| decode_payload_in(root, ty, frames, limits, false))
 }
 
 /// [`decode_payload`] with TokenSpeed's tensor rules when `tokenspeed`

@@ -78,12 +78,25 @@ pub struct Error {
     pub path: String,
     /// What was wrong, in words.
     pub detail: String,
+    /// Set when the error is no decoder's verdict but what the engine
+    /// would fail at run time (class `validation`, from
+    /// `EngineCoreRequest::encode_checked`): the typed reason.
+    pub serving: Option<ServingProblem>,
 }
 
 impl Error {
     /// An error of `class` at `path`.
     pub fn new(class: RejectClass, path: impl Into<String>, detail: impl Into<String>) -> Self {
-        Error { class, path: path.into(), detail: detail.into() }
+        Error { class, path: path.into(), detail: detail.into(), serving: None }
+    }
+
+    /// The error of a request the engine's decoder accepts and the engine
+    /// fails at run time: class `validation` at the problem's path.
+    pub fn unservable(problem: ServingProblem) -> Self {
+        let path = problem.path();
+        let detail = problem.to_string();
+        let detail = detail.strip_prefix(path).and_then(|d| d.strip_prefix(": ")).unwrap_or(&detail).to_string();
+        Error { class: RejectClass::Validation, path: path.into(), detail, serving: Some(problem) }
     }
 }
 
@@ -106,6 +119,78 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// One reason the engine would not serve a request as meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServingProblem {
+    /// `request_id` is empty: the outputs could not be told apart.
+    EmptyRequestId,
+    /// Neither `prompt_token_ids` nor `prompt_embeds`.
+    NoPrompt,
+    /// Neither `sampling_params` nor `pooling_params`.
+    NoParams,
+    /// `sampling_params.max_tokens` is nil: the engine asserts on it.
+    NoMaxTokens,
+    /// `sampling_params.structured_outputs` without `_backend`: the engine
+    /// finishes the request with ERROR.
+    ConstraintWithoutBackend,
+    /// More prompt tokens than the engine's `max_model_len`: the engine
+    /// process dies.
+    PromptTooLong {
+        /// The prompt's token count.
+        prompt: usize,
+        /// The engine's `max_model_len`.
+        max_model_len: i64,
+    },
+    /// No `_eos_token_id` (and no `ignore_eos`): the engine never stops on
+    /// EOS. Served; a warning.
+    NoEosTokenId,
+}
+
+impl ServingProblem {
+    /// Whether the engine fails the request (or dies) rather than serving
+    /// it differently from what was meant.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, ServingProblem::NoEosTokenId)
+    }
+
+    /// The request field at fault, as a path.
+    pub fn path(&self) -> &'static str {
+        match self {
+            ServingProblem::EmptyRequestId => "EngineCoreRequest.request_id",
+            ServingProblem::NoPrompt | ServingProblem::PromptTooLong { .. } => "EngineCoreRequest.prompt_token_ids",
+            ServingProblem::NoParams => "EngineCoreRequest.sampling_params",
+            ServingProblem::NoMaxTokens => "EngineCoreRequest.sampling_params.max_tokens",
+            ServingProblem::ConstraintWithoutBackend => "EngineCoreRequest.sampling_params.structured_outputs._backend",
+            ServingProblem::NoEosTokenId => "EngineCoreRequest.sampling_params._eos_token_id",
+        }
+    }
+}
+
+impl fmt::Display for ServingProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self {
+            ServingProblem::EmptyRequestId => "empty: the engine's outputs name requests by it".to_string(),
+            ServingProblem::NoPrompt => "no prompt (neither token ids nor embeddings)".to_string(),
+            ServingProblem::NoParams => "neither sampling_params nor pooling_params".to_string(),
+            ServingProblem::NoMaxTokens => "nil: the engine asserts that max_tokens is set".to_string(),
+            ServingProblem::ConstraintWithoutBackend => {
+                "nil with a constraint: the engine finishes the request with ERROR \
+                 (Unsupported structured output backend: None)"
+                    .to_string()
+            }
+            ServingProblem::PromptTooLong { prompt, max_model_len } => format!(
+                "{prompt} tokens, more than the engine's max_model_len {max_model_len}: the engine does not \
+                 check, its model runner fails and the engine dies"
+            ),
+            ServingProblem::NoEosTokenId => {
+                "nil and ignore_eos false: the engine never stops on EOS (served; a warning)".to_string()
+            }
+        };
+        write!(f, "{}: {why}", self.path())
+    }
+}
 
 /// A rule violation found by a validator; the decoder turns it into an
 /// `Error` of class `validation` at the struct's path plus

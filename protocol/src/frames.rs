@@ -69,8 +69,8 @@ impl RequestType {
 pub const ENGINE_CORE_DEAD: &[u8] = b"ENGINE_CORE_DEAD";
 
 /// True when `frames` is the death sentinel.
-pub fn is_engine_dead(frames: &[&[u8]]) -> bool {
-    matches!(frames, [only] if *only == ENGINE_CORE_DEAD)
+pub fn is_engine_dead(frames: &[impl AsRef<[u8]>]) -> bool {
+    crate::frames::with_frame_refs(frames, |frames| matches!(frames, [only] if *only == ENGINE_CORE_DEAD))
 }
 
 /// The routing identity of engine `index`: 2 bytes, little-endian.
@@ -87,6 +87,26 @@ pub fn engine_index(identity: &[u8]) -> Result<u16, Error> {
             "identity",
             format!("engine identity must be 2 bytes, got {}", other.len()),
         )),
+    }
+}
+
+/// Calls `f` with `frames` as byte slices: the decoders take any sequence
+/// of buffers (`&[&[u8]]`, `&[Vec<u8>]`, a socket library's message
+/// frames) and read `&[&[u8]]`. Up to 8 frames (every message the engines
+/// send but tensor-heavy outputs) are viewed from the stack, more from one
+/// allocation of a pointer per frame.
+#[inline]
+pub(crate) fn with_frame_refs<'a, F: AsRef<[u8]>, R>(frames: &'a [F], f: impl FnOnce(&[&'a [u8]]) -> R) -> R {
+    const ON_STACK: usize = 8;
+    if frames.len() <= ON_STACK {
+        let mut buf: [&'a [u8]; ON_STACK] = [&[]; ON_STACK];
+        for (b, x) in buf.iter_mut().zip(frames) {
+            *b = x.as_ref();
+        }
+        f(&buf[..frames.len()])
+    } else {
+        let refs: Vec<&'a [u8]> = frames.iter().map(AsRef::as_ref).collect();
+        f(&refs)
     }
 }
 
@@ -115,7 +135,7 @@ mod tests {
     #[test]
     fn death_sentinel_is_recognised_only_alone() {
         assert!(is_engine_dead(&[b"ENGINE_CORE_DEAD"]));
-        assert!(!is_engine_dead(&[b"ENGINE_CORE_DEAD", b""]));
+        assert!(!is_engine_dead(&[&b"ENGINE_CORE_DEAD"[..], b""]));
         assert_eq!(hex(ENGINE_CORE_DEAD), "454e47494e455f434f52455f44454144");
     }
 

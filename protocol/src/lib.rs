@@ -43,59 +43,53 @@
 //!
 //! # A gateway's codec path
 //!
-//! Pick the table of the engine's release, build the request with the typed
-//! API, encode it, and read the engine's answers back:
+//! Pick the table of the engine's release, build a request the engine
+//! serves, encode it, and read the engine's answers back ([`guide`] walks
+//! through every step, sending, aborting and errors included):
 //!
 //! ```
-//! use engine_protocol::typed::{decode_typed, EngineCoreRequest, SamplingParams, StopStrings};
+//! use engine_protocol::typed::{decode_typed, EngineCoreRequest, Eos};
 //! use engine_protocol::{release, Dialect, Limits};
 //!
-//! // 1. The table of the engine's release (from its handshake).
+//! // 1. The table of the engine's release (from its registration).
 //! let v033 = release(Dialect::Vllm, "0.33.0").expect("a table for 0.33.0");
-//! // 2. Build.
-//! let request = EngineCoreRequest {
-//!     request_id: "req-1".into(),
-//!     prompt_token_ids: Some(vec![1, 15043, 29892].into()),
-//!     sampling_params: Some(SamplingParams {
-//!         // vLLM's default max_tokens (16) is never what a gateway wants.
-//!         max_tokens: Some(64),
-//!         temperature: 0.7,
-//!         stop: Some(StopStrings::Many(vec!["\n\n".into()])),
-//!         // The engine stops on EOS only when told the id (the model's
-//!         // tokenizer config); `translate` sets it for you.
-//!         eos_token_id: Some(2),
-//!         ..SamplingParams::default()
-//!     }),
-//!     arrival_time: 1_700_000_000.5,
-//!     ..EngineCoreRequest::default()
-//! };
-//! // Nothing the engine would fail at run time (its decoder checks less).
+//! // 2. Build: the id, the prompt, max_tokens and the model's EOS facts
+//! //    are required (the engine needs them and its decoder does not check).
+//! let request = EngineCoreRequest::builder("req-1", vec![1_i64, 15043, 29892], 64, Eos::token(2))
+//!     .temperature(0.7)
+//!     .stop(["\n\n"])
+//!     .arrival_time(1_700_000_000.5)
+//!     .build()?;
 //! assert_eq!(request.serving_problems(Some(512)), []);
 //! // 3. Encode for that release: [request-type byte (ADD), payload].
-//! let frames = request.encode(v033)?;
+//! let frames = request.encode_checked(v033)?;
 //! assert_eq!(frames[0], [0x00]);
 //! assert_eq!(&frames[1][..3], &[0xdc, 0x00, 0x16]); // a 22-element array
 //!
 //! // 4. Decode back, as the engine would (drift: fields this table lacks).
-//! let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-//! let (decoded, drift) = decode_typed::<EngineCoreRequest>(v033, &refs, &Limits::default())?;
+//! let (decoded, drift) = decode_typed::<EngineCoreRequest>(v033, &frames, &Limits::default())?;
 //! assert!(drift.is_empty());
 //! assert_eq!(decoded, request);
 //! # Ok::<(), engine_protocol::Error>(())
 //! ```
 //!
-//! The typed encoder checks types, enum values and release fields; the
-//! rules the engine's decoder runs (`__post_init__`: ranges, exactly one
-//! structured-output constraint) are checked by
-//! [`encode_message`]`(release, kind, &request.to_value(release)?)` and by
-//! [`translate::translate`], which refuses what the engine would refuse
-//! before anything is sent: an engine that meets such a payload stops
-//! reading input (docs/wire-protocol.md §10.1).
+//! The same construction, with the served model's prompt and EOS facts, is
+//! sent to a live vLLM engine by the repository's replay scenario
+//! `golden/replay/built_requests.json`, which checks that it is served.
+//!
+//! The typed encoder (`encode`) checks types, enum values and release
+//! fields; `encode_checked` also runs the rules the engine's decoder runs
+//! (`__post_init__`: ranges, relations) and refuses what the engine fails
+//! at run time; so does [`translate::translate`] (feature `translate`).
+//! Nothing the engine would refuse is sent: an engine that meets such a
+//! payload stops reading input (docs/wire-protocol.md §10.1).
 //!
 //! On the output socket, [`decode_outputs`] reads an `EngineCoreOutputs`
 //! batch without copying token ids (the per-token path), with the same
-//! verdict as the schema-driven [`decode_message`]; [`typed::decode_typed`]
-//! gives owned structs.
+//! verdict as the schema-driven [`decode_message`], its rare fields by name
+//! and typed, and the owned typed batch on request; [`typed::decode_typed`]
+//! gives owned structs directly. Every decoder takes its frames as any
+//! `&[impl AsRef<[u8]>]`.
 //!
 //! # Errors
 //!
@@ -103,7 +97,8 @@
 //! - [`Error`] (decode and encode): a [`RejectClass`] (the golden format's
 //!   `malformed`, `type`, `missing-field`, `enum`, `validation`, `limits`,
 //!   `frames`), the path of the offending value
-//!   (`EngineCoreRequest.sampling_params.temperature`) and a detail;
+//!   (`EngineCoreRequest.sampling_params.temperature`), a detail, and for
+//!   a request the engine would fail at run time the [`ServingProblem`];
 //!   [`classify`] turns a decode into an [`Outcome`];
 //! - [`Violation`]: a decoder rule's verdict on one struct (its fields and
 //!   message), which the codec turns into a `validation` error;
@@ -159,6 +154,7 @@ mod decode;
 mod encode;
 mod error;
 mod frames;
+pub mod guide;
 pub mod hot;
 mod message;
 mod msgpack;
@@ -172,7 +168,7 @@ pub mod view;
 
 pub use decode::{decode_payload, Decoded, Limits, VLLM_ENGINE_MAX_DEPTH};
 pub use encode::{encode_into, encode_payload, ZERO_COPY_THRESHOLD};
-pub use error::{Error, Outcome, RejectClass, Violation};
+pub use error::{Error, Outcome, RejectClass, ServingProblem, Violation};
 pub use frames::{engine_identity, engine_index, is_engine_dead, RequestType, ENGINE_CORE_DEAD};
 pub use hot::{decode_outputs, decode_request};
 pub use message::{decode_message, decode_message_with, encode_message, MessageKind};
@@ -180,6 +176,10 @@ pub use schema::{
     release, Dialect, ReleaseSchema, UnknownDialect, UnknownRelease, TOKENSPEED_0_1_1, TOKENSPEED_GIT_57B49061,
     VLLM_0_32_0, VLLM_0_33_0,
 };
+/// The JSON library of this crate's API ([`typed::JsonSchema::from_json`],
+/// the translation layer's requests, [`view`]), so that a user's values
+/// are of the same version.
+pub use serde_json;
 pub use value::{numpy_dtype, torch_dtype, DType, Elem, Fields, Numbers, StructValue, Tensor, Value};
 
 /// For this repository's fuzzers, tests and benches only: the pieces they
@@ -205,13 +205,32 @@ pub mod internal {
     pub use crate::encode::encode_payload_unvalidated;
     pub use crate::hot::request::decode_request_direct;
     pub use crate::hot::tokenspeed_direct::decode_batch_direct;
+    pub use crate::message::{engine_core_request_value, sampling_params_value};
+
+    /// A rare batch field of the fast path by table position, as the
+    /// schema-driven decoder decoded it (the oracles compare the two
+    /// decoders field by field).
+    pub fn batch_rare_field<'v>(o: &'v crate::hot::Outputs<'_>, position: usize) -> Option<&'v crate::Value> {
+        o.other.iter().find(|(i, _)| *i == position).map(|(_, v)| v)
+    }
+
+    /// A rare output field of the fast path by table position (as
+    /// [`batch_rare_field`]).
+    pub fn output_rare_field<'v>(o: &'v crate::hot::Output<'_>, position: usize) -> Option<&'v crate::Value> {
+        o.other.iter().find(|(i, _)| *i == position).map(|(_, v)| v)
+    }
 }
 
 /// Runs one message through the decoder and classifies the result: the one
 /// outcome classification shared by verify, fuzz and the live runner.
-pub fn classify(release: &'static ReleaseSchema, kind: MessageKind, frames: &[&[u8]], limits: &Limits) -> Outcome {
-    match decode_message(release, kind, frames, limits) {
+pub fn classify(
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    frames: &[impl AsRef<[u8]>],
+    limits: &Limits,
+) -> Outcome {
+    crate::frames::with_frame_refs(frames, |frames| match decode_message(release, kind, frames, limits) {
         Ok(d) => Outcome::Accept { drift: d.drift },
         Err(e) => Outcome::Reject(e.class),
-    }
+    })
 }

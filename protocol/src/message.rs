@@ -31,7 +31,7 @@ use crate::frames::RequestType;
 use crate::schema::tokenspeed::receive_rules;
 use crate::schema::{ReleaseSchema, Ty};
 use crate::validate::tokenspeed::{receive, EngineConfig};
-use crate::value::Value;
+use crate::value::{StructValue, Value};
 
 /// The message kinds of the golden format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -157,13 +157,15 @@ impl MessageKind {
 pub fn decode_message(
     release: &'static ReleaseSchema,
     kind: MessageKind,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<Decoded, Error> {
-    if release.is_tokenspeed() {
-        return decode_tokenspeed(release, kind, frames, limits, &EngineConfig::default());
-    }
-    decode_vllm(release, kind, frames, limits)
+    crate::frames::with_frame_refs(frames, |frames| {
+        if release.is_tokenspeed() {
+            return decode_tokenspeed(release, kind, frames, limits, &EngineConfig::default());
+        }
+        decode_vllm(release, kind, frames, limits)
+    })
 }
 
 /// [`decode_message`] with the engine facts TokenSpeed's receive path needs
@@ -171,14 +173,16 @@ pub fn decode_message(
 pub fn decode_message_with(
     release: &'static ReleaseSchema,
     kind: MessageKind,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
     engine: &EngineConfig,
 ) -> Result<Decoded, Error> {
-    if release.is_tokenspeed() {
-        return decode_tokenspeed(release, kind, frames, limits, engine);
-    }
-    decode_vllm(release, kind, frames, limits)
+    crate::frames::with_frame_refs(frames, |frames| {
+        if release.is_tokenspeed() {
+            return decode_tokenspeed(release, kind, frames, limits, engine);
+        }
+        decode_vllm(release, kind, frames, limits)
+    })
 }
 
 fn decode_tokenspeed(
@@ -341,4 +345,31 @@ pub fn encode_message(
         frames.insert(0, vec![t.byte()]);
     }
     Ok(frames)
+}
+
+/// A new `SamplingParams` value of `release` holding every default, for
+/// building messages as values (tests and fuzzers; a gateway builds
+/// [`crate::typed::SamplingParams`]).
+pub fn sampling_params_value(release: &'static ReleaseSchema) -> StructValue {
+    StructValue::with_defaults(release.sampling_params)
+}
+
+/// A new `EngineCoreRequest` value of `release` with the nine required
+/// fields set (no multimodal features, no pooling, no LoRA, no salt, no DP
+/// rank), for building messages as values (tests and fuzzers; a gateway
+/// builds [`crate::typed::EngineCoreRequest`]).
+pub fn engine_core_request_value(
+    release: &'static ReleaseSchema,
+    request_id: impl Into<String>,
+    prompt_token_ids: Vec<i64>,
+    sampling_params: StructValue,
+    arrival_time: f64,
+) -> Value {
+    let schema = release.engine_core_request.as_struct().expect("request root is a struct");
+    let mut r = StructValue::with_defaults(schema);
+    r.set("request_id", Value::Str(request_id.into()));
+    r.set("prompt_token_ids", Value::IntArray(prompt_token_ids));
+    r.set("sampling_params", Value::Struct(sampling_params));
+    r.set("arrival_time", Value::Float(arrival_time));
+    Value::Struct(r)
 }

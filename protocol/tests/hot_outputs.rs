@@ -12,6 +12,7 @@ mod common;
 use arbitrary::Unstructured;
 use common::*;
 use engine_protocol::hot::{decode_output_value, decode_outputs, IntRun, Output, Outputs, TensorRef};
+use engine_protocol::typed::EngineCoreOutputs;
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::view::struct_view;
 use engine_protocol::Dialect;
@@ -81,12 +82,12 @@ fn same_output(
         let v = s.field(i);
         let r = match field.name {
             "request_id" => (Value::Str(o.request_id.to_string()) == *v).then_some(()).ok_or("request_id".into()),
-            "new_token_ids" => match o.other_field(i) {
+            "new_token_ids" => match engine_protocol::internal::output_rare_field(o, i) {
                 Some(x) => same_other(Some(x), v),
                 None => (int_value(o.new_token_ids) == *v).then_some(()).ok_or(format!("tokens {v:?}")),
             },
             "new_logprobs" => match (&o.new_logprobs, v) {
-                (None, v) => same_other(o.other_field(i), v),
+                (None, v) => same_other(engine_protocol::internal::output_rare_field(o, i), v),
                 (Some(l), Value::Struct(lv)) => (|| {
                     same_tensor(&l.logprob_token_ids, lv.field(0))?;
                     same_tensor(&l.logprobs, lv.field(1))?;
@@ -103,17 +104,17 @@ fn same_output(
                 };
                 (want == o.finish_reason).then_some(()).ok_or(format!("finish {:?} vs {v:?}", o.finish_reason))
             }
-            "stop_reason" => match (o.stop_reason_owned(), v) {
-                (None, v) => same_other(o.other_field(i), v),
+            "stop_reason" => match (o.stop_reason.map(|s| s.to_owned()), v) {
+                (None, v) => same_other(engine_protocol::internal::output_rare_field(o, i), v),
                 (Some(StopReason::TokenId(t)), Value::Int(x)) if t == i128::from(*x) => Ok(()),
                 (Some(StopReason::Text(t)), Value::Str(x)) if t == *x => Ok(()),
                 (got, v) => Err(format!("stop {got:?} vs {v:?}")),
             },
-            "num_nans_in_logits" => match o.other_field(i) {
+            "num_nans_in_logits" => match engine_protocol::internal::output_rare_field(o, i) {
                 Some(x) => same_other(Some(x), v),
                 None => (Value::Int(o.num_nans_in_logits) == *v).then_some(()).ok_or(format!("nans {v:?}")),
             },
-            _ => same_other(o.other_field(i), v),
+            _ => same_other(engine_protocol::internal::output_rare_field(o, i), v),
         };
         r.map_err(|e| format!(".{}: {e}", field.name))?;
     }
@@ -138,7 +139,7 @@ fn same_batch(
     let opt_int = |x: Option<i64>| x.map_or(Value::Nil, Value::Int);
     for (i, field) in s.schema.fields.iter().enumerate() {
         let v = s.field(i);
-        let r = match (field.name, h.other_field(i)) {
+        let r = match (field.name, engine_protocol::internal::batch_rare_field(h, i)) {
             ("engine_index", None) => {
                 (Value::Int(h.engine_index) == *v).then_some(()).ok_or(format!("{}", h.engine_index))
             }
@@ -236,6 +237,53 @@ fn fast_decoder_gives_the_verdict_drift_and_fields_of_decode_message_on_every_go
 }
 
 #[test]
+fn the_owned_batch_of_the_fast_decoder_is_the_typed_decoders_on_every_golden_output_case() {
+    let (mut compared, mut failures) = (0, Vec::new());
+    for (id, frames) in golden_output_cases() {
+        let refs = refs(&frames);
+        for rel in [v032(), v033()] {
+            let Ok(h) = decode_outputs(rel, &refs, &Limits::default()) else { continue };
+            // A value carries no unknown (drift) fields, at any depth:
+            // to_owned leaves them out; decode_typed keeps them.
+            if !h.drift.is_empty() {
+                continue;
+            }
+            let (want, _) =
+                engine_protocol::typed::decode_typed_via_value::<EngineCoreOutputs>(rel, &refs, &Limits::default())
+                    .expect("the verdicts agree");
+            match h.to_owned() {
+                // NaN != NaN: compare the debug forms where `==` says no.
+                Ok(got) if got == want || format!("{got:?}") == format!("{want:?}") => compared += 1,
+                Ok(got) => failures.push(format!("{id} as {}: {got:?}\n  vs {want:?}", rel.version)),
+                Err(e) => failures.push(format!("{id} as {}: {e}", rel.version)),
+            }
+            // The named accessors agree with the owned struct.
+            for (o, w) in h.outputs.iter().zip(&want.outputs) {
+                assert_eq!(o.error().unwrap(), w.error, "{id}");
+                assert_eq!(o.events().unwrap(), w.events, "{id}");
+                assert_eq!(o.stop_reason_owned(), w.stop_reason, "{id}");
+            }
+            assert_eq!(h.utility_output().unwrap(), want.utility_output, "{id}");
+            assert_eq!(h.finished_requests().unwrap(), want.finished_requests, "{id}");
+        }
+    }
+    assert!(failures.is_empty(), "{} differences:\n{}", failures.len(), failures.join("\n"));
+    assert!(compared > 400, "{compared}");
+}
+
+#[test]
+fn the_error_accessor_answers_none_for_a_release_without_the_field() {
+    // `EngineCoreOutput.error` is a 0.33.0 field: read with the 0.32.0
+    // table it is drift, and the accessor answers `None`, not an error.
+    // The frames go in as they are (`Vec<Vec<u8>>`: any `AsRef<[u8]>`).
+    let frames = golden_frames("0.33.0", "output/error_engine_paused");
+    let h = decode_outputs(v032(), &frames, &Limits::default()).expect("drift is accepted");
+    assert_eq!(h.outputs[0].error().unwrap(), None, "0.32.0 has no error field");
+    let h = decode_outputs(v033(), &frames, &Limits::default()).unwrap();
+    assert_eq!(h.outputs[0].error().unwrap().map(|e| e.code), Some("engine_paused".to_string()));
+}
+
+#[test]
 fn plain_batch_fields_are_borrowed_from_the_payload() {
     let frames = golden_frames("0.33.0", "output/batch_64");
     let refs = refs(&frames);
@@ -248,7 +296,12 @@ fn plain_batch_fields_are_borrowed_from_the_payload() {
     assert_eq!(o.new_token_ids.to_vec(), [1007]);
     assert_eq!(o.finish_reason, Some(FinishReason::Length));
     assert!(h.outputs[6].finish_reason.is_none());
-    assert!(h.other.is_empty() && h.outputs.iter().all(|o| o.other.is_empty()));
+    let (schema, output) = (v033().engine_core_outputs.as_struct().unwrap(), v033().engine_core_output);
+    assert!((0..schema.fields.len()).all(|i| engine_protocol::internal::batch_rare_field(&h, i).is_none()));
+    assert!(h
+        .outputs
+        .iter()
+        .all(|o| (0..output.fields.len()).all(|i| engine_protocol::internal::output_rare_field(o, i).is_none())));
 }
 
 #[test]

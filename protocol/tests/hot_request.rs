@@ -291,23 +291,37 @@ fn arbitrary_requests_are_read_by_the_direct_path_too() {
 #[test]
 fn encode_checked_refuses_what_vllm_refuses_and_writes_what_encode_writes() {
     let rel = v033();
-    // Every accepted golden request: the same bytes as `encode`.
-    let mut checked = 0;
+    // Every accepted golden request: the same bytes as `encode`, unless the
+    // engine fails it at run time (then the first fatal serving problem).
+    let (mut checked, mut unservable) = (0, 0);
     for (id, frames) in golden_request_cases() {
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         let Ok((req, _)) = decode_request(rel, &refs, &Limits::default()) else { continue };
-        assert_eq!(req.encode_checked(rel), req.encode(rel), "{id}");
+        match req.serving_problems(None).into_iter().find(|p| p.is_fatal()) {
+            Some(p) => {
+                assert_eq!(req.encode_checked(rel), Err(engine_protocol::Error::unservable(p)), "{id}");
+                unservable += 1;
+            }
+            None => assert_eq!(req.encode_checked(rel), req.encode(rel), "{id}"),
+        }
         checked += 1;
     }
     assert!(checked > 250, "{checked}");
-    // Greedy sampling with n > 1 (a plain struct), and a structured-output
-    // constraint missing (a nested struct): the errors `encode_message`
-    // gives on the value.
+    assert!(unservable > 0 && unservable * 2 < checked, "{unservable} of {checked} unservable");
+    // Greedy sampling with n > 1 (a plain struct), and repetition detection
+    // enabled with a `min_count` below 2 (a nested struct with rules of its
+    // own): the errors `encode_message` gives on the value.
     let sp = engine_protocol::typed::SamplingParams { n: 2, temperature: 0.0, ..Default::default() };
-    let so = engine_protocol::typed::StructuredOutputsParams::default();
-    let bad_so = engine_protocol::typed::SamplingParams { structured_outputs: Some(so), ..Default::default() };
-    for sp in [sp, bad_so] {
-        let req = EngineCoreRequest { request_id: "r".into(), sampling_params: Some(sp), ..Default::default() };
+    let rd =
+        engine_protocol::typed::RepetitionDetectionParams { max_pattern_size: 4, min_count: 1, ..Default::default() };
+    let bad_rd = engine_protocol::typed::SamplingParams { repetition_detection: Some(rd), ..Default::default() };
+    for sp in [sp, bad_rd] {
+        let req = EngineCoreRequest {
+            request_id: "r".into(),
+            prompt_token_ids: Some(vec![1].into()),
+            sampling_params: Some(sp),
+            ..Default::default()
+        };
         let want = encode_message(rel, MessageKind::EngineCoreRequest, &req.to_value(rel).unwrap()).unwrap_err();
         assert_eq!(want.class, RejectClass::Validation);
         assert_eq!(req.encode_checked(rel), Err(want));

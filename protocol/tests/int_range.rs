@@ -257,37 +257,26 @@ fn output_kinds() -> Vec<Kind<EngineCoreOutputs>> {
 }
 
 /// The integers of the field at `path` in what the hot output decoder
-/// read: its typed fields, or the value it took from the schema-driven
-/// decoder for what they cannot hold (above `i64::MAX`).
+/// read, through its owned typed batch (`Outputs::to_owned`), which holds
+/// what the borrowed fields cannot (above `i64::MAX`).
 fn hot_output_ints(o: &Outputs<'_>, path: &[&str]) -> Vec<i128> {
-    let other = |xs: &[(usize, Value)], pos: usize| xs.iter().find(|(p, _)| *p == pos).map(|(_, v)| ints_of(v));
+    let b = o.to_owned().expect("an accepted batch converts");
     match path {
-        ["engine_index"] => other(&o.other, 0).unwrap_or_else(|| vec![i128::from(o.engine_index)]),
-        ["wave_complete"] => {
-            other(&o.other, 6).unwrap_or_else(|| o.wave_complete.map(i128::from).into_iter().collect())
-        }
-        ["start_wave"] => other(&o.other, 7).unwrap_or_else(|| o.start_wave.map(i128::from).into_iter().collect()),
-        ["utility_output", "call_id"] => other(&o.other, 4)
-            .map(|_| match o.utility_output() {
-                Some((id, _, _)) => ints_of(id),
-                None => Vec::new(),
-            })
-            .unwrap_or_default(),
+        ["engine_index"] => vec![b.engine_index],
+        ["wave_complete"] => b.wave_complete.into_iter().collect(),
+        ["start_wave"] => b.start_wave.into_iter().collect(),
+        ["utility_output", "call_id"] => b.utility_output.map(|u| u.call_id).into_iter().collect(),
         ["outputs", "0", field] => {
-            let Some(out) = o.outputs.first() else { return Vec::new() };
-            let (pos, typed): (usize, Vec<i128>) = match *field {
-                "new_token_ids" => (1, out.new_token_ids.iter().map(i128::from).collect()),
-                "stop_reason" => (
-                    6,
-                    match out.stop_reason_owned() {
-                        Some(StopReason::TokenId(t)) => vec![t],
-                        _ => Vec::new(),
-                    },
-                ),
-                "num_nans_in_logits" => (13, vec![i128::from(out.num_nans_in_logits)]),
+            let Some(out) = b.outputs.first() else { return Vec::new() };
+            match *field {
+                "new_token_ids" => out.new_token_ids.iter().collect(),
+                "stop_reason" => match &out.stop_reason {
+                    Some(StopReason::TokenId(t)) => vec![*t],
+                    _ => Vec::new(),
+                },
+                "num_nans_in_logits" => vec![out.num_nans_in_logits],
                 other => panic!("no hot field {other}"),
-            };
-            other(&out.other, pos).unwrap_or(typed)
+            }
         }
         other => panic!("no hot field {other:?}"),
     }

@@ -189,8 +189,8 @@ fn too_many_frames_is_a_limits_error() {
 #[test]
 fn oversized_frame_is_a_limits_error() {
     let limits = Limits { max_frame_bytes: 16, ..Limits::default() };
-    let big = vec![0u8; 17];
-    let e = decode_payload("X", &ANY, &[&[0xc0], &big], &limits).unwrap_err();
+    let big = [0u8; 17];
+    let e = decode_payload("X", &ANY, &[&[0xc0][..], &big[..]], &limits).unwrap_err();
     assert_eq!(e.class, RejectClass::Limits);
 }
 

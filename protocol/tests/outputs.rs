@@ -1,26 +1,33 @@
-//! EngineCoreOutputs: live-engine bytes, typed views, release drift, and the
-//! frame layer of outputs (aux frames, the death sentinel).
+//! EngineCoreOutputs: live-engine bytes, the typed structs, release drift,
+//! and the frame layer of outputs (aux frames, the death sentinel).
 
 mod common;
 
 use common::*;
 use engine_protocol::is_engine_dead;
-use engine_protocol::typed::{FinishReason, OutputsView, StopReason};
+use engine_protocol::typed::{decode_typed, EngineCoreOutputs, FinishReason, StopReason};
 use engine_protocol::Numbers;
 use engine_protocol::{encode_message, MessageKind, RejectClass};
+use engine_protocol::{Limits, ReleaseSchema};
+
+/// The batch as the typed struct.
+fn typed(rel: &'static ReleaseSchema, frames: &[Vec<u8>]) -> EngineCoreOutputs {
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    decode_typed::<EngineCoreOutputs>(rel, &refs, &Limits::default()).expect("accepted").0
+}
 
 #[test]
 fn live_length_output_decodes_as_the_final_step() {
     let frames = vec![unhex(LIVE_LENGTH_OUTPUT)];
     let d = decode(v032(), MessageKind::EngineCoreOutputs, &frames).expect("accepted");
-    let batch = OutputsView::new(&d.value).unwrap();
-    assert_eq!(batch.weight_version(), Some("default"));
-    let outs: Vec<_> = batch.outputs().collect();
+    let batch = typed(v032(), &frames);
+    assert_eq!(batch.weight_version.as_deref(), Some("default"));
+    let outs = &batch.outputs;
     assert_eq!(outs.len(), 1);
-    assert_eq!(outs[0].request_id(), "r1");
-    assert_eq!(outs[0].new_token_ids(), [314]);
-    assert_eq!(outs[0].finish_reason(), Some(FinishReason::Length));
-    assert_eq!(outs[0].stop_reason(), None);
+    assert_eq!(outs[0].request_id, "r1");
+    assert_eq!(outs[0].new_token_ids, [314]);
+    assert_eq!(outs[0].finish_reason, Some(FinishReason::Length));
+    assert_eq!(outs[0].stop_reason, None);
     assert_eq!(encode_message(v032(), MessageKind::EngineCoreOutputs, &d.value).unwrap(), frames);
 }
 
@@ -29,8 +36,7 @@ fn a_0_33_reader_accepts_0_32_outputs_with_the_error_field_defaulted() {
     // 18-element outputs are one short of 0.33's 19: the trailing default fills.
     let d = decode(v033(), MessageKind::EngineCoreOutputs, &[unhex(LIVE_LENGTH_OUTPUT)]).expect("accepted");
     assert!(d.drift.is_empty());
-    let batch = OutputsView::new(&d.value).unwrap();
-    assert_eq!(batch.outputs().next().unwrap().error(), None);
+    assert_eq!(typed(v033(), &[unhex(LIVE_LENGTH_OUTPUT)]).outputs[0].error, None);
 }
 
 #[test]
@@ -39,18 +45,17 @@ fn a_0_32_reader_reports_the_0_33_error_field_as_drift() {
     let d = decode(v032(), MessageKind::EngineCoreOutputs, &frames).expect("accepted");
     assert_eq!(d.drift, ["EngineCoreOutputs.outputs[0][18]"]);
     let d33 = decode(v033(), MessageKind::EngineCoreOutputs, &frames).unwrap();
-    let batch = OutputsView::new(&d33.value).unwrap();
-    let (code, _, retryable) = batch.outputs().next().unwrap().error().expect("error field");
-    assert_eq!((code, retryable), ("engine_paused", true));
+    assert!(d33.drift.is_empty());
+    let error = typed(v033(), &frames).outputs[0].error.clone().expect("error field");
+    assert_eq!((error.code.as_str(), error.retryable), ("engine_paused", true));
 }
 
 #[test]
 fn inline_logprobs_keep_the_real_engine_dtypes() {
     let frames = golden_frames("0.33.0", "output/logprobs_inline");
-    let d = decode(v033(), MessageKind::EngineCoreOutputs, &frames).unwrap();
-    let batch = OutputsView::new(&d.value).unwrap();
-    let out = batch.outputs().next().unwrap();
-    let (ids, lps, ranks) = out.new_logprobs().expect("logprobs");
+    let out = typed(v033(), &frames).outputs.remove(0);
+    let lp = out.new_logprobs.expect("logprobs");
+    let (ids, lps, ranks) = (&lp.logprob_token_ids, &lp.logprobs, &lp.sampled_token_ranks);
     assert_eq!((ids.dtype.as_str(), lps.dtype.as_str(), ranks.dtype.as_str()), ("<i4", "<f4", "<i8"));
     assert_eq!(ids.shape.len(), 2);
     assert!(matches!(lps.numbers(), Some(Numbers::Floats(_))));
@@ -83,12 +88,10 @@ fn unreferenced_extra_frame_is_accepted() {
 #[test]
 fn stop_reason_is_an_int_or_a_string() {
     let tok = golden_frames("0.33.0", "output/finish_stop_token");
-    let d = decode(v033(), MessageKind::EngineCoreOutputs, &tok).unwrap();
-    let r = OutputsView::new(&d.value).unwrap().outputs().next().unwrap().stop_reason();
+    let r = typed(v033(), &tok).outputs.remove(0).stop_reason;
     assert!(matches!(r, Some(StopReason::TokenId(_))), "{r:?}");
     let text = golden_frames("0.33.0", "output/finish_stop_string");
-    let d = decode(v033(), MessageKind::EngineCoreOutputs, &text).unwrap();
-    let r = OutputsView::new(&d.value).unwrap().outputs().next().unwrap().stop_reason();
+    let r = typed(v033(), &text).outputs.remove(0).stop_reason;
     assert!(matches!(r, Some(StopReason::Text(_))), "{r:?}");
 }
 

@@ -4,9 +4,13 @@
 mod common;
 
 use common::*;
-use engine_protocol::typed::{self, Constraint, StructuredOutputs};
-use engine_protocol::Value;
+use engine_protocol::internal::{engine_core_request_value as request_value, sampling_params_value};
+use engine_protocol::typed::{
+    decode_typed, Constraint, EngineCoreRequest, JsonSchema, SamplingParams, StructuredOutputsParams,
+};
+use engine_protocol::Limits;
 use engine_protocol::{encode_message, MessageKind, RejectClass};
+use engine_protocol::{StructValue, Value};
 
 fn add(payload: &str) -> Vec<Vec<u8>> {
     vec![vec![0x00], unhex(payload)]
@@ -36,8 +40,8 @@ fn add_default_reencodes_byte_for_byte() {
 
 #[test]
 fn sampling_params_omit_every_default_field() {
-    let sp = typed::sampling_params(v033());
-    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 1.5);
+    let sp = sampling_params_value(v033());
+    let req = request_value(v033(), "r", vec![1], sp, 1.5);
     let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
     // `de 00 00`: a map16 header (43 fields) with no entries.
     let payload = &frames[1];
@@ -47,7 +51,7 @@ fn sampling_params_omit_every_default_field() {
 
 #[test]
 fn engine_core_request_writes_all_22_elements() {
-    let req = typed::engine_core_request(v033(), "r", vec![], typed::sampling_params(v033()), 0.5);
+    let req = request_value(v033(), "r", vec![], sampling_params_value(v033()), 0.5);
     let frames = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap();
     assert_eq!(frames[0], [0x00]);
     assert_eq!(&frames[1][..3], &[0xdc, 0x00, 0x16]);
@@ -56,9 +60,9 @@ fn engine_core_request_writes_all_22_elements() {
 #[test]
 fn wrong_type_names_the_full_path() {
     // `temperature` (cb 3f.. float) replaced by the string "hot".
-    let mut sp = typed::sampling_params(v033());
+    let mut sp = sampling_params_value(v033());
     sp.set("temperature", Value::Str("hot".into()));
-    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
+    let req = request_value(v033(), "r", vec![1], sp, 0.5);
     // The encoder refuses to write it...
     let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
     assert_eq!(e.path, "EngineCoreRequest.sampling_params.temperature");
@@ -71,9 +75,9 @@ fn wrong_type_names_the_full_path() {
 
 #[test]
 fn temperature_out_of_range_is_refused_by_the_encoder_and_the_decoder() {
-    let mut sp = typed::sampling_params(v033());
+    let mut sp = sampling_params_value(v033());
     sp.set("temperature", Value::Float(3.0));
-    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
+    let req = request_value(v033(), "r", vec![1], sp, 0.5);
     let path = "EngineCoreRequest.sampling_params.temperature";
     let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
     assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
@@ -83,16 +87,38 @@ fn temperature_out_of_range_is_refused_by_the_encoder_and_the_decoder() {
 
 #[test]
 fn two_constraints_are_refused_naming_both_fields() {
-    let mut so = StructuredOutputs::new(Constraint::Regex("a+".into())).with_backend("xgrammar").to_struct(v033());
+    let mut so = StructValue::with_defaults(v033().structured_outputs_params);
+    so.set("regex", Value::Str("a+".into()));
+    so.set("_backend", Value::Str("xgrammar".into()));
     so.set("grammar", Value::Str("root ::= \"a\"".into()));
-    let mut sp = typed::sampling_params(v033());
+    let mut sp = sampling_params_value(v033());
     sp.set("structured_outputs", Value::Struct(so));
-    let req = typed::engine_core_request(v033(), "r", vec![1], sp, 0.5);
+    let req = request_value(v033(), "r", vec![1], sp, 0.5);
     let path = "EngineCoreRequest.sampling_params.structured_outputs.regex,grammar";
     let e = encode_message(v033(), MessageKind::EngineCoreRequest, &req).unwrap_err();
     assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
-    let e = decode(v033(), MessageKind::EngineCoreRequest, &unvalidated(&req)).unwrap_err();
+    let frames = unvalidated(&req);
+    let e = decode(v033(), MessageKind::EngineCoreRequest, &frames).unwrap_err();
     assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
+    // The typed decoder has the same verdict: the typed struct cannot hold two.
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let e = decode_typed::<EngineCoreRequest>(v033(), &refs, &Limits::default()).unwrap_err();
+    assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, path));
+}
+
+#[test]
+fn no_constraint_is_refused_by_the_typed_decoder_as_by_the_engine() {
+    let mut so = StructValue::with_defaults(v033().structured_outputs_params);
+    so.set("_backend", Value::Str("xgrammar".into()));
+    let mut sp = sampling_params_value(v033());
+    sp.set("structured_outputs", Value::Struct(so));
+    let frames = unvalidated(&request_value(v033(), "r", vec![1], sp, 0.5));
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let e = decode_typed::<EngineCoreRequest>(v033(), &refs, &Limits::default()).unwrap_err();
+    assert_eq!(
+        (e.class, e.path.as_str()),
+        (RejectClass::Validation, "EngineCoreRequest.sampling_params.structured_outputs")
+    );
 }
 
 /// Request frames written without the encoder's validations.
@@ -104,18 +130,39 @@ fn unvalidated(req: &Value) -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn structured_outputs_roundtrip_through_the_typed_enum() {
-    for c in [
-        Constraint::Json(Value::Str("{}".into())),
-        Constraint::Regex("[0-9]+".into()),
-        Constraint::Choice(vec!["yes".into(), "no".into()]),
-        Constraint::Grammar("root ::= \"x\"".into()),
-        Constraint::JsonObject(true),
-        Constraint::StructuralTag("{}".into()),
-    ] {
-        let so = StructuredOutputs::new(c).with_backend("xgrammar");
-        let back = StructuredOutputs::from_struct(&so.to_struct(v033())).unwrap();
-        assert_eq!(back, so);
+fn structured_outputs_roundtrip_through_the_typed_enum_in_every_release() {
+    // The typed struct is written by hand against the tables, by field
+    // name: a field a release adds that it has no place for fails here.
+    for &rel in engine_protocol::schema::VLLM_RELEASES {
+        for c in [
+            Constraint::Json(JsonSchema::Text("{}".into())),
+            Constraint::Json(JsonSchema::Object(vec![("type".into(), Value::Str("object".into()))])),
+            Constraint::Regex("[0-9]+".into()),
+            Constraint::Choice(vec!["yes".into(), "no".into()]),
+            Constraint::Grammar("root ::= \"x\"".into()),
+            Constraint::JsonObject(true),
+            Constraint::JsonObject(false),
+            Constraint::StructuralTag("{}".into()),
+        ] {
+            let request = EngineCoreRequest {
+                request_id: "r".into(),
+                prompt_token_ids: Some(vec![1].into()),
+                sampling_params: Some(SamplingParams {
+                    structured_outputs: Some(StructuredOutputsParams::new(c, "xgrammar")),
+                    ..SamplingParams::default()
+                }),
+                ..EngineCoreRequest::default()
+            };
+            // The direct encoder and the value path write the same bytes,
+            // every field of the table in its order.
+            let frames = request.encode_checked(rel).unwrap();
+            let via_value = encode_message(rel, MessageKind::EngineCoreRequest, &request.to_value(rel).unwrap());
+            assert_eq!(frames, via_value.unwrap());
+            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            let (back, drift) = decode_typed::<EngineCoreRequest>(rel, &refs, &Limits::default()).unwrap();
+            assert!(drift.is_empty());
+            assert_eq!(back, request);
+        }
     }
 }
 

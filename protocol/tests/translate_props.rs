@@ -185,10 +185,10 @@ proptest! {
 #[test]
 fn regression_negative_zero_penalty_is_written() {
     let rel = release(Dialect::Vllm, "0.33.0").unwrap();
-    let mut sp = engine_protocol::typed::sampling_params(rel);
+    let mut sp = engine_protocol::internal::sampling_params_value(rel);
     sp.set("max_tokens", Value::Int(4));
     sp.set("frequency_penalty", Value::Float(-0.0));
-    let v = engine_protocol::typed::engine_core_request(rel, "r", vec![1], sp, 1.5);
+    let v = engine_protocol::internal::engine_core_request_value(rel, "r", vec![1], sp, 1.5);
     let frames = encode_message(rel, MessageKind::EngineCoreRequest, &v).unwrap();
     let Value::Struct(req) = &v else { unreachable!() };
     let keys = map_keys_at(&frames[1], req.schema.index_of("sampling_params").unwrap()).unwrap();
@@ -209,10 +209,10 @@ fn regression_negative_zero_penalty_is_written() {
 #[test]
 fn regression_int_zero_in_float_field_is_written() {
     let rel = release(Dialect::Vllm, "0.32.0").unwrap();
-    let mut sp = engine_protocol::typed::sampling_params(rel);
+    let mut sp = engine_protocol::internal::sampling_params_value(rel);
     sp.set("max_tokens", Value::Int(4));
     sp.set("presence_penalty", Value::Int(0));
-    let v = engine_protocol::typed::engine_core_request(rel, "r", vec![1], sp, 1.5);
+    let v = engine_protocol::internal::engine_core_request_value(rel, "r", vec![1], sp, 1.5);
     let frames = encode_message(rel, MessageKind::EngineCoreRequest, &v).unwrap();
     let Value::Struct(req) = &v else { unreachable!() };
     let keys = map_keys_at(&frames[1], req.schema.index_of("sampling_params").unwrap()).unwrap();

@@ -327,11 +327,11 @@ fn every_sampling_rule_a_gateway_can_break_is_refused_by_translation_and_decoder
         };
         assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::InvalidValue, rule.field), "{e}");
         // The decoder's rules (the same table) reject it on the wire.
-        let mut sp = engine_protocol::typed::sampling_params(rel);
+        let mut sp = engine_protocol::internal::sampling_params_value(rel);
         sp.set(rule.field, Value::from_json(&bad));
         let v = engine_protocol::validate::sampling_params(&sp).expect_err(rule.field);
         assert_eq!(v.fields, [rule.field]);
-        let req = engine_protocol::typed::engine_core_request(rel, "r", vec![1, 2], sp, 0.0);
+        let req = engine_protocol::internal::engine_core_request_value(rel, "r", vec![1, 2], sp, 0.0);
         let err = encode_message(rel, MessageKind::EngineCoreRequest, &req).expect_err("encode validates");
         assert_eq!(err.class, engine_protocol::RejectClass::Validation);
     }
@@ -349,7 +349,7 @@ fn relation_rules_are_refused_by_translation_and_decoder_alike() {
             translate(&GenerateRequest::from_json(&body).unwrap(), &engine(64), tok(), &TranslateOptions::default())
                 .expect_err("refused");
         assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::InvalidValue, field), "{e}");
-        let mut sp = engine_protocol::typed::sampling_params(rel);
+        let mut sp = engine_protocol::internal::sampling_params_value(rel);
         for (k, v) in fields.as_object().unwrap() {
             sp.set(k, Value::from_json(v));
         }

@@ -99,9 +99,14 @@ fn the_engine_finalises_our_payload_to_exactly_what_we_sent() {
     for r in cases {
         let t = ok(&r);
         let bytes = encode_request(&t).expect("encodes");
-        let d =
-            decode_message_with(rel, MessageKind::EngineCoreRequest, &[&[0u8], &bytes], &Limits::default(), &engine)
-                .expect("decodes");
+        let d = decode_message_with(
+            rel,
+            MessageKind::EngineCoreRequest,
+            &[&[0u8][..], &bytes[..]],
+            &Limits::default(),
+            &engine,
+        )
+        .expect("decodes");
         let Value::Struct(got) = &d.value else { panic!("a struct") };
         let fin = ts::receive(got, &engine_protocol::schema::tokenspeed::RECEIVE_0_1_1, &engine).expect("not dropped");
         assert_eq!(fin.validation_error, None, "{r:?}");
@@ -400,7 +405,7 @@ mod props {
             let bytes = encode_request(&t).expect("encodes");
             let rel = release(Dialect::TokenSpeed, "0.1.1").unwrap();
             let engine = info.engine_config();
-            let d = decode_message_with(rel, MessageKind::EngineCoreRequest, &[&[0u8], &bytes], &Limits::default(), &engine)
+            let d = decode_message_with(rel, MessageKind::EngineCoreRequest, &[&[0u8][..], &bytes[..]], &Limits::default(), &engine)
                 .expect("decodes");
             let Value::Struct(got) = &d.value else { panic!("a struct") };
             let fin = ts::receive(got, &engine_protocol::schema::tokenspeed::RECEIVE_0_1_1, &engine).expect("not dropped");

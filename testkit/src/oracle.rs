@@ -262,7 +262,11 @@ pub fn same_hot_fields(
         None => Ok(()),
         Some(at) => Err(format!("{what}{at}")),
     };
-    check("engine_index", h.other_field(0).unwrap_or(&Value::Int(h.engine_index)), field(s, "engine_index"))?;
+    check(
+        "engine_index",
+        engine_protocol::internal::batch_rare_field(h, 0).unwrap_or(&Value::Int(h.engine_index)),
+        field(s, "engine_index"),
+    )?;
     let want_ts = match *field(s, "timestamp") {
         Value::Float(f) => f,
         Value::Int(i) => i as f64,
@@ -273,12 +277,20 @@ pub fn same_hot_fields(
         return Err("timestamp".into());
     }
     let opt = |x: Option<i64>| x.map_or(Value::Nil, Value::Int);
-    check("wave_complete", h.other_field(6).unwrap_or(&opt(h.wave_complete)), field(s, "wave_complete"))?;
-    check("start_wave", h.other_field(7).unwrap_or(&opt(h.start_wave)), field(s, "start_wave"))?;
+    check(
+        "wave_complete",
+        engine_protocol::internal::batch_rare_field(h, 6).unwrap_or(&opt(h.wave_complete)),
+        field(s, "wave_complete"),
+    )?;
+    check(
+        "start_wave",
+        engine_protocol::internal::batch_rare_field(h, 7).unwrap_or(&opt(h.start_wave)),
+        field(s, "start_wave"),
+    )?;
     let wv = h.weight_version.map_or(Value::Nil, |w| Value::Str(w.to_string()));
     check("weight_version", &wv, field(s, "weight_version"))?;
     for (i, name) in [(2, "scheduler_stats"), (4, "utility_output"), (5, "finished_requests")] {
-        check(name, h.other_field(i).unwrap_or(&NIL), field(s, name))?;
+        check(name, engine_protocol::internal::batch_rare_field(h, i).unwrap_or(&NIL), field(s, name))?;
     }
     let Value::Array(outs) = field(s, "outputs") else { return Err("outputs".into()) };
     if outs.len() != h.outputs.len() {
@@ -289,7 +301,11 @@ pub fn same_hot_fields(
         let at = |f: &str| format!("outputs[{k}].{f}");
         check(&at("request_id"), &Value::Str(hv.request_id.to_string()), field(o, "request_id"))?;
         let tokens = Value::IntArray(hv.new_token_ids.to_vec());
-        check(&at("new_token_ids"), hv.other_field(1).unwrap_or(&tokens), field(o, "new_token_ids"))?;
+        check(
+            &at("new_token_ids"),
+            engine_protocol::internal::output_rare_field(hv, 1).unwrap_or(&tokens),
+            field(o, "new_token_ids"),
+        )?;
         let fr = hv.finish_reason.map_or(Value::Nil, |r| Value::Int(r.wire()));
         check(&at("finish_reason"), &fr, field(o, "finish_reason"))?;
         let sr = match hv.stop_reason {
@@ -297,11 +313,21 @@ pub fn same_hot_fields(
             Some(StopRef::TokenId(t)) => Value::Int(t),
             Some(StopRef::Text(t)) => Value::Str(t.to_string()),
         };
-        check(&at("stop_reason"), hv.other_field(6).unwrap_or(&sr), field(o, "stop_reason"))?;
+        check(
+            &at("stop_reason"),
+            engine_protocol::internal::output_rare_field(hv, 6).unwrap_or(&sr),
+            field(o, "stop_reason"),
+        )?;
         let nans = Value::Int(hv.num_nans_in_logits);
-        check(&at("num_nans_in_logits"), hv.other_field(13).unwrap_or(&nans), field(o, "num_nans_in_logits"))?;
+        check(
+            &at("num_nans_in_logits"),
+            engine_protocol::internal::output_rare_field(hv, 13).unwrap_or(&nans),
+            field(o, "num_nans_in_logits"),
+        )?;
         match (&hv.new_logprobs, field(o, "new_logprobs")) {
-            (None, want) => check(&at("new_logprobs"), hv.other_field(2).unwrap_or(&NIL), want)?,
+            (None, want) => {
+                check(&at("new_logprobs"), engine_protocol::internal::output_rare_field(hv, 2).unwrap_or(&NIL), want)?
+            }
             (Some(l), Value::Struct(lv)) => {
                 for (i, t) in [l.logprob_token_ids, l.logprobs, l.sampled_token_ranks].iter().enumerate() {
                     let Value::Tensor(w) = lv.field(i) else { return Err(at("new_logprobs")) };
@@ -318,7 +344,7 @@ pub fn same_hot_fields(
             if [0, 1, 2, 5, 6, 13].contains(&i) {
                 continue;
             }
-            check(&at(f.name), hv.other_field(i).unwrap_or(&NIL), o.field(i))?;
+            check(&at(f.name), engine_protocol::internal::output_rare_field(hv, i).unwrap_or(&NIL), o.field(i))?;
         }
         let whole =
             decode_output_value(release, frames, hv.raw.clone(), limits).map_err(|e| format!("{}: {e}", at("raw")))?;

@@ -226,9 +226,9 @@ fn built_requests_and_batches_encode_and_decode_as_built() {
         .output(Output::new(rel, "b", vec![]).finish(FinishReason::Length))
         .field("engine_index", Value::Int(3));
     let d = decode(rel, MessageKind::EngineCoreOutputs, &batch.frames().unwrap()).unwrap();
-    let view = engine_protocol::typed::OutputsView::new(&d.value).unwrap();
-    assert_eq!(view.engine_index(), 3);
-    let outs: Vec<_> = view.outputs().map(|o| (o.request_id().to_string(), o.finish_reason())).collect();
+    let typed = engine_protocol::typed::EngineCoreOutputs::from_value(rel, &d.value).unwrap();
+    assert_eq!(typed.engine_index, 3);
+    let outs: Vec<_> = typed.outputs.into_iter().map(|o| (o.request_id, o.finish_reason)).collect();
     assert_eq!(outs, [("a".to_string(), None), ("b".to_string(), Some(FinishReason::Length))]);
 }
 

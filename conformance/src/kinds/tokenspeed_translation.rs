@@ -139,8 +139,9 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
             // Equal up to set order: the same view.
             let rel = case.release().ok_or("no schema table")?;
             let ty = MessageKind::EngineCoreRequest.payload_type(rel);
-            let theirs = decode_message(rel, MessageKind::EngineCoreRequest, &[&[0u8], &want], &Limits::default())
-                .map_err(|e| format!("TokenSpeed's payload does not decode: {e}"))?;
+            let theirs =
+                decode_message(rel, MessageKind::EngineCoreRequest, &[&[0u8][..], &want[..]], &Limits::default())
+                    .map_err(|e| format!("TokenSpeed's payload does not decode: {e}"))?;
             let (theirs, ours_view) = (to_view(ty, &theirs.value), to_view(ty, &t.request));
             if let Some((path, what)) = diff(&theirs, &ours_view) {
                 return Err(format!("payload differs at TokenizedGenerateReqInput{path}: {what}"));

@@ -88,11 +88,11 @@ fn req(id: &str, children: Vec<Observation>) -> RequestObservation {
 /// A run on which every check of [`cases`] passes.
 fn right() -> RunObservation {
     let mut r = RunObservation::default();
-    let mut sent = engine_protocol::typed::engine_core_request(
+    let mut sent = engine_protocol::internal::engine_core_request_value(
         release(),
         "s.a",
         vec![1, 5, 6],
-        engine_protocol::typed::sampling_params(release()),
+        engine_protocol::internal::sampling_params_value(release()),
         1.0,
     );
     crate::scenario::set_path(&mut sent, "sampling_params.max_tokens", &json!(4)).unwrap();

@@ -175,19 +175,14 @@ impl EngineWire for Vllm {
     ) -> Result<BatchInfo, WireError> {
         // Shared by the batch's steps (their `output`, decoded on demand).
         let shared = Arc::new(BatchFrames { frames, release, limits: *limits });
-        let slices: Vec<&[u8]> = shared.frames.iter().map(|b| b.as_ref()).collect();
         // The fast decoder: same verdict, errors and drift as
         // `decode_message`, fields borrowed from the frames.
-        let batch = decode_outputs(release, &slices, limits).map_err(WireError::Decode)?;
-        let utility = batch.utility_output().map(|(call_id, failure, result)| UtilityReply {
-            call_id: match call_id {
-                Value::UInt(u) => Some(*u),
-                Value::Int(i) => u64::try_from(*i).ok(),
-                _ => None,
-            },
-            raw_call_id: call_id.clone(),
-            failure: failure.map(str::to_string),
-            result: result.cloned().unwrap_or(Value::Nil),
+        let batch = decode_outputs(release, &shared.frames, limits).map_err(WireError::Decode)?;
+        let utility = batch.utility_output().map_err(WireError::Decode)?.map(|u| UtilityReply {
+            call_id: u64::try_from(u.call_id).ok(),
+            raw_call_id: i64::try_from(u.call_id).map_or_else(|_| Value::UInt(u.call_id as u64), Value::Int),
+            failure: u.failure_message,
+            result: u.result.map_or(Value::Nil, |r| r.value),
         });
         let engine_index = batch.engine_index;
         for out in &batch.outputs {

@@ -14,6 +14,7 @@
 
 use engine_protocol::internal::encode_payload_unvalidated;
 use engine_protocol::translate::{self, EngineInfo, GenerateRequest, RequestStream as StopStream};
+use engine_protocol::typed::{EngineCoreRequest, IntList};
 use engine_protocol::{MessageKind, Value};
 use serde_json::{json, Value as Json};
 
@@ -71,6 +72,7 @@ impl Replay for Vllm {
         let info = &info;
         let one = |(id, body): (String, Json)| async move {
             let mut r = match &spec.raw {
+                None if spec.dialect.built => run_built(ctx, info, &body, spec).await,
                 None => run_request(ctx, info, &body, spec).await,
                 Some(raw) => run_raw(ctx, info, &body, spec, raw).await,
             };
@@ -156,16 +158,98 @@ fn refused(e: &translate::TranslateError) -> Option<(String, String)> {
     Some((e.class.as_str().to_string(), e.to_string()))
 }
 
-async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, spec: &RequestSpec) -> RequestResult {
+/// `req` made by `EngineCoreRequest::builder` with the served model's EOS
+/// facts (its tokenizer and `generation_config.json`) and the engine's
+/// `max_model_len`: the sampling fields the builder names, a constraint
+/// through the translation layer's checks, then `encode_checked`. A
+/// request the builder or `encode_checked` refuses is `refused` (class
+/// `builder`). No stop-string detection: the engine sees ids only.
+fn build_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, req: &GenerateRequest) -> Result<Value, (String, String)> {
+    let refused = |e: engine_protocol::Error| ("builder".to_string(), e.to_string());
+    let eos = ctx.tokenizer.eos(req.ignore_eos);
+    let max_tokens = req.max_tokens.and_then(|m| u32::try_from(m).ok()).ok_or_else(|| {
+        ("builder".to_string(), "a built request needs max_tokens (0 to 2^32-1): the engine requires it".to_string())
+    })?;
+    let prompt = IntList::from_token_ids(&req.prompt_token_ids);
+    let mut b = EngineCoreRequest::builder(&req.request_id, prompt, max_tokens, eos)
+        .max_model_len(info.max_model_len)
+        .arrival_time(now_secs())
+        .stop(req.stop.iter().cloned())
+        .stop_token_ids(req.stop_token_ids.iter().copied());
+    if let Some(t) = req.temperature {
+        b = b.temperature(t);
+    }
+    if let Some(p) = req.top_p {
+        b = b.top_p(p);
+    }
+    if let Some(k) = req.top_k {
+        b = b.top_k(k);
+    }
+    if let Some(seed) = req.seed {
+        b = b.seed(seed);
+    }
+    if let Some(c) = &req.structured_outputs {
+        let so = translate::request::check_constraints(c, &ctx.options).map_err(|e| refused_pair(&e))?;
+        if let Some(so) = so {
+            b = b.constraint(so.constraint, so.backend.unwrap_or_default());
+        }
+    }
+    let request = b.build().map_err(refused)?;
+    let release = ctx.gateway.release();
+    request.encode_checked(release).map_err(refused)?;
+    request.to_value(release).map_err(refused)
+}
+
+fn refused_pair(e: &translate::TranslateError) -> (String, String) {
+    (e.class.as_str().to_string(), e.to_string())
+}
+
+/// The gateway-level request of `body` and a result holding its prompt;
+/// no request and the refusal in the result when it is not one.
+fn parsed(body: &Json) -> (RequestResult, Option<GenerateRequest>) {
     let mut res = RequestResult::default();
-    let req = match GenerateRequest::from_json(body) {
-        Ok(r) => r,
+    match GenerateRequest::from_json(body) {
+        Ok(req) => {
+            res.prompt = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
+            (res, Some(req))
+        }
         Err(e) => {
             res.refused = refused(&e);
+            (res, None)
+        }
+    }
+}
+
+async fn run_built(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, spec: &RequestSpec) -> RequestResult {
+    let (mut res, req) = parsed(body);
+    let Some(req) = req else { return res };
+    res.prompt_len = req.prompt_token_ids.len();
+    let request = match build_request(ctx, info, &req) {
+        Ok(v) => v,
+        Err(why) => {
+            res.refused = Some(why);
             return res;
         }
     };
-    res.prompt = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
+    res.sent_max_tokens = req.max_tokens;
+    let Value::Struct(sv) = &request else { unreachable!("a request converts to a struct") };
+    let mut c = ChildResult {
+        engine_request_id: req.request_id.clone(),
+        engine: spec.dialect.engine.unwrap_or(ctx.engine),
+        sent_seed: sv.struct_field("sampling_params").and_then(|sp| sp.int_field("seed")),
+        ..Default::default()
+    };
+    match ctx.gateway.add(c.engine, &request).await {
+        Ok(stream) => collect(ctx, stream, None, spec, &mut c).await,
+        Err(e) => fail(&mut c, &e, false),
+    }
+    res.children = vec![c];
+    res
+}
+
+async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, spec: &RequestSpec) -> RequestResult {
+    let (mut res, req) = parsed(body);
+    let Some(req) = req else { return res };
     let t = match translate_now(ctx, info, &req) {
         Ok(t) => t,
         Err(e) => {

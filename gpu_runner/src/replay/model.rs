@@ -164,6 +164,12 @@ pub struct VllmRequest {
     /// `sleep_ms`: instead of a request, wait this long (to let engines
     /// settle, e.g. a data-parallel wave end).
     pub sleep: Option<Duration>,
+    /// `built`: the request is made by `EngineCoreRequest::builder` (the
+    /// typed API a gateway adopts, with the served model's EOS facts and
+    /// the engine's `max_model_len`) instead of the translation layer, and
+    /// sent with `encode_checked`: what engine-protocol's crate-root example
+    /// promises, that a built request is one the engine serves.
+    pub built: bool,
 }
 
 /// vLLM's own scenario fields.
@@ -213,6 +219,16 @@ impl Dialect for Vllm {
         if let (Some(a), true) = (action, r.get("request").is_some() || r.get("raw").is_some()) {
             return Err(format!("{at}: {a} sends no request; drop `request` and `raw`").into());
         }
+        let built = match r.get("built") {
+            None => false,
+            Some(Json::Bool(b)) => *b,
+            Some(v) => return Err(format!("{at}.built: expected true or false, got {v}").into()),
+        };
+        if built && (r.get("raw").is_some() || action.is_some()) {
+            return Err(
+                format!("{at}: a built request is sent as built; drop `raw`, `kill_engine` and `sleep_ms`").into()
+            );
+        }
         Ok(VllmRequest {
             repeat: r.get("repeat").and_then(Json::as_u64).unwrap_or(1).clamp(1, 1024) as usize,
             vary_prompt: r.get("vary_prompt").and_then(Json::as_bool).unwrap_or(false),
@@ -220,6 +236,7 @@ impl Dialect for Vllm {
             engine: rank("engine")?,
             kill_engine,
             sleep,
+            built,
         })
     }
 

@@ -28,10 +28,12 @@
 //! - every other field that is not nil (`kv_transfer_params`,
 //!   `trace_headers`, `events`, `prefill_stats`, the 0.33 `error`,
 //!   `scheduler_stats`, `utility_output`, `finished_requests`, ...) through
-//!   the schema-driven decoder on its own bytes, as a [`Value`] in
-//!   [`Output::other`] / [`Outputs::other`]. So is an integer field holding
-//!   a value above `i64::MAX` (legal on the wire, never sent by an engine):
-//!   the typed field then keeps its default.
+//!   the schema-driven decoder on its own bytes, read by name and typed
+//!   ([`Output::error`], [`Outputs::utility_output`], ...; module `owned`),
+//!   and every field of the batch as the owned typed struct
+//!   ([`Outputs::to_owned`]). So is an integer field holding a value above
+//!   `i64::MAX` (legal on the wire, never sent by an engine): the borrowed
+//!   field then keeps its default, `to_owned` has the value.
 //!
 //! How the verdict stays the same: the fields read here get the checks the
 //! schema-driven decoder applies to them (types, UTF-8, the
@@ -53,6 +55,7 @@
 //! (`request_id`, `new_token_ids`) required; `LogprobsLists` is a named tuple
 //! of three numpy tensors `[dtype, shape, data]` and an optional list.
 
+mod owned;
 pub(crate) mod request;
 // The TokenSpeed batch decoder, whose public face is [`tokenspeed`] (its
 // direct path alone is `crate::internal`'s).
@@ -155,10 +158,12 @@ pub struct Outputs<'a> {
     /// The other non-nil batch fields (`scheduler_stats`, `utility_output`,
     /// `finished_requests`, an integer above `i64::MAX`), as the
     /// schema-driven decoder decodes them: `(field position, value)`, in
-    /// wire order.
-    pub other: Vec<(usize, Value)>,
+    /// wire order. Read by name, typed: [`Outputs::utility_output`], ...,
+    /// [`Outputs::to_owned`].
+    pub(crate) other: Vec<(usize, Value)>,
     /// Drift paths, as [`decode_message`] reports them.
     pub drift: Vec<String>,
+    pub(crate) table: owned::Table,
 }
 
 /// One `EngineCoreOutput`.
@@ -171,23 +176,13 @@ pub struct Output<'a> {
     pub stop_reason: Option<StopRef<'a>>,
     pub num_nans_in_logits: i64,
     /// The other non-nil fields, decoded by the schema-driven decoder:
-    /// `(field position, value)`, in wire order.
-    pub other: Vec<(usize, Value)>,
+    /// `(field position, value)`, in wire order. Read by name, typed:
+    /// [`Output::error`], ..., [`Output::to_owned`].
+    pub(crate) other: Vec<(usize, Value)>,
     /// Where the output's array lies in the payload frame (for
     /// [`decode_output_value`]).
     pub raw: Range<usize>,
-}
-
-impl Output<'_> {
-    /// `stop_reason` as the owned typed enum.
-    pub fn stop_reason_owned(&self) -> Option<StopReason> {
-        self.stop_reason.map(|s| s.to_owned())
-    }
-
-    /// A field decoded by the schema-driven decoder, by position.
-    pub fn other_field(&self, position: usize) -> Option<&Value> {
-        self.other.iter().find(|(i, _)| *i == position).map(|(_, v)| v)
-    }
+    pub(crate) table: owned::Table,
 }
 
 /// `stop_reason`, borrowed.
@@ -334,19 +329,6 @@ pub struct LogprobsRef<'a> {
     pub cu_num_generated_tokens: Option<IntRun<'a>>,
 }
 
-impl<'a> Outputs<'a> {
-    /// A non-nil batch field decoded by the schema-driven decoder.
-    pub fn other_field(&self, position: usize) -> Option<&Value> {
-        self.other.iter().find(|(i, _)| *i == position).map(|(_, v)| v)
-    }
-
-    /// `utility_output` as `(call_id, failure_message, result value)`.
-    pub fn utility_output(&self) -> Option<(&Value, Option<&str>, Option<&Value>)> {
-        let Some(Value::Struct(u)) = self.other_field(4) else { return None };
-        crate::typed::utility_parts(u)
-    }
-}
-
 /// Decodes the frames (`[payload, aux...]`) of one `EngineCoreOutputs` of
 /// `release`, with the verdict of [`decode_message`] (module docs). For a
 /// release whose tables do not have vLLM's layout (another dialect), a
@@ -354,48 +336,51 @@ impl<'a> Outputs<'a> {
 /// saying so.
 pub fn decode_outputs<'a>(
     release: &'static ReleaseSchema,
-    frames: &[&'a [u8]],
+    frames: &'a [impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<Outputs<'a>, Error> {
-    let full = || decode_message(release, MessageKind::EngineCoreOutputs, frames, limits);
-    let Some(batch) = tables(release) else {
-        // A table of another shape: nothing here would be sure of it.
-        full()?;
-        return Err(Error::new(
-            RejectClass::Type,
-            "EngineCoreOutputs",
-            "this release's EngineCoreOutputs table is not the one the fast decoder reads",
-        ));
-    };
-    let mut p = Parser {
-        r: Reader::new(frames.first().copied().unwrap_or_default()),
-        base: 0,
-        frames,
-        limits,
-        depth: 0,
-        tensor_budget: 0,
-        drift: false,
-        batch,
-    };
-    match p.batch() {
-        Ok(mut out) => {
-            if p.drift {
-                out.drift = full()?.drift;
-            }
-            Ok(out)
-        }
-        Err(Bail) => match full() {
-            Err(e) => Err(e),
-            // Never expected (the differential tests and the fuzz target
-            // hold the two decoders to the same verdict); said plainly if it
-            // happens.
-            Ok(_) => Err(Error::new(
-                RejectClass::Malformed,
+    crate::frames::with_frame_refs(frames, |frames| {
+        let full = || decode_message(release, MessageKind::EngineCoreOutputs, frames, limits);
+        let Some(batch) = tables(release) else {
+            // A table of another shape: nothing here would be sure of it.
+            full()?;
+            return Err(Error::new(
+                RejectClass::Type,
                 "EngineCoreOutputs",
-                "the fast output decoder refused a batch the schema-driven decoder accepts (a bug)",
-            )),
-        },
-    }
+                "this release's EngineCoreOutputs table is not the one the fast decoder reads",
+            ));
+        };
+        let mut p = Parser {
+            r: Reader::new(frames.first().copied().unwrap_or_default()),
+            base: 0,
+            frames,
+            limits,
+            depth: 0,
+            tensor_budget: 0,
+            drift: false,
+            batch,
+            release,
+        };
+        match p.batch() {
+            Ok(mut out) => {
+                if p.drift {
+                    out.drift = full()?.drift;
+                }
+                Ok(out)
+            }
+            Err(Bail) => match full() {
+                Err(e) => Err(e),
+                // Never expected (the differential tests and the fuzz target
+                // hold the two decoders to the same verdict); said plainly if it
+                // happens.
+                Ok(_) => Err(Error::new(
+                    RejectClass::Malformed,
+                    "EngineCoreOutputs",
+                    "the fast output decoder refused a batch the schema-driven decoder accepts (a bug)",
+                )),
+            },
+        }
+    })
 }
 
 /// Decodes the whole output at `raw` (from [`Output::raw`]) of an accepted
@@ -403,21 +388,23 @@ pub fn decode_outputs<'a>(
 /// [`decode_message`] holds at that place in the batch.
 pub fn decode_output_value(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     raw: Range<usize>,
     limits: &Limits,
 ) -> Result<StructValue, Error> {
-    let wrong = || Error::new(RejectClass::Malformed, "EngineCoreOutput", "not the bytes of one output");
-    let ty = match tables(release).map(|b| b.fields[1].ty) {
-        Some(Ty::List(inner)) => inner,
-        _ => return Err(wrong()),
-    };
-    let budget = frames.iter().map(|f| f.len()).sum();
-    let sub = decode_sub(ty, frames, raw.start, 2, budget, limits).map_err(|e| e.under("EngineCoreOutput"))?;
-    match sub.value {
-        Value::Struct(s) if sub.end == raw.end => Ok(s),
-        _ => Err(wrong()),
-    }
+    crate::frames::with_frame_refs(frames, |frames| {
+        let wrong = || Error::new(RejectClass::Malformed, "EngineCoreOutput", "not the bytes of one output");
+        let ty = match tables(release).map(|b| b.fields[1].ty) {
+            Some(Ty::List(inner)) => inner,
+            _ => return Err(wrong()),
+        };
+        let budget = frames.iter().map(|f| f.len()).sum();
+        let sub = decode_sub(ty, frames, raw.start, 2, budget, limits).map_err(|e| e.under("EngineCoreOutput"))?;
+        match sub.value {
+            Value::Struct(s) if sub.end == raw.end => Ok(s),
+            _ => Err(wrong()),
+        }
+    })
 }
 
 /// The batch table, when it and the output table have the layout read
@@ -456,6 +443,7 @@ struct Parser<'a, 'f, 'l> {
     tensor_budget: usize,
     drift: bool,
     batch: &'static StructSchema,
+    release: &'static ReleaseSchema,
 }
 
 #[inline]
@@ -586,6 +574,7 @@ impl<'a> Parser<'a, '_, '_> {
             weight_version: None,
             other: Vec::new(),
             drift: Vec::new(),
+            table: owned::Table(self.release),
         };
         let nf = schema.fields.len();
         for i in 0..n.min(nf) {
@@ -678,6 +667,7 @@ impl<'a> Parser<'a, '_, '_> {
             num_nans_in_logits: 0,
             other: Vec::new(),
             raw: 0..0,
+            table: owned::Table(self.release),
         });
         let Some(o) = outs.last_mut() else { return Err(Bail) };
         let m = n.min(nf);

@@ -60,16 +60,18 @@ use crate::typed::{
 /// `EngineCoreRequest` calls this.
 pub fn decode_request(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<(EngineCoreRequest, Vec<String>), Error> {
-    // Built in place: the struct is over a kilobyte, and each move of it
-    // costs a tenth of reading a short request.
-    let mut request = EngineCoreRequest::default();
-    if fast(release, frames, limits, &mut request).is_some() {
-        return Ok((request, Vec::new()));
-    }
-    decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
+    crate::frames::with_frame_refs(frames, |frames| {
+        // Built in place: the struct is over a kilobyte, and each move of it
+        // costs a tenth of reading a short request.
+        let mut request = EngineCoreRequest::default();
+        if fast(release, frames, limits, &mut request).is_some() {
+            return Ok((request, Vec::new()));
+        }
+        decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
+    })
 }
 
 /// The direct path alone: the struct when it reads the message itself,

@@ -38,13 +38,15 @@ type P<T> = Result<T, Bail>;
 /// docs): the struct and the drift paths, or the reference path's error.
 pub fn decode_batch(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<(BatchTokenIDOutSlim, Vec<String>), Error> {
-    if let Some(b) = decode_batch_direct(release, frames, limits) {
-        return Ok((b, Vec::new()));
-    }
-    decode_typed::<BatchTokenIDOutSlim>(release, frames, limits)
+    crate::frames::with_frame_refs(frames, |frames| {
+        if let Some(b) = decode_batch_direct(release, frames, limits) {
+            return Ok((b, Vec::new()));
+        }
+        decode_typed::<BatchTokenIDOutSlim>(release, frames, limits)
+    })
 }
 
 /// The direct path alone: the struct when it reads the batch itself,

@@ -18,8 +18,8 @@ use super::stop::{StopParams, StopSemantics};
 use super::tokenizer::GatewayTokenizer;
 use crate::schema::ReleaseSchema;
 use crate::typed::{
-    Constraint, EngineCoreRequest, IntList, JsonSchema, RequestOutputKind, SamplingParams, StopStrings,
-    StructuredOutputs, StructuredOutputsParams, WIRE_INT_MAX, WIRE_INT_MIN,
+    Constraint, EngineCoreRequest, IntList, JsonSchema, RequestOutputKind, SamplingParams, StopIds, StopStrings,
+    StructuredOutputsParams, WIRE_INT_MAX, WIRE_INT_MIN,
 };
 use crate::validate::{self, ConstraintCount};
 use crate::value::{StructValue, Value};
@@ -415,7 +415,7 @@ pub fn check_constraint_shape(c: &ConstraintFields) -> Result<(), TranslateError
 pub fn check_constraints(
     c: &ConstraintFields,
     opts: &TranslateOptions,
-) -> Result<Option<StructuredOutputs>, TranslateError> {
+) -> Result<Option<StructuredOutputsParams>, TranslateError> {
     check_constraint_shape(c)?;
     if let Some(choice) = &c.choice {
         if choice.is_empty() {
@@ -469,7 +469,10 @@ pub fn check_constraints(
         }
     }
     let constraint = if let Some(j) = &c.json {
-        Constraint::Json(Value::from_json(j))
+        // Text or an object: checked above.
+        Constraint::Json(JsonSchema::from_json(j).ok_or_else(|| {
+            TranslateError::malformed("structured_outputs.json", "expected a JSON schema as text or an object")
+        })?)
     } else if let Some(r) = &c.regex {
         Constraint::Regex(r.clone())
     } else if let Some(ch) = &c.choice {
@@ -491,7 +494,7 @@ pub fn check_constraints(
         }
         other => other,
     };
-    Ok(Some(StructuredOutputs::new(constraint).with_backend(opts.structured_outputs_backend.clone())))
+    Ok(Some(StructuredOutputsParams::new(constraint, opts.structured_outputs_backend.clone())))
 }
 
 /// `root ::= "a" | "b"` with EBNF string escapes (`\\`, `\"`, `\n`,
@@ -732,31 +735,8 @@ pub struct Stops {
 /// and stop strings that are exactly one visible token are sent as ids too
 /// when [`TranslateOptions::single_token_stops_to_ids`] allows.
 pub fn eos_and_stops(req: &GenerateRequest, tok: &GatewayTokenizer, opts: &TranslateOptions) -> Stops {
-    let mut stop_token_ids: Vec<i64> = Vec::new();
-    for &t in &req.stop_token_ids {
-        if !stop_token_ids.contains(&t) {
-            stop_token_ids.push(t);
-        }
-    }
-    let eos = tok.eos_token_id.map(i64::from);
-    let mut all_stop: BTreeSet<i64> = stop_token_ids.iter().copied().collect();
-    if let Some(e) = eos {
-        all_stop.insert(e);
-    }
-    let mut extra: BTreeSet<i64> = tok.generation_eos_token_ids.iter().map(|&x| i64::from(x)).collect();
-    if let Some(e) = eos {
-        extra.remove(&e);
-    }
-    if !extra.is_empty() {
-        all_stop.extend(extra.iter().copied());
-        if !req.ignore_eos {
-            // vLLM: list(set(extra) | set(stop_token_ids)); order is not
-            // meaningful to the engine (membership only): ascending here.
-            let mut s: BTreeSet<i64> = extra.clone();
-            s.extend(stop_token_ids.iter().copied());
-            stop_token_ids = s.into_iter().collect();
-        }
-    }
+    let StopIds { mut stop_token_ids, all_stop_token_ids: mut all_stop, eos_token_id } =
+        tok.eos(req.ignore_eos).stop_ids(&req.stop_token_ids);
     let skip_special = req.skip_special_tokens.unwrap_or(true);
     let min_tokens = req.min_tokens.unwrap_or(0);
     let mut stop_string_token_ids = HashMap::new();
@@ -775,44 +755,7 @@ pub fn eos_and_stops(req: &GenerateRequest, tok: &GatewayTokenizer, opts: &Trans
             detector_only.push(s.clone());
         }
     }
-    Stops {
-        stop_token_ids,
-        all_stop_token_ids: all_stop,
-        eos_token_id: if req.ignore_eos { None } else { eos },
-        stop_string_token_ids,
-        detector_only,
-    }
-}
-
-/// The typed `StructuredOutputsParams` of a constraint.
-fn structured_params(so: &StructuredOutputs) -> Result<StructuredOutputsParams, TranslateError> {
-    let mut p = StructuredOutputsParams {
-        disable_any_whitespace: so.disable_any_whitespace,
-        disable_additional_properties: so.disable_additional_properties,
-        whitespace_pattern: so.whitespace_pattern.clone(),
-        backend: so.backend.clone(),
-        backend_was_auto: so.backend_was_auto,
-        ..StructuredOutputsParams::default()
-    };
-    match &so.constraint {
-        Constraint::Json(Value::Str(s)) => p.json = Some(JsonSchema::Text(s.clone())),
-        Constraint::Json(Value::Map(m)) => {
-            let entries = m.iter().map(|(k, v)| match k {
-                Value::Str(k) => Ok((k.clone(), v.clone())),
-                _ => Err(TranslateError::malformed("structured_outputs.json", "object keys must be strings")),
-            });
-            p.json = Some(JsonSchema::Object(entries.collect::<Result<_, _>>()?));
-        }
-        Constraint::Json(_) => {
-            return Err(TranslateError::malformed("structured_outputs.json", "expected text or an object"));
-        }
-        Constraint::Regex(r) => p.regex = Some(r.clone()),
-        Constraint::Choice(c) => p.choice = Some(c.clone()),
-        Constraint::Grammar(g) => p.grammar = Some(g.clone()),
-        Constraint::JsonObject(b) => p.json_object = Some(*b),
-        Constraint::StructuralTag(t) => p.structural_tag = Some(t.clone()),
-    }
-    Ok(p)
+    Stops { stop_token_ids, all_stop_token_ids: all_stop, eos_token_id, stop_string_token_ids, detector_only }
 }
 
 /// Step: the `SamplingParams` every child shares, from the checked draft,
@@ -824,10 +767,10 @@ pub fn build_sampling_params(
     draft: &SamplingParams,
     max_tokens: i64,
     stops: &Stops,
-    structured: Option<&StructuredOutputs>,
+    structured: Option<&StructuredOutputsParams>,
 ) -> Result<SamplingParams, TranslateError> {
     let greedy = draft.temperature < validate::SAMPLING_EPS;
-    let structured_outputs = structured.map(structured_params).transpose()?;
+    let structured_outputs = structured.cloned();
     // Stop strings that are not part of the output hold back as many
     // characters as the longest one minus one (`__post_init__`).
     let output_text_buffer_length = match req.stop.iter().map(|s| s.chars().count()).max() {

@@ -90,6 +90,23 @@ pub struct ModelFiles<'a> {
 }
 
 impl GatewayTokenizer {
+    /// The model's EOS facts for the typed builder
+    /// ([`crate::typed::EngineCoreRequest::builder`]): the tokenizer's EOS
+    /// id, `generation_config.json`'s extra ids, ignored when `ignore_eos`.
+    pub fn eos(&self, ignore_eos: bool) -> crate::typed::Eos {
+        use crate::typed::Eos;
+        let eos = match self.eos_token_id {
+            Some(id) => Eos::token(i64::from(id)),
+            None => Eos::none(),
+        }
+        .with_generation_ids(self.generation_eos_token_ids.iter().map(|&x| i64::from(x)));
+        if ignore_eos {
+            eos.ignored()
+        } else {
+            eos
+        }
+    }
+
     /// Builds the tokenizer and its EOS facts from a model directory's files.
     /// Missing (or unparsable) config files give fewer ids, as in vLLM.
     pub fn from_files(files: &ModelFiles<'_>) -> Result<Self, TokenizerError> {

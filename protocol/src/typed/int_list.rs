@@ -71,6 +71,17 @@ impl IntList {
         IntList(Repr::Narrow(Vec::new()))
     }
 
+    /// Token ids as tokenizers give them (`u32`).
+    ///
+    /// ```
+    /// use engine_protocol::typed::IntList;
+    ///
+    /// assert_eq!(IntList::from_token_ids(&[1_u32, 15043]), [1, 15043]);
+    /// ```
+    pub fn from_token_ids(ids: &[u32]) -> Self {
+        IntList(Repr::Narrow(ids.iter().map(|&x| i64::from(x)).collect()))
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
         match &self.0 {

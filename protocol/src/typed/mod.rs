@@ -95,15 +95,19 @@ mod int_list;
 pub use int_list::{IntList, Iter as IntListIter, WIRE_INT_MAX, WIRE_INT_MIN};
 mod serving;
 pub use serving::ServingProblem;
+mod structured;
+pub use structured::{Constraint, StructuredOutputsParams};
+mod builder;
+pub use builder::{Eos, RequestBuilder, StopIds};
 
 use crate::decode::{decode_payload, Limits};
 use crate::message::{decode_message, MessageKind};
 use crate::schema::Ty;
 use wire::{type_error, At, Enc, IntEnum, Rel, WireType};
 
-use crate::error::{Error, RejectClass};
+use crate::error::Error;
 use crate::schema::ReleaseSchema;
-use crate::value::{StructValue, Tensor, Value};
+use crate::value::{Tensor, Value};
 
 /// Why a request finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -185,312 +189,6 @@ pub enum StopReason {
     Text(String),
 }
 
-/// The one structured-output constraint of a request.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Constraint {
-    /// A JSON schema, as text or as a JSON object (a map on the wire).
-    Json(Value),
-    /// A regular expression.
-    Regex(String),
-    /// One of these strings.
-    Choice(Vec<String>),
-    /// A grammar.
-    Grammar(String),
-    /// `json_object`; `false` still counts as the one constraint on the wire
-    /// (vLLM then fails the request at preprocessing).
-    JsonObject(bool),
-    /// A structural tag.
-    StructuralTag(String),
-}
-
-impl Constraint {
-    /// The wire field that carries this constraint.
-    pub fn field(&self) -> &'static str {
-        match self {
-            Constraint::Json(_) => "json",
-            Constraint::Regex(_) => "regex",
-            Constraint::Choice(_) => "choice",
-            Constraint::Grammar(_) => "grammar",
-            Constraint::JsonObject(_) => "json_object",
-            Constraint::StructuralTag(_) => "structural_tag",
-        }
-    }
-}
-
-/// `StructuredOutputsParams` with its constraint as an enum.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StructuredOutputs {
-    /// The one constraint.
-    pub constraint: Constraint,
-    /// `disable_any_whitespace`.
-    pub disable_any_whitespace: bool,
-    /// `disable_additional_properties`.
-    pub disable_additional_properties: bool,
-    /// `whitespace_pattern`.
-    pub whitespace_pattern: Option<String>,
-    /// `_backend`: vLLM 0.33 engines require it (and one backend per engine).
-    pub backend: Option<String>,
-    /// `_backend_was_auto`.
-    pub backend_was_auto: bool,
-}
-
-fn bad(path: &str, detail: impl Into<String>) -> Error {
-    Error::new(RejectClass::Type, format!("StructuredOutputsParams.{path}"), detail)
-}
-
-fn opt_string(v: Option<&Value>, path: &str) -> Result<Option<String>, Error> {
-    match v {
-        None | Some(Value::Nil) => Ok(None),
-        Some(Value::Str(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(bad(path, format!("expected str, got {other:?}"))),
-    }
-}
-
-fn flag(v: Option<&Value>) -> bool {
-    matches!(v, Some(Value::Bool(true)))
-}
-
-impl StructuredOutputs {
-    /// The constraint with every other field at its default.
-    pub fn new(constraint: Constraint) -> Self {
-        StructuredOutputs {
-            constraint,
-            disable_any_whitespace: false,
-            disable_additional_properties: false,
-            whitespace_pattern: None,
-            backend: None,
-            backend_was_auto: false,
-        }
-    }
-
-    /// Sets `_backend`.
-    pub fn with_backend(mut self, backend: impl Into<String>) -> Self {
-        self.backend = Some(backend.into());
-        self
-    }
-
-    /// From a decoded `StructuredOutputsParams`; fails unless exactly one
-    /// constraint is set (as vLLM's `__post_init__`).
-    pub fn from_struct(v: &StructValue) -> Result<Self, Error> {
-        crate::validate::structured_outputs_params(v).map_err(|violation| {
-            Error::new(
-                RejectClass::Validation,
-                format!("StructuredOutputsParams.{}", violation.path()).trim_end_matches('.').to_string(),
-                violation.message,
-            )
-        })?;
-        let constraint = if !v.is_nil("json") {
-            Constraint::Json(v.get("json").cloned().unwrap_or(Value::Nil))
-        } else if let Some(s) = opt_string(v.get("regex"), "regex")? {
-            Constraint::Regex(s)
-        } else if let Some(Value::Array(xs)) = v.get("choice") {
-            let choices = xs
-                .iter()
-                .map(|x| match x {
-                    Value::Str(s) => Ok(s.clone()),
-                    other => Err(bad("choice", format!("expected str, got {other:?}"))),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Constraint::Choice(choices)
-        } else if let Some(s) = opt_string(v.get("grammar"), "grammar")? {
-            Constraint::Grammar(s)
-        } else if let Some(Value::Bool(b)) = v.get("json_object") {
-            Constraint::JsonObject(*b)
-        } else if let Some(s) = opt_string(v.get("structural_tag"), "structural_tag")? {
-            Constraint::StructuralTag(s)
-        } else {
-            return Err(bad("", "constraint of an unexpected type"));
-        };
-        Ok(StructuredOutputs {
-            constraint,
-            disable_any_whitespace: flag(v.get("disable_any_whitespace")),
-            disable_additional_properties: flag(v.get("disable_additional_properties")),
-            whitespace_pattern: opt_string(v.get("whitespace_pattern"), "whitespace_pattern")?,
-            backend: opt_string(v.get("_backend"), "_backend")?,
-            backend_was_auto: flag(v.get("_backend_was_auto")),
-        })
-    }
-
-    /// The wire struct for `release` (all 11 fields, as vLLM sends them).
-    pub fn to_struct(&self, release: &'static ReleaseSchema) -> StructValue {
-        let mut s = StructValue::with_defaults(release.structured_outputs_params);
-        let v = match &self.constraint {
-            Constraint::Json(j) => j.clone(),
-            Constraint::Regex(r) => Value::Str(r.clone()),
-            Constraint::Choice(c) => Value::Array(c.iter().cloned().map(Value::Str).collect()),
-            Constraint::Grammar(g) => Value::Str(g.clone()),
-            Constraint::JsonObject(b) => Value::Bool(*b),
-            Constraint::StructuralTag(t) => Value::Str(t.clone()),
-        };
-        s.set(self.constraint.field(), v);
-        s.set("disable_any_whitespace", Value::Bool(self.disable_any_whitespace));
-        s.set("disable_additional_properties", Value::Bool(self.disable_additional_properties));
-        s.set("whitespace_pattern", self.whitespace_pattern.clone().map_or(Value::Nil, Value::Str));
-        s.set("_backend", self.backend.clone().map_or(Value::Nil, Value::Str));
-        s.set("_backend_was_auto", Value::Bool(self.backend_was_auto));
-        s
-    }
-}
-
-/// A new `SamplingParams` of `release` holding every default. Note that
-/// vLLM's `max_tokens` default (16) is never what a gateway wants: set it.
-pub fn sampling_params(release: &'static ReleaseSchema) -> StructValue {
-    StructValue::with_defaults(release.sampling_params)
-}
-
-/// A new `EngineCoreRequest` of `release` with the nine required fields
-/// set (no multimodal features, no pooling, no LoRA, no salt, no DP rank).
-pub fn engine_core_request(
-    release: &'static ReleaseSchema,
-    request_id: impl Into<String>,
-    prompt_token_ids: Vec<i64>,
-    sampling_params: StructValue,
-    arrival_time: f64,
-) -> Value {
-    let schema = release.engine_core_request.as_struct().expect("request root is a struct");
-    let mut r = StructValue::with_defaults(schema);
-    r.set("request_id", Value::Str(request_id.into()));
-    r.set("prompt_token_ids", Value::IntArray(prompt_token_ids));
-    r.set("sampling_params", Value::Struct(sampling_params));
-    r.set("arrival_time", Value::Float(arrival_time));
-    Value::Struct(r)
-}
-
-// ===== read-only views of decoded outputs =====
-
-/// A decoded `EngineCoreOutputs`.
-#[derive(Debug, Clone, Copy)]
-pub struct OutputsView<'a>(&'a StructValue);
-
-impl<'a> OutputsView<'a> {
-    /// Views a decoded `EngineCoreOutputs` value.
-    pub fn new(v: &'a Value) -> Option<Self> {
-        match v {
-            Value::Struct(s) if s.schema.name == "EngineCoreOutputs" => Some(OutputsView(s)),
-            _ => None,
-        }
-    }
-
-    /// `engine_index` (any wire integer).
-    pub fn engine_index(&self) -> i128 {
-        wide_int(self.0.get("engine_index")).unwrap_or(0)
-    }
-
-    /// `timestamp`.
-    pub fn timestamp(&self) -> f64 {
-        self.0.float_field("timestamp").unwrap_or(0.0)
-    }
-
-    /// The per-request outputs.
-    pub fn outputs(&self) -> impl Iterator<Item = OutputView<'a>> + 'a {
-        let items: &'a [Value] = match self.0.get("outputs") {
-            Some(Value::Array(xs)) => xs,
-            _ => &[],
-        };
-        items.iter().filter_map(|v| match v {
-            Value::Struct(s) => Some(OutputView(s)),
-            _ => None,
-        })
-    }
-
-    /// `utility_output` as `(call_id, failure_message, result value)`.
-    pub fn utility_output(&self) -> Option<(&'a Value, Option<&'a str>, Option<&'a Value>)> {
-        utility_parts(self.0.struct_field("utility_output")?)
-    }
-
-    /// `finished_requests` (empty when nil).
-    pub fn finished_requests(&self) -> Vec<&'a str> {
-        match self.0.get("finished_requests") {
-            Some(Value::Array(xs)) => {
-                xs.iter().filter_map(|x| if let Value::Str(s) = x { Some(s.as_str()) } else { None }).collect()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    /// `weight_version`.
-    pub fn weight_version(&self) -> Option<&'a str> {
-        self.0.str_field("weight_version")
-    }
-
-    /// `wave_complete` (any wire integer).
-    pub fn wave_complete(&self) -> Option<i128> {
-        wide_int(self.0.get("wave_complete"))
-    }
-
-    /// `start_wave` (any wire integer).
-    pub fn start_wave(&self) -> Option<i128> {
-        wide_int(self.0.get("start_wave"))
-    }
-
-    /// Whether `scheduler_stats` is set.
-    pub fn has_scheduler_stats(&self) -> bool {
-        !self.0.is_nil("scheduler_stats")
-    }
-}
-
-/// A decoded `int` (`Int` or, above `i64::MAX`, `UInt`).
-fn wide_int(v: Option<&Value>) -> Option<i128> {
-    match v? {
-        Value::Int(i) => Some(i128::from(*i)),
-        Value::UInt(u) => Some(i128::from(*u)),
-        _ => None,
-    }
-}
-
-/// One decoded `EngineCoreOutput`.
-#[derive(Debug, Clone, Copy)]
-pub struct OutputView<'a>(&'a StructValue);
-
-impl<'a> OutputView<'a> {
-    /// `request_id`.
-    pub fn request_id(&self) -> &'a str {
-        self.0.str_field("request_id").unwrap_or("")
-    }
-
-    /// `new_token_ids` (every element, those above `i64::MAX` included).
-    pub fn new_token_ids(&self) -> IntList {
-        self.0.get("new_token_ids").and_then(|v| IntList::from_plain_value(v).ok()).unwrap_or_default()
-    }
-
-    /// `finish_reason`.
-    pub fn finish_reason(&self) -> Option<FinishReason> {
-        self.0.int_field("finish_reason").and_then(FinishReason::from_wire)
-    }
-
-    /// `stop_reason`.
-    pub fn stop_reason(&self) -> Option<StopReason> {
-        match self.0.get("stop_reason") {
-            v @ Some(Value::Int(_) | Value::UInt(_)) => wide_int(v).map(StopReason::TokenId),
-            Some(Value::Str(s)) => Some(StopReason::Text(s.clone())),
-            _ => None,
-        }
-    }
-
-    /// `new_logprobs` as `(token ids [rows, K+1], logprobs [rows, K+1],
-    /// sampled-token ranks [rows])`.
-    pub fn new_logprobs(&self) -> Option<(&'a Tensor, &'a Tensor, &'a Tensor)> {
-        let l = self.0.struct_field("new_logprobs")?;
-        let t = |name| match l.get(name) {
-            Some(Value::Tensor(t)) => Some(&**t),
-            _ => None,
-        };
-        Some((t("logprob_token_ids")?, t("logprobs")?, t("sampled_token_ranks")?))
-    }
-
-    /// The 0.33 `error` field as `(code, message, retryable)`.
-    pub fn error(&self) -> Option<(&'a str, &'a str, bool)> {
-        let e = self.0.struct_field("error")?;
-        Some((e.str_field("code")?, e.str_field("message")?, matches!(e.get("retryable"), Some(Value::Bool(true)))))
-    }
-
-    /// The underlying struct, for fields without an accessor.
-    pub fn raw(&self) -> &'a StructValue {
-        self.0
-    }
-}
-
 // ===== typed enums and unions the generated structs use =====
 
 /// `EngineCoreEventType` (IntEnum): 1 QUEUED, 2 SCHEDULED, 3 PREEMPTED.
@@ -561,6 +259,30 @@ pub enum JsonSchema {
     Text(String),
     /// The schema as a map, entries in wire order.
     Object(Vec<(String, Value)>),
+}
+
+impl JsonSchema {
+    /// A schema given as JSON (an API request's `json_schema`): a string is
+    /// the schema as text, an object the schema as a map (keys in the
+    /// object's order); anything else is no schema (`None`).
+    ///
+    /// ```
+    /// use engine_protocol::serde_json::json;
+    /// use engine_protocol::typed::JsonSchema;
+    ///
+    /// let schema = JsonSchema::from_json(&json!({"type": "object"})).expect("an object");
+    /// assert!(matches!(schema, JsonSchema::Object(ref entries) if entries[0].0 == "type"));
+    /// assert_eq!(JsonSchema::from_json(&json!(3)), None);
+    /// ```
+    pub fn from_json(j: &serde_json::Value) -> Option<JsonSchema> {
+        match j {
+            serde_json::Value::String(s) => Some(JsonSchema::Text(s.clone())),
+            serde_json::Value::Object(m) => {
+                Some(JsonSchema::Object(m.iter().map(|(k, v)| (k.clone(), Value::from_json(v))).collect()))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A value of `EngineHandshakeMetadata.parallel_config`: `int | str |
@@ -845,14 +567,47 @@ impl EngineCoreRequest {
     /// [`EngineCoreRequest::encode`] after vLLM's `__post_init__` rules
     /// (the ones its decoder runs: `SamplingParams`,
     /// `StructuredOutputsParams`, `LoRARequest`,
-    /// `RepetitionDetectionParams`; docs/wire-protocol.md §10): a request
-    /// the engine would refuse is an error of class `validation` naming the
-    /// field, never bytes. Sampling parameters whose every rule plainly
-    /// holds (the common request) are checked on the struct; anything else
-    /// (a nested struct with rules of its own, a value at or past a rule's
-    /// edge) through the value tree and
-    /// [`encode_message`](crate::encode_message)'s checks, whose error is
-    /// returned.
+    /// `RepetitionDetectionParams`; docs/wire-protocol.md §10) and after
+    /// what the engine fails at run time although its decoder accepts it
+    /// (no request id, no prompt, no `max_tokens`, a constraint without
+    /// `_backend`: [`EngineCoreRequest::serving_problems`]' fatal ones but
+    /// the prompt's length, which needs the engine's `max_model_len`). A
+    /// request the engine would refuse or fail is an error of class
+    /// `validation` naming the field, never bytes; [`Error::serving`] is
+    /// set for the run-time ones. A request served otherwise than meant (no
+    /// `_eos_token_id`) is written: `serving_problems` warns of it.
+    ///
+    /// Sampling parameters whose every rule plainly holds (the common
+    /// request) are checked on the struct; anything else (a nested struct
+    /// with rules of its own, a value at or past a rule's edge) through the
+    /// value tree and [`encode_message`](crate::encode_message)'s checks,
+    /// whose error is returned.
+    ///
+    /// ```
+    /// use engine_protocol::typed::{Constraint, EngineCoreRequest, SamplingParams, ServingProblem, StructuredOutputsParams};
+    /// use engine_protocol::{RejectClass, VLLM_0_33_0};
+    ///
+    /// let mut request = EngineCoreRequest {
+    ///     request_id: "r1".into(),
+    ///     prompt_token_ids: Some(vec![1, 2].into()),
+    ///     sampling_params: Some(SamplingParams { max_tokens: None, ..SamplingParams::default() }),
+    ///     ..EngineCoreRequest::default()
+    /// };
+    /// let e = request.encode_checked(VLLM_0_33_0).unwrap_err();
+    /// assert_eq!((e.class, e.path.as_str()), (RejectClass::Validation, "EngineCoreRequest.sampling_params.max_tokens"));
+    /// assert_eq!(e.serving, Some(ServingProblem::NoMaxTokens));
+    ///
+    /// let sp = request.sampling_params.as_mut().unwrap();
+    /// sp.max_tokens = Some(8);
+    /// sp.structured_outputs = Some(StructuredOutputsParams::without_backend(Constraint::Regex("a+".into())));
+    /// let e = request.encode_checked(VLLM_0_33_0).unwrap_err();
+    /// assert_eq!(e.serving, Some(ServingProblem::ConstraintWithoutBackend));
+    ///
+    /// // No EOS id: written (served, never stopping on EOS), and warned of.
+    /// request.sampling_params.as_mut().unwrap().structured_outputs = None;
+    /// assert!(request.encode_checked(VLLM_0_33_0).is_ok());
+    /// assert_eq!(request.serving_problems(None), [ServingProblem::NoEosTokenId]);
+    /// ```
     pub fn encode_checked(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
         let plain = self.lora_request.is_none()
             && self.sampling_params.as_ref().is_none_or(|sp| {
@@ -860,6 +615,9 @@ impl EngineCoreRequest {
             });
         if !plain {
             crate::message::encode_message(release, MessageKind::EngineCoreRequest, &self.to_value(release)?)?;
+        }
+        if let Some(problem) = self.first_fatal_problem(None) {
+            return Err(Error::unservable(problem));
         }
         self.encode(release)
     }
@@ -892,25 +650,30 @@ pub fn encode_abort<S: AsRef<str>>(request_ids: &[S]) -> Vec<Vec<u8>> {
     vec![vec![t], out]
 }
 
+/// The ids of an ABORT of either dialect (`rel` is the dialect's view of
+/// `release`; errors rooted at `root`).
+pub(crate) fn abort_ids(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+    rel: Rel,
+    root: &str,
+) -> Result<Vec<String>, Error> {
+    let d = decode_message(release, MessageKind::AbortRequest, frames, limits)?;
+    Vec::<String>::from_value(&d.value, None, rel).map_err(|e| e.under(root))
+}
+
 /// The request ids of a vLLM ABORT, with [`decode_message`]'s verdict (a
 /// type byte other than ABORT, a payload that is no list of strings: a
 /// typed error naming the path).
-pub fn decode_abort(release: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits) -> Result<Vec<String>, Error> {
-    let rel = Rel::of(release)?;
-    let d = decode_message(release, MessageKind::AbortRequest, frames, limits)?;
-    Vec::<String>::from_value(&d.value, None, rel).map_err(|e| e.under("AbortRequest"))
-}
-
-/// A decoded `UtilityOutput` as `(call_id, failure_message, result value)`
-/// (`result` is `[type_info, value]` on the wire, docs/wire-protocol.md §7.11).
-pub(crate) fn utility_parts(u: &StructValue) -> Option<(&Value, Option<&str>, Option<&Value>)> {
-    let call_id = u.get("call_id")?;
-    let failure = u.str_field("failure_message");
-    let result = match u.get("result") {
-        Some(Value::Array(xs)) if xs.len() == 2 => Some(&xs[1]),
-        _ => None,
-    };
-    Some((call_id, failure, result))
+pub fn decode_abort(
+    release: &'static ReleaseSchema,
+    frames: &[impl AsRef<[u8]>],
+    limits: &Limits,
+) -> Result<Vec<String>, Error> {
+    crate::frames::with_frame_refs(frames, |frames| {
+        abort_ids(release, frames, limits, Rel::of(release)?, "AbortRequest")
+    })
 }
 
 /// Decodes one message as `M`, with the verdict and drift of
@@ -924,10 +687,10 @@ pub(crate) fn utility_parts(u: &StructValue) -> Option<(&Value, Option<&str>, Op
 /// fuzz target); every other message by [`decode_typed_via_value`].
 pub fn decode_typed<M: Message>(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<(M, Vec<String>), Error> {
-    <M as DecodeFrames>::decode_frames(release, frames, limits)
+    crate::frames::with_frame_refs(frames, |frames| <M as DecodeFrames>::decode_frames(release, frames, limits))
 }
 
 /// The reference typed decode: [`decode_message`] (same verdicts, same
@@ -941,28 +704,30 @@ pub fn decode_typed<M: Message>(
 /// the wire carries.
 pub fn decode_typed_via_value<M: Message>(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<(M, Vec<String>), Error> {
-    let rel = Rel::of(release)?;
-    let d = decode_message(release, M::KIND, frames, limits)?;
-    let raw = if d.drift.is_empty() {
-        None
-    } else {
-        static ANY: Ty = Ty::Any;
-        let data = if M::KIND.request_type().is_some() { &frames[1..] } else { frames };
-        // The schema-less decode counts one level more than the schema
-        // decoder at a tensor (its shape array, which the schema decoder
-        // reads as part of the tensor's level): on bytes `decode_message`
-        // accepted under `limits`, it gets that level, so that finding the
-        // unknown fields never refuses an accepted message.
-        let raw_limits = Limits { max_depth: limits.max_depth.saturating_add(1), ..*limits };
-        // An unknown field the value tree cannot hold (a string of invalid
-        // UTF-8, an ext type other than 3: bytes the schema decoder, like
-        // msgspec, skips unread) leaves the unknown fields out; the drift
-        // is still reported.
-        decode_payload(M::NAME, &ANY, data, &raw_limits).ok().map(|d| d.value)
-    };
-    let m = M::from_value(&d.value, raw.as_ref(), rel).at(M::NAME)?;
-    Ok((m, d.drift))
+    crate::frames::with_frame_refs(frames, |frames| {
+        let rel = Rel::of(release)?;
+        let d = decode_message(release, M::KIND, frames, limits)?;
+        let raw = if d.drift.is_empty() {
+            None
+        } else {
+            static ANY: Ty = Ty::Any;
+            let data = if M::KIND.request_type().is_some() { &frames[1..] } else { frames };
+            // The schema-less decode counts one level more than the schema
+            // decoder at a tensor (its shape array, which the schema decoder
+            // reads as part of the tensor's level): on bytes `decode_message`
+            // accepted under `limits`, it gets that level, so that finding the
+            // unknown fields never refuses an accepted message.
+            let raw_limits = Limits { max_depth: limits.max_depth.saturating_add(1), ..*limits };
+            // An unknown field the value tree cannot hold (a string of invalid
+            // UTF-8, an ext type other than 3: bytes the schema decoder, like
+            // msgspec, skips unread) leaves the unknown fields out; the drift
+            // is still reported.
+            decode_payload(M::NAME, &ANY, data, &raw_limits).ok().map(|d| d.value)
+        };
+        let m = M::from_value(&d.value, raw.as_ref(), rel).at(M::NAME)?;
+        Ok((m, d.drift))
+    })
 }

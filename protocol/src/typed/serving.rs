@@ -24,78 +24,7 @@
 //!   an id the outputs name it by.
 
 use super::EngineCoreRequest;
-
-/// One reason the engine would not serve a request as meant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ServingProblem {
-    /// `request_id` is empty: the outputs could not be told apart.
-    EmptyRequestId,
-    /// Neither `prompt_token_ids` nor `prompt_embeds`.
-    NoPrompt,
-    /// Neither `sampling_params` nor `pooling_params`.
-    NoParams,
-    /// `sampling_params.max_tokens` is nil: the engine asserts on it.
-    NoMaxTokens,
-    /// `sampling_params.structured_outputs` without `_backend`: the engine
-    /// finishes the request with ERROR.
-    ConstraintWithoutBackend,
-    /// More prompt tokens than the engine's `max_model_len`: the engine
-    /// process dies.
-    PromptTooLong {
-        /// The prompt's token count.
-        prompt: usize,
-        /// The engine's `max_model_len`.
-        max_model_len: i64,
-    },
-    /// No `_eos_token_id` (and no `ignore_eos`): the engine never stops on
-    /// EOS. Served; a warning.
-    NoEosTokenId,
-}
-
-impl ServingProblem {
-    /// Whether the engine fails the request (or dies) rather than serving
-    /// it differently from what was meant.
-    pub fn is_fatal(&self) -> bool {
-        !matches!(self, ServingProblem::NoEosTokenId)
-    }
-
-    /// The request field at fault, as a path.
-    pub fn path(&self) -> &'static str {
-        match self {
-            ServingProblem::EmptyRequestId => "EngineCoreRequest.request_id",
-            ServingProblem::NoPrompt | ServingProblem::PromptTooLong { .. } => "EngineCoreRequest.prompt_token_ids",
-            ServingProblem::NoParams => "EngineCoreRequest.sampling_params",
-            ServingProblem::NoMaxTokens => "EngineCoreRequest.sampling_params.max_tokens",
-            ServingProblem::ConstraintWithoutBackend => "EngineCoreRequest.sampling_params.structured_outputs._backend",
-            ServingProblem::NoEosTokenId => "EngineCoreRequest.sampling_params._eos_token_id",
-        }
-    }
-}
-
-impl std::fmt::Display for ServingProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let why = match self {
-            ServingProblem::EmptyRequestId => "empty: the engine's outputs name requests by it".to_string(),
-            ServingProblem::NoPrompt => "no prompt (neither token ids nor embeddings)".to_string(),
-            ServingProblem::NoParams => "neither sampling_params nor pooling_params".to_string(),
-            ServingProblem::NoMaxTokens => "nil: the engine asserts that max_tokens is set".to_string(),
-            ServingProblem::ConstraintWithoutBackend => {
-                "nil with a constraint: the engine finishes the request with ERROR \
-                 (Unsupported structured output backend: None)"
-                    .to_string()
-            }
-            ServingProblem::PromptTooLong { prompt, max_model_len } => format!(
-                "{prompt} tokens, more than the engine's max_model_len {max_model_len}: the engine does not \
-                 check, its model runner fails and the engine dies"
-            ),
-            ServingProblem::NoEosTokenId => {
-                "nil and ignore_eos false: the engine never stops on EOS (served; a warning)".to_string()
-            }
-        };
-        write!(f, "{}: {why}", self.path())
-    }
-}
+pub use crate::error::ServingProblem;
 
 impl EngineCoreRequest {
     /// What the engine would fail (or do otherwise than meant) with this
@@ -105,7 +34,7 @@ impl EngineCoreRequest {
     /// prompt's length.
     ///
     /// ```
-    /// use engine_protocol::typed::{EngineCoreRequest, SamplingParams, ServingProblem, StructuredOutputsParams};
+    /// use engine_protocol::typed::{Constraint, EngineCoreRequest, SamplingParams, ServingProblem, StructuredOutputsParams};
     ///
     /// // Everything a default request lacks.
     /// let bare = EngineCoreRequest::default();
@@ -120,10 +49,7 @@ impl EngineCoreRequest {
     ///     prompt_token_ids: Some(vec![1; 600].into()),
     ///     sampling_params: Some(SamplingParams {
     ///         max_tokens: None,
-    ///         structured_outputs: Some(StructuredOutputsParams {
-    ///             regex: Some("[a-c]+".into()),
-    ///             ..StructuredOutputsParams::default()
-    ///         }),
+    ///         structured_outputs: Some(StructuredOutputsParams::without_backend(Constraint::Regex("[a-c]+".into()))),
     ///         ..SamplingParams::default()
     ///     }),
     ///     ..EngineCoreRequest::default()
@@ -146,34 +72,71 @@ impl EngineCoreRequest {
     /// ```
     pub fn serving_problems(&self, max_model_len: Option<i64>) -> Vec<ServingProblem> {
         let mut out = Vec::new();
-        if self.request_id.is_empty() {
-            out.push(ServingProblem::EmptyRequestId);
+        self.each_problem(max_model_len, |p| {
+            out.push(p);
+            true
+        });
+        out
+    }
+
+    /// The first problem the engine fails the request (or dies) of, without
+    /// allocating: what [`EngineCoreRequest::encode_checked`] and the
+    /// builder refuse.
+    pub(crate) fn first_fatal_problem(&self, max_model_len: Option<i64>) -> Option<ServingProblem> {
+        let mut first = None;
+        self.each_problem(max_model_len, |p| {
+            if p.is_fatal() {
+                first = Some(p);
+            }
+            first.is_none()
+        });
+        first
+    }
+
+    /// Calls `f` with each problem in [`EngineCoreRequest::serving_problems`]'
+    /// order while it returns true.
+    fn each_problem(&self, max_model_len: Option<i64>, mut f: impl FnMut(ServingProblem) -> bool) {
+        if self.request_id.is_empty() && !f(ServingProblem::EmptyRequestId) {
+            return;
         }
         match (&self.prompt_token_ids, &self.prompt_embeds) {
-            (None, None) => out.push(ServingProblem::NoPrompt),
-            (Some(ids), _) if ids.is_empty() && self.prompt_embeds.is_none() => out.push(ServingProblem::NoPrompt),
+            (None, None) => {
+                if !f(ServingProblem::NoPrompt) {
+                    return;
+                }
+            }
+            (Some(ids), None) if ids.is_empty() => {
+                if !f(ServingProblem::NoPrompt) {
+                    return;
+                }
+            }
             (Some(ids), _) => {
                 if let Some(m) = max_model_len.filter(|&m| ids.len() as i64 > m) {
-                    out.push(ServingProblem::PromptTooLong { prompt: ids.len(), max_model_len: m });
+                    if !f(ServingProblem::PromptTooLong { prompt: ids.len(), max_model_len: m }) {
+                        return;
+                    }
                 }
             }
             (None, Some(_)) => {}
         }
         match (&self.sampling_params, &self.pooling_params) {
-            (None, None) => out.push(ServingProblem::NoParams),
+            (None, None) => {
+                f(ServingProblem::NoParams);
+            }
             (Some(sp), _) => {
-                if sp.max_tokens.is_none() {
-                    out.push(ServingProblem::NoMaxTokens);
+                if sp.max_tokens.is_none() && !f(ServingProblem::NoMaxTokens) {
+                    return;
                 }
-                if sp.structured_outputs.as_ref().is_some_and(|so| so.backend.as_deref().is_none_or(str::is_empty)) {
-                    out.push(ServingProblem::ConstraintWithoutBackend);
+                if sp.structured_outputs.as_ref().is_some_and(|so| so.backend.as_deref().is_none_or(str::is_empty))
+                    && !f(ServingProblem::ConstraintWithoutBackend)
+                {
+                    return;
                 }
                 if sp.eos_token_id.is_none() && !sp.ignore_eos {
-                    out.push(ServingProblem::NoEosTokenId);
+                    f(ServingProblem::NoEosTokenId);
                 }
             }
             (None, Some(_)) => {}
         }
-        out
     }
 }

@@ -245,11 +245,13 @@ message!(WireHandshakeInitMessage, HandshakeInit);
 /// the structs' `unknown`.
 pub fn decode_typed<M: TokenSpeedMessage>(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<(M, Vec<String>), Error> {
-    let d = decode_message(release, M::KIND, frames, limits)?;
-    finish_decode(release, frames, limits, d.value, d.drift)
+    crate::frames::with_frame_refs(frames, |frames| {
+        let d = decode_message(release, M::KIND, frames, limits)?;
+        finish_decode(release, frames, limits, d.value, d.drift)
+    })
 }
 
 /// [`decode_typed`] with the engine's receive path for `cfg`
@@ -257,12 +259,14 @@ pub fn decode_typed<M: TokenSpeedMessage>(
 /// error of class `validation`.
 pub fn decode_typed_with<M: TokenSpeedMessage>(
     release: &'static ReleaseSchema,
-    frames: &[&[u8]],
+    frames: &[impl AsRef<[u8]>],
     limits: &Limits,
     cfg: &EngineConfig,
 ) -> Result<(M, Vec<String>), Error> {
-    let d = decode_message_with(release, M::KIND, frames, limits, cfg)?;
-    finish_decode(release, frames, limits, d.value, d.drift)
+    crate::frames::with_frame_refs(frames, |frames| {
+        let d = decode_message_with(release, M::KIND, frames, limits, cfg)?;
+        finish_decode(release, frames, limits, d.value, d.drift)
+    })
 }
 
 fn finish_decode<M: TokenSpeedMessage>(
@@ -295,10 +299,12 @@ pub fn encode_abort<S: AsRef<str>>(rids: &[S]) -> Vec<Vec<u8>> {
 }
 
 /// The rids of an ABORT, with [`decode_message`]'s verdict.
-pub fn decode_abort(release: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits) -> Result<Vec<String>, Error> {
-    let rel = rel(release)?;
-    let d = decode_message(release, MessageKind::AbortRequest, frames, limits)?;
-    Vec::<String>::from_value(&d.value, None, rel).map_err(|e| e.under("abort"))
+pub fn decode_abort(
+    release: &'static ReleaseSchema,
+    frames: &[impl AsRef<[u8]>],
+    limits: &Limits,
+) -> Result<Vec<String>, Error> {
+    crate::frames::with_frame_refs(frames, |frames| super::abort_ids(release, frames, limits, rel(release)?, "abort"))
 }
 
 static SAMPLING_PARAMS_TY: Ty = Ty::Struct(&tables::SAMPLING_PARAMS);

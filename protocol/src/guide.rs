@@ -1,0 +1,166 @@
+//! A gateway's walk through the protocol, end to end, every step a doctest:
+//! pick the release, build a request the engine serves, encode it, send it,
+//! read the outputs, abort, and handle errors. What the engine requires at
+//! each step is said where it applies, with where the `translate` feature
+//! does it for you.
+//!
+//! Wire facts (docs/wire-protocol.md §2-§4, §7, §8): a gateway's ROUTER
+//! socket sends `[engine identity, request type, payload, aux...]` to an
+//! engine (the identity is the engine index, 2 bytes little-endian); the
+//! engine pushes `[payload, aux...]` batches of `EngineCoreOutputs` back on
+//! a PULL socket, or the single frame `ENGINE_CORE_DEAD` when it dies. The
+//! engine's release comes from its registration; a gateway must encode for
+//! it, since releases append fields.
+//!
+//! # 1. The table of the engine's release
+//!
+//! ```
+//! use engine_protocol::{release, Dialect, UnknownRelease, VLLM_0_33_0};
+//!
+//! // The version the engine registered with, or a constant.
+//! let v033 = release(Dialect::Vllm, "0.33.0")?;
+//! assert!(std::ptr::eq(v033, VLLM_0_33_0));
+//! // A version without a table is a typed error naming the supported ones.
+//! let e: UnknownRelease = release(Dialect::Vllm, "0.29.0").unwrap_err();
+//! assert!(e.to_string().contains("0.32.0"), "{e}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # 2. A request the engine serves
+//!
+//! The engine's decoder checks types and its `__post_init__` rules; the
+//! engine requires more at run time: a request id (outputs are named by
+//! it), a prompt, `max_tokens` (nil decodes, then the engine asserts), the
+//! EOS id (without it the request never stops on EOS), a backend for a
+//! structured-output constraint (without it a 0.33 engine finishes the
+//! request with ERROR), and a prompt no longer than `max_model_len` (the
+//! engine does not check and its model runner dies). The builder takes the
+//! first ones as arguments and checks the rest:
+//!
+//! ```
+//! use engine_protocol::typed::{Constraint, EngineCoreRequest, Eos, RequestOutputKind};
+//!
+//! // The EOS facts come from the served model's files: its tokenizer's
+//! // `eos_token_id` and `generation_config.json`'s extra ids (with
+//! // `translate`, `GatewayTokenizer::from_dir` reads both).
+//! let eos = Eos::token(2).with_generation_ids([2, 32000]);
+//! let request = EngineCoreRequest::builder("req-1", vec![1_i64, 450, 7483, 310], 64, eos)
+//!     .temperature(0.7)
+//!     .seed(1234)
+//!     .output_kind(RequestOutputKind::Delta)
+//!     .max_model_len(4096) // from the engine's registration
+//!     .build()?;
+//! let sp = request.sampling_params.as_ref().expect("sampling");
+//! assert_eq!(sp.eos_token_id, Some(2));
+//! assert_eq!(sp.stop_token_ids.as_ref().map(|ids| ids.to_vec()), Some(vec![32000]));
+//!
+//! // A structured-output constraint only comes with its backend.
+//! let json = EngineCoreRequest::builder("req-2", vec![1_i64, 450], 32, Eos::token(2))
+//!     .temperature(0.0)
+//!     .constraint(Constraint::Regex(r"\d{3}".into()), "xgrammar")
+//!     .build()?;
+//! assert_eq!(json.serving_problems(Some(4096)), []);
+//! # Ok::<(), engine_protocol::Error>(())
+//! ```
+//!
+//! With `translate`, `translate::translate` builds these from an
+//! OpenAI-style request as vLLM's frontend does (room-based `max_tokens`,
+//! `n` fan-out, stop strings to ids, generation-config defaults;
+//! docs/translation.md).
+//!
+//! # 3. Encode and send
+//!
+//! ```
+//! # use engine_protocol::typed::{EngineCoreRequest, Eos};
+//! use engine_protocol::{engine_identity, RequestType, VLLM_0_33_0};
+//!
+//! # let request = EngineCoreRequest::builder("req-1", vec![1_i64, 450], 8, Eos::token(2)).build()?;
+//! // The engine's own checks first: nothing it would refuse is written.
+//! let frames = request.encode_checked(VLLM_0_33_0)?;
+//! assert_eq!(frames[0], [RequestType::Add.byte()]);
+//! // On a ROUTER socket, the engine's identity goes in front:
+//! let identity = engine_identity(0);
+//! let multipart: Vec<&[u8]> = std::iter::once(&identity[..]).chain(frames.iter().map(Vec::as_slice)).collect();
+//! assert_eq!(multipart.len(), 3);
+//! # Ok::<(), engine_protocol::Error>(())
+//! ```
+//!
+//! # 4. Read the outputs
+//!
+//! The per-token path borrows from the frames (any `AsRef<[u8]>`: a
+//! socket library's message frames go in as they are); the rare fields
+//! are read by name, typed, and the whole batch converts to the owned
+//! typed struct.
+//!
+//! ```
+//! use engine_protocol::typed::{EngineCoreOutput, EngineCoreOutputs, FinishReason};
+//! use engine_protocol::{decode_outputs, is_engine_dead, Limits, VLLM_0_33_0};
+//!
+//! // What an engine pushes (here made with the typed API).
+//! let batch = EngineCoreOutputs {
+//!     outputs: vec![EngineCoreOutput {
+//!         request_id: "req-1".into(),
+//!         new_token_ids: vec![1576, 2].into(),
+//!         finish_reason: Some(FinishReason::Stop),
+//!         ..EngineCoreOutput::default()
+//!     }],
+//!     ..EngineCoreOutputs::default()
+//! };
+//! let frames: Vec<Vec<u8>> = batch.encode(VLLM_0_33_0)?;
+//!
+//! if is_engine_dead(&frames) {
+//!     unreachable!("fail every request in flight");
+//! }
+//! let outputs = decode_outputs(VLLM_0_33_0, &frames, &Limits::default())?;
+//! for out in &outputs.outputs {
+//!     let tokens: Vec<i64> = out.new_token_ids.iter().collect();
+//!     assert_eq!((out.request_id, tokens.as_slice()), ("req-1", &[1576, 2][..]));
+//!     assert_eq!(out.finish_reason, Some(FinishReason::Stop));
+//!     // 0.33.0's per-request error, typed (none here).
+//!     assert_eq!(out.error()?, None);
+//! }
+//! assert_eq!(outputs.to_owned()?, batch);
+//! # Ok::<(), engine_protocol::Error>(())
+//! ```
+//!
+//! The engine stops on token ids only. Stop strings are the gateway's to
+//! find in the detokenized text, aborting the request when one is found
+//! (`translate::RequestStream` does it, as vLLM's frontend).
+//!
+//! # 5. Abort
+//!
+//! ```
+//! use engine_protocol::typed::encode_abort;
+//!
+//! // The engine answers nothing for an abort; unknown ids are ignored.
+//! let frames = encode_abort(&["req-1"]);
+//! assert_eq!(frames[0], [0x01]);
+//! ```
+//!
+//! # 6. Errors
+//!
+//! Every failure is a typed [`crate::Error`]: a reject class, the path of
+//! the offending value, a detail, and for what the engine would fail at
+//! run time, the typed [`crate::ServingProblem`]. Decisions go by class
+//! and problem, never by text.
+//!
+//! ```
+//! use engine_protocol::typed::{EngineCoreRequest, SamplingParams};
+//! use engine_protocol::{decode_message, MessageKind, RejectClass, ServingProblem, Limits, VLLM_0_33_0};
+//!
+//! // A hand-built request without max_tokens: refused before it is sent.
+//! let request = EngineCoreRequest {
+//!     request_id: "req-3".into(),
+//!     prompt_token_ids: Some(vec![1].into()),
+//!     sampling_params: Some(SamplingParams { max_tokens: None, ..SamplingParams::default() }),
+//!     ..EngineCoreRequest::default()
+//! };
+//! let e = request.encode_checked(VLLM_0_33_0).unwrap_err();
+//! assert_eq!(e.class, RejectClass::Validation);
+//! assert_eq!(e.serving, Some(ServingProblem::NoMaxTokens));
+//!
+//! // Bytes that are no request: the class and the path where it failed.
+//! let e = decode_message(VLLM_0_33_0, MessageKind::EngineCoreRequest, &[&[0x00][..], &[0x93, 0xa1]], &Limits::default())
+//!     .unwrap_err();
+//! assert_eq!(e.class, RejectClass::Malformed);
+//! ```
