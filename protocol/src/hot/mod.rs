@@ -89,7 +89,7 @@ mod typed_decoders {
             frames: &[&[u8]],
             limits: &Limits,
         ) -> Result<(Self, Vec<String>), Error> {
-            super::decode_request(release, frames, limits)
+            super::request::decode_request_refs(release, frames, limits)
         }
     }
 
@@ -160,7 +160,7 @@ pub struct Outputs<'a> {
     /// schema-driven decoder decodes them: `(field position, value)`, in
     /// wire order. Read by name, typed: [`Outputs::utility_output`], ...,
     /// [`Outputs::to_owned`].
-    pub(crate) other: Vec<(usize, Value)>,
+    pub(crate) other: owned::Rare,
     /// Drift paths, as [`decode_message`] reports them.
     pub drift: Vec<String>,
     pub(crate) table: owned::Table,
@@ -178,7 +178,7 @@ pub struct Output<'a> {
     /// The other non-nil fields, decoded by the schema-driven decoder:
     /// `(field position, value)`, in wire order. Read by name, typed:
     /// [`Output::error`], ..., [`Output::to_owned`].
-    pub(crate) other: Vec<(usize, Value)>,
+    pub(crate) other: owned::Rare,
     /// Where the output's array lies in the payload frame (for
     /// [`decode_output_value`]).
     pub raw: Range<usize>,
@@ -339,48 +339,55 @@ pub fn decode_outputs<'a>(
     frames: &'a [impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<Outputs<'a>, Error> {
-    crate::frames::with_frame_refs(frames, |frames| {
-        let full = || decode_message(release, MessageKind::EngineCoreOutputs, frames, limits);
-        let Some(batch) = tables(release) else {
-            // A table of another shape: nothing here would be sure of it.
-            full()?;
-            return Err(Error::new(
-                RejectClass::Type,
-                "EngineCoreOutputs",
-                "this release's EngineCoreOutputs table is not the one the fast decoder reads",
-            ));
-        };
-        let mut p = Parser {
-            r: Reader::new(frames.first().copied().unwrap_or_default()),
-            base: 0,
-            frames,
-            limits,
-            depth: 0,
-            tensor_budget: 0,
-            drift: false,
-            batch,
-            release,
-        };
-        match p.batch() {
-            Ok(mut out) => {
-                if p.drift {
-                    out.drift = full()?.drift;
-                }
-                Ok(out)
+    crate::frames::with_frame_refs(frames, |frames| decode_outputs_refs(release, frames, limits))
+}
+
+/// [`decode_outputs`] on frames viewed as slices.
+fn decode_outputs_refs<'a>(
+    release: &'static ReleaseSchema,
+    frames: &[&'a [u8]],
+    limits: &Limits,
+) -> Result<Outputs<'a>, Error> {
+    let full = || decode_message(release, MessageKind::EngineCoreOutputs, frames, limits);
+    let Some(batch) = tables(release) else {
+        // A table of another shape: nothing here would be sure of it.
+        full()?;
+        return Err(Error::new(
+            RejectClass::Type,
+            "EngineCoreOutputs",
+            "this release's EngineCoreOutputs table is not the one the fast decoder reads",
+        ));
+    };
+    let mut p = Parser {
+        r: Reader::new(frames.first().copied().unwrap_or_default()),
+        base: 0,
+        frames,
+        limits,
+        depth: 0,
+        tensor_budget: 0,
+        drift: false,
+        batch,
+        release,
+    };
+    match p.batch() {
+        Ok(mut out) => {
+            if p.drift {
+                out.drift = full()?.drift;
             }
-            Err(Bail) => match full() {
-                Err(e) => Err(e),
-                // Never expected (the differential tests and the fuzz target
-                // hold the two decoders to the same verdict); said plainly if it
-                // happens.
-                Ok(_) => Err(Error::new(
-                    RejectClass::Malformed,
-                    "EngineCoreOutputs",
-                    "the fast output decoder refused a batch the schema-driven decoder accepts (a bug)",
-                )),
-            },
+            Ok(out)
         }
-    })
+        Err(Bail) => match full() {
+            Err(e) => Err(e),
+            // Never expected (the differential tests and the fuzz target
+            // hold the two decoders to the same verdict); said plainly if it
+            // happens.
+            Ok(_) => Err(Error::new(
+                RejectClass::Malformed,
+                "EngineCoreOutputs",
+                "the fast output decoder refused a batch the schema-driven decoder accepts (a bug)",
+            )),
+        },
+    }
 }
 
 /// Decodes the whole output at `raw` (from [`Output::raw`]) of an accepted
@@ -572,7 +579,7 @@ impl<'a> Parser<'a, '_, '_> {
             wave_complete: None,
             start_wave: None,
             weight_version: None,
-            other: Vec::new(),
+            other: owned::Rare::default(),
             drift: Vec::new(),
             table: owned::Table(self.release),
         };
@@ -665,7 +672,7 @@ impl<'a> Parser<'a, '_, '_> {
             finish_reason: None,
             stop_reason: None,
             num_nans_in_logits: 0,
-            other: Vec::new(),
+            other: owned::Rare::default(),
             raw: 0..0,
             table: owned::Table(self.release),
         });

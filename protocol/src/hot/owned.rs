@@ -37,13 +37,39 @@ impl std::fmt::Debug for Table {
     }
 }
 
+/// The rare fields of a batch or an output, `(field position, value)` in
+/// wire order: boxed, so that the common output, which has none, carries
+/// one word for them.
+#[derive(Debug, Clone, PartialEq, Default)]
+// One word (a `Vec` is three) in every output: the box is the point.
+#[allow(clippy::box_collection)]
+pub(crate) struct Rare(Option<Box<Vec<(usize, Value)>>>);
+
+impl Rare {
+    pub(crate) fn push(&mut self, field: (usize, Value)) {
+        self.0.get_or_insert_with(Box::default).push(field);
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, (usize, Value)> {
+        self.0.as_deref().map_or(&[][..], Vec::as_slice).iter()
+    }
+}
+
+impl<'r> IntoIterator for &'r Rare {
+    type Item = &'r (usize, Value);
+    type IntoIter = std::slice::Iter<'r, (usize, Value)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// Field `name` of `schema` among `rare` (position, value), converted to
 /// `T`; `None` when nil or when the release has no such field. Errors are
 /// rooted at `root`.
 fn rare<T: WireType>(
     table: Table,
     schema: &StructSchema,
-    rare: &[(usize, Value)],
+    rare: &Rare,
     root: &str,
     name: &str,
 ) -> Result<Option<T>, Error> {

@@ -63,15 +63,22 @@ pub fn decode_request(
     frames: &[impl AsRef<[u8]>],
     limits: &Limits,
 ) -> Result<(EngineCoreRequest, Vec<String>), Error> {
-    crate::frames::with_frame_refs(frames, |frames| {
-        // Built in place: the struct is over a kilobyte, and each move of it
-        // costs a tenth of reading a short request.
-        let mut request = EngineCoreRequest::default();
-        if fast(release, frames, limits, &mut request).is_some() {
-            return Ok((request, Vec::new()));
-        }
-        decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
-    })
+    crate::frames::with_frame_refs(frames, |frames| decode_request_refs(release, frames, limits))
+}
+
+/// [`decode_request`] on frames already viewed as slices (`typed::decode_typed`'s path).
+pub(crate) fn decode_request_refs(
+    release: &'static ReleaseSchema,
+    frames: &[&[u8]],
+    limits: &Limits,
+) -> Result<(EngineCoreRequest, Vec<String>), Error> {
+    // Built in place: the struct is over a kilobyte, and each move of it
+    // costs a tenth of reading a short request.
+    let mut request = EngineCoreRequest::default();
+    if fast(release, frames, limits, &mut request).is_some() {
+        return Ok((request, Vec::new()));
+    }
+    decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
 }
 
 /// The direct path alone: the struct when it reads the message itself,
