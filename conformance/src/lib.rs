@@ -14,6 +14,7 @@ pub mod codec;
 pub mod corpus;
 pub mod kinds;
 pub mod report;
+pub mod schema_diff;
 pub mod skips;
 pub mod testee;
 

@@ -12,6 +12,12 @@
 //!   skipped.
 //! - `conformance testee` serves the testee protocol with the reference
 //!   implementation on standard input and output ([`conformance::testee::serve`]).
+//! - `conformance schema-diff A B [--dialect vllm|tokenspeed] [--schemas DIR]
+//!   [--format text|json|markdown] [--fail-on compatible|drift|breaking]`
+//!   prints every wire change between two releases' schema dumps, each
+//!   classified for a peer of A reading B and a peer of B reading A
+//!   ([`conformance::schema_diff`]); with `--fail-on`, exits 1 when a change
+//!   is that bad or worse in either direction.
 //! - `conformance bench --corpus DIR [--repeats N]` prints
 //!   `<case id> decode_ns=<n> encode_ns=<n>` for every accepted message case
 //!   (` fast_decode_ns=<n>` added for `EngineCoreOutputs`).
@@ -43,6 +49,26 @@ enum Format {
     Text,
     Json,
     Junit,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DiffFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Dialect {
+    Vllm,
+    Tokenspeed,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FailOn {
+    Compatible,
+    Drift,
+    Breaking,
 }
 
 #[derive(Subcommand)]
@@ -83,6 +109,25 @@ enum Command {
         /// A deliberate fault, for testing the runner (docs/testee.md §9).
         #[arg(long, hide = true)]
         fault: Option<Fault>,
+    },
+    /// Every wire change between two releases, classified for a peer of
+    /// each reading the other's bytes.
+    SchemaDiff {
+        /// The first release (e.g. the one a gateway was built for).
+        a: String,
+        /// The second release (e.g. the engine it meets).
+        b: String,
+        #[arg(long, value_enum, default_value = "vllm")]
+        dialect: Dialect,
+        /// Directory of the releases' schema dumps (`<dialect>-<version>.json`).
+        #[arg(long, default_value = "golden/generate/schema")]
+        schemas: PathBuf,
+        #[arg(long, value_enum, default_value = "text")]
+        format: DiffFormat,
+        /// Exit 1 when a change is this bad or worse in either direction
+        /// (for an engine's CI: `--fail-on breaking`).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
     },
     /// Time decode and encode of every accepted message case.
     Bench {
@@ -192,6 +237,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::SchemaDiff { a, b, dialect, schemas, format, fail_on } => {
+            schema_diff(&a, &b, dialect, &schemas, format, fail_on)
+        }
         Command::Bench { corpus: dir, repeats, batch_ms } => {
             let (cases, errors) = match corpus::load(&dir) {
                 Ok(x) => x,
@@ -221,5 +269,57 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+fn schema_diff(
+    a: &str,
+    b: &str,
+    dialect: Dialect,
+    dir: &std::path::Path,
+    format: DiffFormat,
+    fail_on: Option<FailOn>,
+) -> ExitCode {
+    use conformance::schema_diff as sd;
+    let dialect = match dialect {
+        Dialect::Vllm => "vllm",
+        Dialect::Tokenspeed => "tokenspeed",
+    };
+    let load = |v: &str| {
+        let path = sd::dump_path(dir, dialect, v);
+        if !path.exists() {
+            let known = sd::releases(dir, dialect);
+            return Err(format!(
+                "no schema dump for {dialect} {v} ({}); dumps under {}: {}",
+                path.display(),
+                dir.display(),
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ));
+        }
+        sd::load(&path).map_err(|e| e.to_string())
+    };
+    let (sa, sb) = match (load(a), load(b)) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("conformance schema-diff: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let changes = sd::diff(&sa, &sb);
+    match format {
+        DiffFormat::Text => print!("{}", sd::text(a, b, &changes)),
+        DiffFormat::Json => {
+            println!("{}", serde_json::to_string_pretty(&sd::to_json(a, b, &changes)).unwrap_or_default())
+        }
+        DiffFormat::Markdown => print!("{}", sd::markdown(a, b, &changes)),
+    }
+    let limit = fail_on.map(|f| match f {
+        FailOn::Compatible => sd::Verdict::Compatible,
+        FailOn::Drift => sd::Verdict::Drift,
+        FailOn::Breaking => sd::Verdict::Breaking,
+    });
+    match (limit, sd::worst(&changes)) {
+        (Some(l), Some(w)) if w >= l => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
     }
 }

@@ -55,6 +55,23 @@ impl Rare {
     }
 }
 
+impl Drop for Rare {
+    /// The common output has none: one test inline, the freeing out of line.
+    #[inline]
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            drop_rare(self.0.take());
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[allow(clippy::box_collection)]
+fn drop_rare(r: Option<Box<Vec<(usize, Value)>>>) {
+    drop(r);
+}
+
 impl<'r> IntoIterator for &'r Rare {
     type Item = &'r (usize, Value);
     type IntoIter = std::slice::Iter<'r, (usize, Value)>;
