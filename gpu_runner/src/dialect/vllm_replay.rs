@@ -154,18 +154,26 @@ fn translate_now(
     translate::translate(req, info, ctx.tokenizer, &opts)
 }
 
-fn refused(e: &translate::TranslateError) -> Option<(String, String)> {
-    Some((e.class.as_str().to_string(), e.to_string()))
+/// A refusal as a result records it: its class and text.
+type Refusal = (String, String);
+
+/// A refusal of the translation layer.
+fn refused(e: &translate::TranslateError) -> Refusal {
+    (e.class.as_str().to_string(), e.to_string())
 }
 
 /// `req` made by `EngineCoreRequest::builder` with the served model's EOS
 /// facts (its tokenizer and `generation_config.json`) and the engine's
 /// `max_model_len`: the sampling fields the builder names, a constraint
-/// through the translation layer's checks, then `encode_checked`. A
-/// request the builder or `encode_checked` refuses is `refused` (class
-/// `builder`). No stop-string detection: the engine sees ids only.
-fn build_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, req: &GenerateRequest) -> Result<Value, (String, String)> {
-    let refused = |e: engine_protocol::Error| ("builder".to_string(), e.to_string());
+/// through the translation layer's checks; the request and the frames
+/// `encode_checked` writes for it. A request the builder or
+/// `encode_checked` refuses is `refused` (class `builder`). No stop-string
+/// detection: the engine sees ids only.
+fn build_request(
+    ctx: &Context<'_, Vllm>,
+    info: &EngineInfo,
+    req: &GenerateRequest,
+) -> Result<(EngineCoreRequest, Vec<Vec<u8>>), Refusal> {
     let eos = ctx.tokenizer.eos(req.ignore_eos);
     let max_tokens = req.max_tokens.and_then(|m| u32::try_from(m).ok()).ok_or_else(|| {
         ("builder".to_string(), "a built request needs max_tokens (0 to 2^32-1): the engine requires it".to_string())
@@ -189,19 +197,19 @@ fn build_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, req: &GenerateReque
         b = b.seed(seed);
     }
     if let Some(c) = &req.structured_outputs {
-        let so = translate::request::check_constraints(c, &ctx.options).map_err(|e| refused_pair(&e))?;
+        let so = translate::request::check_constraints(c, &ctx.options).map_err(|e| refused(&e))?;
         if let Some(so) = so {
             b = b.constraint(so.constraint, so.backend.unwrap_or_default());
         }
     }
-    let request = b.build().map_err(refused)?;
-    let release = ctx.gateway.release();
-    request.encode_checked(release).map_err(refused)?;
-    request.to_value(release).map_err(refused)
+    let request = b.build().map_err(built_refused)?;
+    let frames = request.encode_checked(ctx.gateway.release()).map_err(built_refused)?;
+    Ok((request, frames))
 }
 
-fn refused_pair(e: &translate::TranslateError) -> (String, String) {
-    (e.class.as_str().to_string(), e.to_string())
+/// A refusal of the builder or of `encode_checked`.
+fn built_refused(e: engine_protocol::Error) -> Refusal {
+    ("builder".to_string(), e.to_string())
 }
 
 /// The gateway-level request of `body` and a result holding its prompt;
@@ -214,7 +222,7 @@ fn parsed(body: &Json) -> (RequestResult, Option<GenerateRequest>) {
             (res, Some(req))
         }
         Err(e) => {
-            res.refused = refused(&e);
+            res.refused = Some(refused(&e));
             (res, None)
         }
     }
@@ -224,22 +232,22 @@ async fn run_built(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, spec
     let (mut res, req) = parsed(body);
     let Some(req) = req else { return res };
     res.prompt_len = req.prompt_token_ids.len();
-    let request = match build_request(ctx, info, &req) {
-        Ok(v) => v,
+    let (request, frames) = match build_request(ctx, info, &req) {
+        Ok(built) => built,
         Err(why) => {
             res.refused = Some(why);
             return res;
         }
     };
     res.sent_max_tokens = req.max_tokens;
-    let Value::Struct(sv) = &request else { unreachable!("a request converts to a struct") };
     let mut c = ChildResult {
-        engine_request_id: req.request_id.clone(),
+        engine_request_id: request.request_id.clone(),
         engine: spec.dialect.engine.unwrap_or(ctx.engine),
-        sent_seed: sv.struct_field("sampling_params").and_then(|sp| sp.int_field("seed")),
+        sent_seed: request.sampling_params.as_ref().and_then(|sp| sp.seed).and_then(|s| i64::try_from(s).ok()),
         ..Default::default()
     };
-    match ctx.gateway.add(c.engine, &request).await {
+    // The bytes `encode_checked` wrote are the ones sent.
+    match ctx.gateway.add_frames(c.engine, &request.request_id, frames).await {
         Ok(stream) => collect(ctx, stream, None, spec, &mut c).await,
         Err(e) => fail(&mut c, &e, false),
     }
@@ -253,7 +261,7 @@ async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, sp
     let t = match translate_now(ctx, info, &req) {
         Ok(t) => t,
         Err(e) => {
-            res.refused = refused(&e);
+            res.refused = Some(refused(&e));
             return res;
         }
     };
@@ -298,14 +306,14 @@ async fn run_raw(
             let req = match GenerateRequest::from_json(body) {
                 Ok(r) => r,
                 Err(e) => {
-                    res.refused = refused(&e);
+                    res.refused = Some(refused(&e));
                     return res;
                 }
             };
             let t = match translate_now(ctx, info, &req) {
                 Ok(t) => t,
                 Err(e) => {
-                    res.refused = refused(&e);
+                    res.refused = Some(refused(&e));
                     return res;
                 }
             };

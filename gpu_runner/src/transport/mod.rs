@@ -584,8 +584,9 @@ impl<D: EngineWire> Gateway<D> {
 
     /// Sends input frames as they are (`[type byte, payload, aux...]`, not
     /// checked or encoded here) and streams what comes back for
-    /// `request_id`. For requests the engine must refuse, built around the
-    /// gateway's own validation; never for ordinary traffic.
+    /// `request_id`: requests the engine must refuse, built around the
+    /// gateway's own validation, and requests a caller encoded itself
+    /// (`EngineCoreRequest::encode_checked`'s frames).
     pub async fn add_frames(
         &self,
         engine: u16,

@@ -96,6 +96,21 @@ fn rare<T: WireType>(
     Option::<T>::from_value(v, None, rel).map_err(|e| e.under(&format!("{root}.{name}")))
 }
 
+/// The batch table (the fast decoder reads only vLLM's, structs both).
+fn batch_schema(table: Table) -> &'static StructSchema {
+    table.0.engine_core_outputs.as_struct().expect("a vLLM batch table is a struct")
+}
+
+/// The rare fields over `s`, by their table positions.
+fn set_rare(s: &mut StructValue, rare: &Rare) {
+    let schema = s.schema;
+    for (pos, v) in rare {
+        if let Some(f) = schema.fields.get(*pos) {
+            s.set(f.name, v.clone());
+        }
+    }
+}
+
 fn tensor(t: &TensorRef<'_>) -> Value {
     Value::Tensor(Box::new(Tensor { dtype: t.dtype.to_string(), shape: t.shape.to_vec(), data: t.data.to_vec() }))
 }
@@ -173,11 +188,11 @@ impl Output<'_> {
     fn value(&self) -> Value {
         let schema = self.table.0.engine_core_output;
         let mut s = StructValue::with_defaults(schema);
+        // The borrowed fields, then the rare ones over them (a field the
+        // borrowed form cannot hold is among the rare ones).
         let mut set = |name: &str, v: Value| {
-            if let Some(pos) = schema.index_of(name) {
-                if !self.other.iter().any(|(i, _)| *i == pos) {
-                    s.set(name, v);
-                }
+            if schema.index_of(name).is_some() {
+                s.set(name, v);
             }
         };
         set("request_id", Value::Str(self.request_id.to_string()));
@@ -194,19 +209,14 @@ impl Output<'_> {
             None => {}
         }
         set("num_nans_in_logits", Value::Int(self.num_nans_in_logits));
-        for (pos, v) in &self.other {
-            if let Some(f) = schema.fields.get(*pos) {
-                s.set(f.name, v.clone());
-            }
-        }
+        set_rare(&mut s, &self.other);
         Value::Struct(s)
     }
 }
 
 impl Outputs<'_> {
     fn rare<T: WireType>(&self, name: &str) -> Result<Option<T>, Error> {
-        let schema = self.table.0.engine_core_outputs.as_struct().expect("a vLLM batch table is a struct");
-        rare(self.table, schema, &self.other, "EngineCoreOutputs", name)
+        rare(self.table, batch_schema(self.table), &self.other, "EngineCoreOutputs", name)
     }
 
     /// `utility_output`: the answer to a UTILITY call.
@@ -229,19 +239,14 @@ impl Outputs<'_> {
     /// [`crate::typed::decode_typed`] gives, but for the unknown fields of
     /// a newer engine: see [`Output::to_owned`]).
     pub fn to_owned(&self) -> Result<EngineCoreOutputs, Error> {
-        let schema = self.table.0.engine_core_outputs.as_struct().expect("a vLLM batch table is a struct");
-        let mut s = StructValue::with_defaults(schema);
+        let mut s = StructValue::with_defaults(batch_schema(self.table));
         s.set("engine_index", Value::Int(self.engine_index));
         s.set("outputs", Value::Array(self.outputs.iter().map(Output::value).collect()));
         s.set("timestamp", Value::Float(self.timestamp));
         s.set("wave_complete", self.wave_complete.map_or(Value::Nil, Value::Int));
         s.set("start_wave", self.start_wave.map_or(Value::Nil, Value::Int));
         s.set("weight_version", self.weight_version.map_or(Value::Nil, |w| Value::Str(w.to_string())));
-        for (pos, v) in &self.other {
-            if let Some(f) = schema.fields.get(*pos) {
-                s.set(f.name, v.clone());
-            }
-        }
+        set_rare(&mut s, &self.other);
         EngineCoreOutputs::from_value(self.table.0, &Value::Struct(s))
     }
 }

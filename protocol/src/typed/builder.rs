@@ -199,7 +199,6 @@ impl EngineCoreRequest {
                 prompt_token_ids: Some(prompt_token_ids.into()),
                 sampling_params: Some(SamplingParams {
                     max_tokens: Some(i128::from(max_tokens)),
-                    ignore_eos: eos.is_ignored(),
                     ..SamplingParams::default()
                 }),
                 ..EngineCoreRequest::default()
