@@ -21,8 +21,11 @@
 //! let v033 = release(Dialect::Vllm, "0.33.0")?;
 //! assert!(std::ptr::eq(v033, VLLM_0_33_0));
 //! // A version without a table is a typed error naming the supported ones.
-//! let e: UnknownRelease = release(Dialect::Vllm, "0.29.0").unwrap_err();
-//! assert!(e.to_string().contains("0.32.0"), "{e}");
+//! let e: UnknownRelease = release(Dialect::Vllm, "0.21.0").unwrap_err();
+//! assert!(e.to_string().contains("0.22.0, 0.22.1, 0.23.0"), "{e}");
+//! // Every release from 0.22 on has a table (the value codec and `verify`
+//! // take any of them); the typed API covers 0.32.0 and 0.33.0.
+//! assert_eq!(release(Dialect::Vllm, "0.29.0")?.version, "0.29.0");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -1,4 +1,9 @@
-//! vLLM EngineCore schema tables, releases 0.32.0 and 0.33.0.
+//! vLLM EngineCore schema tables: 0.32.0 and 0.33.0 written here by hand
+//! (the typed API is generated from them), every release from 0.22.0 to
+//! 0.31.0 generated from its schema dump into `history` (re-exported here:
+//! `V0_22_0` ... `V0_31_0`, and a static per struct that differs from these,
+//! named by the first release that has it). `conformance schema-diff A B`
+//! lists what changed between any two (docs/schema-diff.md).
 //!
 //! Sources: vLLM's own classes (`vllm.v1.engine`, `vllm.sampling_params`,
 //! `vllm.lora.request`, `vllm.v1.outputs`, `vllm.v1.engine.utils`) as
@@ -9,6 +14,10 @@
 //! - `EngineCoreOutput` gained a 19th field `error: RequestError | None`;
 //! - `EngineCoreReadyResponse` gained `coord_store_port`,
 //!   `coordinator_input_address` and `coordinator_output_address`.
+
+#[rustfmt::skip]
+mod history;
+pub use history::*;
 
 use super::Default as D;
 use super::{Dialect, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
@@ -179,7 +188,7 @@ pub static KV_HINT_ACTION: StructSchema = StructSchema {
     tag: None,
 };
 
-/// `KvHintsEnvelope` (0.32+): a map Struct.
+/// `KvHintsEnvelope` (0.31+): a map Struct.
 pub static KV_HINTS_ENVELOPE: StructSchema = StructSchema {
     name: "KvHintsEnvelope",
     layout: Layout::FullMap,
@@ -287,7 +296,8 @@ pub static SAMPLING_PARAMS: StructSchema = StructSchema {
 static OPT_SAMPLING_PARAMS: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_PARAMS));
 
 /// `LoRARequest`: array_like msgspec Struct, 6 elements in 0.32/0.33
-/// (`tensorizer_config_dict` removed: a positional break from 0.30).
+/// (`tensorizer_config_dict`, the 5th of 7 up to 0.31, removed: a
+/// positional break from 0.31).
 pub static LORA_REQUEST: StructSchema = StructSchema {
     name: "LoRARequest",
     layout: Layout::Positional,
@@ -385,7 +395,7 @@ pub static LOGPROBS_LISTS: StructSchema = StructSchema {
 };
 static OPT_LOGPROBS_LISTS: Ty = Ty::Optional(&Ty::Struct(&LOGPROBS_LISTS));
 
-/// `LogprobsTensors` (NamedTuple of torch tensors), 5 slots since 0.30.
+/// `LogprobsTensors` (NamedTuple of torch tensors), 5 slots since 0.29.
 pub static LOGPROBS_TENSORS: StructSchema = StructSchema {
     name: "LogprobsTensors",
     layout: Layout::NamedTuple,
@@ -453,7 +463,7 @@ pub static SAMPLING_MASK_LISTS: StructSchema = StructSchema {
 };
 static OPT_SAMPLING_MASK: Ty = Ty::Optional(&Ty::Struct(&SAMPLING_MASK_LISTS));
 
-/// `RequestSpecDecodeMetrics` (0.30+): a dataclass.
+/// `RequestSpecDecodeMetrics` (0.29+): a dataclass.
 pub static REQUEST_SPEC_DECODE_METRICS: StructSchema = StructSchema {
     name: "RequestSpecDecodeMetrics",
     layout: Layout::FullMap,
