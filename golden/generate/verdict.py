@@ -71,12 +71,58 @@ class Env:
         self.MsgpackEncoder = MsgpackEncoder
         self.UtilityResult = UtilityResult
 
+        # What this release's classes have (introspected, never looked up
+        # by version number): the case builders produce a case only where
+        # its classes and fields exist.
+        self.output_fields = self.fields(eng.EngineCoreOutput)
+        self.outputs_fields = self.fields(eng.EngineCoreOutputs)
+        self.request_fields = self.fields(eng.EngineCoreRequest)
+        self.sp_fields = self.fields(SamplingParams)
+        self.ready_fields = self.fields(eng.EngineCoreReadyResponse)
+
+    @staticmethod
+    def fields(cls) -> list[str]:
+        """Field names of a msgspec Struct, dataclass or NamedTuple, in wire
+        order, as msgspec.inspect describes the installed class."""
         import msgspec.inspect as mi
 
-        self.output_fields = [f.name for f in mi.type_info(eng.EngineCoreOutput).fields]
-        self.request_fields = [f.name for f in mi.type_info(eng.EngineCoreRequest).fields]
-        self.sp_fields = [f.name for f in mi.type_info(SamplingParams).fields]
-        self.ready_fields = [f.name for f in mi.type_info(eng.EngineCoreReadyResponse).fields]
+        return [f.name for f in mi.type_info(cls).fields]
+
+    @staticmethod
+    def field_type(cls, name):
+        """msgspec.inspect's type of one field of cls."""
+        import msgspec.inspect as mi
+
+        for f in mi.type_info(cls).fields:
+            if f.name == name:
+                return f.type
+        raise KeyError(f"{cls.__name__} has no field {name}")
+
+    @staticmethod
+    def field_default(cls, name):
+        """The default of one field of cls (msgspec.inspect.NODEFAULT when
+        it has none or a factory)."""
+        import msgspec.inspect as mi
+
+        for f in mi.type_info(cls).fields:
+            if f.name == name:
+                return f.default
+        raise KeyError(f"{cls.__name__} has no field {name}")
+
+    @staticmethod
+    def required_fields(cls) -> list[str]:
+        import msgspec.inspect as mi
+
+        return [f.name for f in mi.type_info(cls).fields if f.required]
+
+    def find(self, module: str, name: str):
+        """A class of this release, or None where the release lacks it."""
+        import importlib
+
+        try:
+            return getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            return None
 
     def schema_roots(self):
         roots = [
@@ -243,7 +289,12 @@ SHAPE_PATTERNS = (
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """Map the exception vLLM raised to a reject class. Returns (class, rule)."""
-    from vllm.exceptions import VLLMValidationError
+    try:
+        from vllm.exceptions import VLLMValidationError
+    except ImportError:  # a release without it
+
+        class VLLMValidationError(Exception):
+            pass
 
     msg = str(exc)
     if isinstance(exc, RecursionError):

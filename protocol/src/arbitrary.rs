@@ -324,7 +324,9 @@ impl Gen<'_, '_> {
             return Ok(None);
         }
         let rules: &[Rule] = match s.validate {
-            Some(Rules::SamplingParams) => SAMPLING_PARAMS_RULES,
+            Some(tag @ (Rules::SamplingParams | Rules::SamplingParams0_23 | Rules::SamplingParams0_22)) => {
+                crate::validate::rules_for(tag).unwrap_or(SAMPLING_PARAMS_RULES)
+            }
             Some(Rules::LoraRequest) => LORA_REQUEST_RULES,
             Some(Rules::RepetitionDetectionParams) => {
                 return Ok(Some(match f.name {
@@ -436,7 +438,9 @@ pub fn breaking_value(u: &mut Unstructured<'_>, field: &Field, rule: &Rule) -> R
 /// decoder must reject it with `validation` at that rule's field.
 pub fn invalid_struct(u: &mut Unstructured<'_>, s: &'static StructSchema) -> Result<(StructValue, &'static Rule)> {
     let rules: &'static [Rule] = match s.validate {
-        Some(Rules::SamplingParams) => SAMPLING_PARAMS_RULES,
+        Some(tag @ (Rules::SamplingParams | Rules::SamplingParams0_23 | Rules::SamplingParams0_22)) => {
+            crate::validate::rules_for(tag).unwrap_or(SAMPLING_PARAMS_RULES)
+        }
         Some(Rules::LoraRequest) => LORA_REQUEST_RULES,
         _ => return Err(ArbError::IncorrectFormat),
     };

@@ -46,6 +46,8 @@ pub fn check(s: &StructSchema, v: &StructValue) -> Result<(), Violation> {
     match s.validate {
         None => Ok(()),
         Some(Rules::SamplingParams) => sampling_params(v),
+        Some(Rules::SamplingParams0_23) => first_violation_in(v, SAMPLING_PARAMS_RULES_0_23),
+        Some(Rules::SamplingParams0_22) => first_violation_in(v, SAMPLING_PARAMS_RULES_0_22),
         Some(Rules::StructuredOutputsParams) => structured_outputs_params(v),
         Some(Rules::LoraRequest) => lora_request(v),
         Some(Rules::RepetitionDetectionParams) => repetition_detection_params(v),
@@ -75,6 +77,9 @@ pub enum Check {
     /// A number not below this; NaN and nil pass (TokenSpeed's
     /// `x < 0` test).
     NotBelow(f64),
+    /// A number above this; NaN and nil pass (vLLM's `x <= lo` test before
+    /// 0.24.0).
+    Above(f64),
     /// A string, or a list of strings, none of them empty.
     NoEmptyString,
     /// An integer at least `min`, or exactly `except`; nil passes.
@@ -137,36 +142,71 @@ pub const MAX_N_SEQUENCES: i64 = 16384;
 /// vLLM's `_SAMPLING_EPS`: a temperature below it is greedy sampling.
 pub const SAMPLING_EPS: f64 = 1e-5;
 
-/// `SamplingParams.__post_init__` / `_verify_args` (vLLM 0.32/0.33), in the
-/// order vLLM runs them (docs/wire-protocol.md §10.2).
-pub static SAMPLING_PARAMS_RULES: &[Rule] = &[
-    rule("n", Check::IntAtLeast(1), "must be at least 1"),
-    // `VLLM_MAX_N_SEQUENCES`, 16384 unless the engine's environment says
-    // otherwise (`intrange/sp_n_*` goldens).
-    rule("n", Check::IntAtMost(MAX_N_SEQUENCES), "must be at most 16384 (VLLM_MAX_N_SEQUENCES)"),
-    rule("presence_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
-    rule("frequency_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
-    rule("repetition_penalty", range(0.0, true, f64::INFINITY, true), "must be a finite number greater than zero"),
-    rule("temperature", range(0.0, false, 2.0, false), "must be in [0, 2]"),
-    rule("top_p", range(0.0, true, 1.0, false), "must be in (0, 1]"),
-    rule("top_k", Check::IntAtLeast(-1), "must be -1 (disabled), 0 or positive"),
-    rule("min_p", range(0.0, false, 1.0, false), "must be in [0, 1]"),
-    rule("max_tokens", Check::IntAtLeast(1), "must be at least 1"),
-    rule("min_tokens", Check::IntAtLeast(0), "must be at least 0"),
-    rule("min_tokens", Check::NotAbove("max_tokens"), "must not exceed max_tokens"),
-    rule("logprobs", Check::IntAtLeast(-1), "must be -1 (whole vocabulary) or non-negative"),
-    rule("prompt_logprobs", Check::IntAtLeast(-1), "must be -1 (whole vocabulary) or non-negative"),
-    rule("stop", Check::NoEmptyString, "stop strings must not be empty"),
-    rule("stop", Check::NeedsTrue("detokenize"), "stop strings need detokenize=True"),
-    rule("bad_words", Check::NoEmptyString, "bad_words cannot contain an empty string"),
-    rule("stream_interval", Check::IntAtLeast(1), "must be at least 1"),
-    rule("thinking_token_budget", Check::IntAtLeast(-1), "must be a non-negative integer or -1 for unlimited"),
-    rule(
-        "n",
-        Check::OneWhenBelow { other: "temperature", below: SAMPLING_EPS },
-        "must be 1 when using greedy sampling",
-    ),
-];
+/// `SamplingParams.__post_init__` / `_verify_args` rules, in the order vLLM
+/// runs them: the list shared by every release from 0.22.0 on, with the
+/// rules that changed between releases as arguments.
+macro_rules! sampling_params_rules {
+    (repetition_penalty: $rep:expr, temperature: $temp:expr $(, thinking_token_budget: $think:expr)?) => {
+        &[
+            rule("n", Check::IntAtLeast(1), "must be at least 1"),
+            // `VLLM_MAX_N_SEQUENCES`, 16384 unless the engine's environment says
+            // otherwise (`intrange/sp_n_*` goldens).
+            rule("n", Check::IntAtMost(MAX_N_SEQUENCES), "must be at most 16384 (VLLM_MAX_N_SEQUENCES)"),
+            rule("presence_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
+            rule("frequency_penalty", range(-2.0, false, 2.0, false), "must be in [-2, 2]"),
+            $rep,
+            $temp,
+            rule("top_p", range(0.0, true, 1.0, false), "must be in (0, 1]"),
+            rule("top_k", Check::IntAtLeast(-1), "must be -1 (disabled), 0 or positive"),
+            rule("min_p", range(0.0, false, 1.0, false), "must be in [0, 1]"),
+            rule("max_tokens", Check::IntAtLeast(1), "must be at least 1"),
+            rule("min_tokens", Check::IntAtLeast(0), "must be at least 0"),
+            rule("min_tokens", Check::NotAbove("max_tokens"), "must not exceed max_tokens"),
+            rule("logprobs", Check::IntAtLeast(-1), "must be -1 (whole vocabulary) or non-negative"),
+            rule("prompt_logprobs", Check::IntAtLeast(-1), "must be -1 (whole vocabulary) or non-negative"),
+            rule("stop", Check::NoEmptyString, "stop strings must not be empty"),
+            rule("stop", Check::NeedsTrue("detokenize"), "stop strings need detokenize=True"),
+            rule("bad_words", Check::NoEmptyString, "bad_words cannot contain an empty string"),
+            rule("stream_interval", Check::IntAtLeast(1), "must be at least 1"),
+            $($think,)?
+            rule(
+                "n",
+                Check::OneWhenBelow { other: "temperature", below: SAMPLING_EPS },
+                "must be 1 when using greedy sampling",
+            ),
+        ]
+    };
+}
+
+const THINKING_TOKEN_BUDGET: Rule =
+    rule("thinking_token_budget", Check::IntAtLeast(-1), "must be a non-negative integer or -1 for unlimited");
+
+/// `SamplingParams.__post_init__` / `_verify_args` (vLLM 0.24.0 to 0.33.0;
+/// docs/wire-protocol.md §10.2). A rule on a field a release lacks
+/// (`stream_interval` before 0.27) does not apply to it.
+pub static SAMPLING_PARAMS_RULES: &[Rule] = sampling_params_rules!(
+    repetition_penalty: rule("repetition_penalty", range(0.0, true, f64::INFINITY, true), "must be a finite number greater than zero"),
+    temperature: rule("temperature", range(0.0, false, 2.0, false), "must be in [0, 2]"),
+    thinking_token_budget: THINKING_TOKEN_BUDGET
+);
+
+/// vLLM 0.23.0's rules: `temperature` only non-negative and
+/// `repetition_penalty` only above zero (NaN, infinity and a temperature of
+/// 3 pass: the `mutant/sp_temperature_*` and `sp_repetition_penalty_inf`
+/// goldens of its own decoder).
+pub static SAMPLING_PARAMS_RULES_0_23: &[Rule] = sampling_params_rules!(
+    repetition_penalty: rule("repetition_penalty", Check::Above(0.0), "must be greater than zero"),
+    temperature: rule("temperature", Check::NotBelow(0.0), "must be non-negative"),
+    thinking_token_budget: THINKING_TOKEN_BUDGET
+);
+
+/// vLLM 0.22's rules: 0.23.0's without the `thinking_token_budget` check
+/// (-5 and -2^63 pass: `mutant/sp_thinking_budget_minus5` and
+/// `intrange/sp_thinking_token_budget_i64_min` of its own decoder).
+pub static SAMPLING_PARAMS_RULES_0_22: &[Rule] = sampling_params_rules!(
+    repetition_penalty: rule("repetition_penalty", Check::Above(0.0), "must be greater than zero"),
+    temperature: rule("temperature", Check::NotBelow(0.0), "must be non-negative")
+);
 
 /// `LoRARequest.__post_init__`: a positive id and a non-empty path.
 pub static LORA_REQUEST_RULES: &[Rule] = &[
@@ -307,6 +347,7 @@ impl Rule {
                 None => true,
             },
             Check::NotBelow(lo) => !matches!(x.num(), Some(f) if f < lo),
+            Check::Above(lo) => !matches!(x.num(), Some(f) if f <= lo),
             Check::NoEmptyString => match x {
                 FieldRef::Str(s) => !s.is_empty(),
                 FieldRef::List { empty_str, .. } => !empty_str,
@@ -358,7 +399,7 @@ impl Rule {
             | Check::IntBelowUnless { .. }
             | Check::IntIs(_)
             | Check::OneWhenBelow { .. } => format!("{}, got {}", self.message, int(x)),
-            Check::Range { .. } | Check::NotBelow(_) => {
+            Check::Range { .. } | Check::NotBelow(_) | Check::Above(_) => {
                 format!("{}, got {}", self.message, x.num().unwrap_or_default())
             }
             Check::NotAbove(_) => format!("{} ({}), got {}", self.message, int(other), int(x)),
@@ -405,6 +446,8 @@ pub fn first_violation_in(v: &StructValue, rules: &[Rule]) -> Result<(), Violati
 pub fn rules_for(tag: Rules) -> Option<&'static [Rule]> {
     match tag {
         Rules::SamplingParams => Some(SAMPLING_PARAMS_RULES),
+        Rules::SamplingParams0_23 => Some(SAMPLING_PARAMS_RULES_0_23),
+        Rules::SamplingParams0_22 => Some(SAMPLING_PARAMS_RULES_0_22),
         Rules::LoraRequest => Some(LORA_REQUEST_RULES),
         _ => None,
     }

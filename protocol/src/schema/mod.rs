@@ -169,8 +169,13 @@ pub struct Field {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Rules {
-    /// vLLM's `SamplingParams.__post_init__` / `_verify_args`.
+    /// vLLM's `SamplingParams.__post_init__` / `_verify_args` (0.24.0 on).
     SamplingParams,
+    /// The same in vLLM 0.23.0 (looser `temperature` and
+    /// `repetition_penalty` checks).
+    SamplingParams0_23,
+    /// The same in vLLM 0.22 (0.23.0's, without `thinking_token_budget`'s).
+    SamplingParams0_22,
     /// vLLM's `StructuredOutputsParams.__post_init__`: exactly one constraint.
     StructuredOutputsParams,
     /// vLLM's `LoRARequest.__post_init__`.
