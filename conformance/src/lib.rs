@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod check;
 pub mod codec;
+pub mod compat;
 pub mod corpus;
 pub mod kinds;
 pub mod report;

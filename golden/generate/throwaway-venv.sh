@@ -44,3 +44,20 @@ throwaway_venv() {
   THROWAWAY_TORCH=$torch
   touch "$venv/.complete"
 }
+
+# Runs "$SCRIPT VERSION" once per version given, one after another, so that
+# a failing release does not stop the others, then exits: 0 when every one
+# passed. Usage (before anything per-version): per_release "$0" NAME "$@".
+per_release() {
+  local script=$1 name=$2
+  shift 2
+  local failed=() v
+  for v in "$@"; do
+    "$script" "$v" || failed+=("$v")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "$name: FAILED for ${failed[*]}" >&2
+    exit 1
+  fi
+  exit 0
+}

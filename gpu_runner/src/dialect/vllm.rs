@@ -22,7 +22,11 @@
 //! verdict, errors and drift of `decode_message`, with request ids, token
 //! ids and finish and stop reasons borrowed from the frames); each step's
 //! whole output is decoded from the shared frames only when read
-//! ([`OutputValue`]).
+//! ([`OutputValue`]). The fast decoder reads the tables of the typed API's
+//! releases (0.32, 0.33: nine batch fields); a batch of an older table
+//! (eight: no `weight_version`) is decoded by the schema-driven decoder,
+//! `decode_message`, whose verdicts, errors and drift the fast one shares,
+//! and its steps read from the value.
 
 use std::fmt;
 use std::ops::{Deref, Range};
@@ -32,7 +36,7 @@ use bytes::Bytes;
 use engine_protocol::hot::{decode_output_value, decode_outputs};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::RequestType;
-use engine_protocol::{encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
+use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 
 use super::{BatchInfo, Demux, DpControl, EngineWire, UtilityReply, WireError};
 
@@ -62,8 +66,10 @@ pub struct Step {
 /// cannot fail.
 #[derive(Clone)]
 pub struct OutputValue {
-    batch: Arc<BatchFrames>,
-    raw: Range<usize>,
+    /// The batch's frames and the output's place in them; `None` when the
+    /// value was decoded with the batch (a table the fast decoder does not
+    /// read).
+    batch: Option<(Arc<BatchFrames>, Range<usize>)>,
     value: OnceLock<StructValue>,
 }
 
@@ -78,11 +84,16 @@ impl OutputValue {
     /// The decoded output.
     pub fn value(&self) -> &StructValue {
         self.value.get_or_init(|| {
-            let b = &self.batch;
+            let Some((b, raw)) = &self.batch else { unreachable!("an output decoded with its batch holds its value") };
             let slices: Vec<&[u8]> = b.frames.iter().map(|f| f.as_ref()).collect();
-            decode_output_value(b.release, &slices, self.raw.clone(), &b.limits)
+            decode_output_value(b.release, &slices, raw.clone(), &b.limits)
                 .unwrap_or_else(|_| StructValue::with_defaults(b.release.engine_core_output))
         })
+    }
+
+    /// An output already decoded (with its batch).
+    fn decoded(value: StructValue) -> OutputValue {
+        OutputValue { batch: None, value: OnceLock::from(value) }
     }
 }
 
@@ -173,6 +184,9 @@ impl EngineWire for Vllm {
         limits: &Limits,
         demux: &mut impl Demux<Step>,
     ) -> Result<BatchInfo, WireError> {
+        if !fast_decoder_reads(release) {
+            return decode_batch_value(release, &frames, limits, demux);
+        }
         // Shared by the batch's steps (their `output`, decoded on demand).
         let shared = Arc::new(BatchFrames { frames, release, limits: *limits });
         // The fast decoder: same verdict, errors and drift as
@@ -191,7 +205,7 @@ impl EngineWire for Vllm {
                 new_token_ids: out.new_token_ids.to_vec(),
                 finish_reason: out.finish_reason,
                 stop_reason: out.stop_reason_owned(),
-                output: OutputValue { batch: Arc::clone(&shared), raw: out.raw.clone(), value: OnceLock::new() },
+                output: OutputValue { batch: Some((Arc::clone(&shared), out.raw.clone())), value: OnceLock::new() },
             });
         }
         let dp_control = match (batch.wave_complete, batch.start_wave) {
@@ -207,9 +221,129 @@ impl EngineWire for Vllm {
     }
 }
 
+/// Whether `hot::decode_outputs` reads `release`'s batch table (it reads
+/// the typed API's tables; for another it answers with an error even for
+/// a batch `decode_message` accepts). Found once per table: an empty batch
+/// of the table, encoded, read back.
+fn fast_decoder_reads(release: &'static ReleaseSchema) -> bool {
+    // The typed API's tables, without a lock on the hot path.
+    if crate::release::has_typed_api(release) {
+        return true;
+    }
+    static KNOWN: std::sync::Mutex<Vec<(usize, bool)>> = std::sync::Mutex::new(Vec::new());
+    let key = std::ptr::from_ref(release) as usize;
+    let mut known = KNOWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, reads)) = known.iter().find(|(k, _)| *k == key) {
+        return *reads;
+    }
+    let reads = release.engine_core_outputs.as_struct().is_some_and(|schema| {
+        let mut b = StructValue::with_defaults(schema);
+        b.set("outputs", Value::Array(Vec::new()));
+        encode_message(release, MessageKind::EngineCoreOutputs, &Value::Struct(b))
+            .is_ok_and(|frames| decode_outputs(release, &frames, &Limits::default()).is_ok())
+    });
+    known.push((key, reads));
+    reads
+}
+
+/// [`Vllm::decode_batch`] by the schema-driven decoder (`decode_message`):
+/// the same verdict, error and drift as the fast decoder, each output's
+/// value decoded with the batch.
+fn decode_batch_value(
+    release: &'static ReleaseSchema,
+    frames: &[Bytes],
+    limits: &Limits,
+    demux: &mut impl Demux<Step>,
+) -> Result<BatchInfo, WireError> {
+    let slices: Vec<&[u8]> = frames.iter().map(|f| f.as_ref()).collect();
+    let d = decode_message(release, MessageKind::EngineCoreOutputs, &slices, limits).map_err(WireError::Decode)?;
+    let Value::Struct(batch) = d.value else {
+        return Err(WireError::Decode(engine_protocol::Error::new(
+            engine_protocol::RejectClass::Type,
+            "EngineCoreOutputs",
+            "not a struct",
+        )));
+    };
+    let engine_index = batch.int_field("engine_index").unwrap_or(0);
+    let utility = batch.struct_field("utility_output").map(|u| {
+        let raw_call_id = u.get("call_id").cloned().unwrap_or(Value::Nil);
+        let call_id = match &raw_call_id {
+            Value::Int(i) => u64::try_from(*i).ok(),
+            Value::UInt(u) => Some(*u),
+            _ => None,
+        };
+        let result = match u.get("result") {
+            Some(Value::Array(xs)) if xs.len() == 2 => xs[1].clone(),
+            _ => Value::Nil,
+        };
+        UtilityReply { call_id, raw_call_id, failure: u.str_field("failure_message").map(str::to_string), result }
+    });
+    if let Some(Value::Array(outputs)) = batch.get("outputs") {
+        for out in outputs {
+            let Value::Struct(o) = out else { continue };
+            let finish_reason = o.int_field("finish_reason").and_then(FinishReason::from_wire);
+            demux.offer(o.str_field("request_id").unwrap_or(""), finish_reason.is_some(), || Step {
+                engine_index,
+                new_token_ids: crate::check::logprobs::int_list(o.get("new_token_ids")),
+                finish_reason,
+                stop_reason: match o.get("stop_reason") {
+                    Some(Value::Int(t)) => Some(StopReason::TokenId(i128::from(*t))),
+                    Some(Value::UInt(t)) => Some(StopReason::TokenId(i128::from(*t))),
+                    Some(Value::Str(t)) => Some(StopReason::Text(t.clone())),
+                    _ => None,
+                },
+                output: OutputValue::decoded(o.clone()),
+            });
+        }
+    }
+    let dp_control = match (batch.int_field("wave_complete"), batch.int_field("start_wave")) {
+        (Some(w), _) => Some(DpControl::WaveComplete(w)),
+        (None, Some(w)) => Some(DpControl::StartWave(w)),
+        (None, None) => None,
+    };
+    Ok(BatchInfo { drift: d.drift, utility, engine_index: Some(engine_index), dp_control })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_decoder_reads_the_typed_tables_and_the_value_decoder_the_older_ones() {
+        for r in engine_protocol::schema::VLLM_TABLES {
+            assert_eq!(fast_decoder_reads(r), crate::release::has_typed_api(r), "{}", r.version);
+        }
+        // An older batch: eight fields, the output's thirteen (0.22), read
+        // into steps from the value, with the utility reply.
+        let old = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.22.0").unwrap();
+        let schema = old.engine_core_outputs.as_struct().unwrap();
+        let mut o = StructValue::with_defaults(old.engine_core_output);
+        o.set("request_id", Value::Str("s.r".into()))
+            .set("new_token_ids", Value::IntArray(vec![7, 8]))
+            .set("finish_reason", Value::Int(0))
+            .set("stop_reason", Value::Int(8));
+        let mut b = StructValue::with_defaults(schema);
+        b.set("engine_index", Value::Int(1)).set("outputs", Value::Array(vec![Value::Struct(o)]));
+        let frames = encode_message(old, MessageKind::EngineCoreOutputs, &Value::Struct(b)).unwrap();
+        struct Take(Vec<(String, bool, Step)>);
+        impl Demux<Step> for Take {
+            fn offer(&mut self, id: &str, terminal: bool, build: impl FnOnce() -> Step) {
+                self.0.push((id.to_string(), terminal, build()));
+            }
+        }
+        let mut got = Take(Vec::new());
+        let frames: Vec<Bytes> = frames.into_iter().map(Bytes::from).collect();
+        let info = Vllm::decode_batch(old, frames, &Limits::default(), &mut got).unwrap();
+        assert_eq!((info.engine_index, info.drift.len()), (Some(1), 0));
+        let (id, terminal, step) = &got.0[0];
+        assert_eq!((id.as_str(), *terminal, step.new_token_ids.as_slice()), ("s.r", true, &[7, 8][..]));
+        assert_eq!(step.finish_reason, Some(FinishReason::Stop));
+        assert_eq!(step.stop_reason, Some(StopReason::TokenId(8)));
+        assert!(std::ptr::eq(step.output.value().schema, old.engine_core_output));
+        // A batch that is not one is the decoder's error, as on the fast path.
+        let e = Vllm::decode_batch(old, vec![Bytes::from_static(b"\xc1")], &Limits::default(), &mut got).unwrap_err();
+        assert!(matches!(e, WireError::Decode(_)), "{e}");
+    }
 
     #[test]
     fn start_dp_wave_is_the_request_type_and_a_two_array_of_wave_and_excluded_engine() {

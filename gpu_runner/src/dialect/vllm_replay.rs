@@ -47,7 +47,11 @@ impl Replay for Vllm {
             let r = RequestResult { request: json!({ "sleep_ms": d.as_millis() as u64 }), ..Default::default() };
             return vec![(spec.id.clone(), r)];
         }
-        let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release: ctx.gateway.release() };
+        // The translation layer works with the typed API's tables; for an
+        // older release its requests are carried into that release's
+        // table (`translate_now`).
+        let release = crate::release::typed_table(ctx.gateway.release());
+        let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release };
         let copies: Vec<(String, Json)> = (0..spec.dialect.repeat)
             .map(|i| {
                 let id = if spec.dialect.repeat == 1 { spec.id.clone() } else { format!("{}-{i}", spec.id) };
@@ -143,7 +147,12 @@ fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
 }
 
 /// The gateway's translation of `req`, arriving now (both the checked and
-/// the raw path send what it gives).
+/// the raw path send what it gives). Translated with `info.release` (a
+/// table of the typed API); when the engine speaks another (an older
+/// release), each engine request is carried into the engine's table by
+/// field name: the fields that table lacks are not sent, as that
+/// release's own frontend would not send them (a scenario that sets one
+/// does not run there: `crate::release::gaps`).
 fn translate_now(
     ctx: &Context<'_, Vllm>,
     info: &EngineInfo,
@@ -151,7 +160,14 @@ fn translate_now(
 ) -> Result<translate::Translated, translate::TranslateError> {
     let mut opts = ctx.options.clone();
     opts.arrival_time = now_secs();
-    translate::translate(req, info, ctx.tokenizer, &opts)
+    let mut t = translate::translate(req, info, ctx.tokenizer, &opts)?;
+    let engine = ctx.gateway.release();
+    if !std::ptr::eq(engine, info.release) {
+        for er in &mut t.requests {
+            er.request = crate::release::project(&er.request, engine.engine_core_request);
+        }
+    }
+    Ok(t)
 }
 
 /// A refusal as a result records it: its class and text.

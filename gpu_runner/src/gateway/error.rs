@@ -59,6 +59,9 @@ pub enum GatewayError {
     /// The registration the mock engine sends does not decode.
     #[error(transparent)]
     Registration(crate::transport::handshake::HandshakeError),
+    /// No registration could be built for the release the mock plays.
+    #[error(transparent)]
+    BuiltRegistration(#[from] crate::mock::retarget::RegistrationError),
     /// A recorded registration case is not one.
     #[error("{}: {why}", path.display())]
     Case { path: PathBuf, why: &'static str },

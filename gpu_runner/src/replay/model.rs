@@ -105,6 +105,10 @@ pub struct ScenarioOf<D: Dialect> {
     /// Why the scenario does not apply to the served model (directives it
     /// cannot satisfy, [`crate::model_facts`]); empty when it does.
     pub not_applicable: Vec<String>,
+    /// Why the scenario does not apply to the run's release (what it
+    /// needs that the release's table lacks, [`crate::release::gaps`]);
+    /// empty when it does.
+    pub release_gaps: Vec<crate::release::ReleaseGap>,
     /// Checks left out on the served model, with why (pinned to other
     /// models, or asking what the engine cannot give).
     pub left_out: Vec<String>,
@@ -368,6 +372,7 @@ impl<D: Dialect> ScenarioOf<D> {
             model_kind,
             dialect,
             not_applicable: resolution.unmet,
+            release_gaps: Vec::new(),
             left_out: resolution.left_out,
         })
     }

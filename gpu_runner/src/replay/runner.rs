@@ -11,7 +11,8 @@
 //! before the first of them; `--engine attach` cannot start an engine, so
 //! fresh-engine scenarios are skipped there; `--deadline` skips what did
 //! not start in time; an expectations listing applies only to a scenario
-//! that ran on an engine.
+//! that ran on an engine; a scenario that needs what the run's release
+//! lacks ([`crate::release::gaps`]) is not applicable there.
 
 use std::path::Path;
 use std::time::Instant;
@@ -97,8 +98,8 @@ pub async fn run_all<H: Harness>(
 ) -> Result<RunAll, RunAllError> {
     let deadline_at = h.deadline_at();
     // The shared engine, unless every scenario to run has its own.
-    let needs_main =
-        scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(h.engine())) && !deadline_passed(deadline_at);
+    let needs_main = scenarios.iter().any(|s| !s.fresh_engine && s.runs_on(h.engine()) && s.release_gaps.is_empty())
+        && !deadline_passed(deadline_at);
     // An engine that does not come up fails the scenarios that needed it;
     // the run still reports them.
     let (mut main, main_error) = if needs_main {
@@ -129,6 +130,10 @@ pub async fn run_all<H: Harness>(
             Verdict::Skip(format!("runs on {} only", s.engines.join(", ")))
         } else if !s.not_applicable.is_empty() {
             Verdict::Skip(format!("does not apply to this model: {}", s.not_applicable.join("; ")))
+        } else if !s.release_gaps.is_empty() {
+            // What the release's table lacks: not applicable, never a
+            // failure (and no engine time spent on it).
+            Verdict::Skip(s.release_gaps.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
         } else if let (Some(e), false) = (&main_error, s.fresh_engine) {
             Verdict::Fail(format!("the engine did not come up: {}", e.lines().next().unwrap_or("")))
         } else if deadline_passed(deadline_at) {

