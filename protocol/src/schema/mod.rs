@@ -171,11 +171,6 @@ pub struct Field {
 pub enum Rules {
     /// vLLM's `SamplingParams.__post_init__` / `_verify_args` (0.24.0 on).
     SamplingParams,
-    /// The same in vLLM 0.23.0 (looser `temperature` and
-    /// `repetition_penalty` checks).
-    SamplingParams0_23,
-    /// The same in vLLM 0.22 (0.23.0's, without `thinking_token_budget`'s).
-    SamplingParams0_22,
     /// vLLM's `StructuredOutputsParams.__post_init__`: exactly one constraint.
     StructuredOutputsParams,
     /// vLLM's `LoRARequest.__post_init__`.
@@ -185,6 +180,13 @@ pub enum Rules {
     /// TokenSpeed's handshake rule on INIT (at least one input and one
     /// output address).
     TokenSpeedHandshakeInit,
+    /// vLLM 0.23.0's `SamplingParams` rules (looser `temperature` and
+    /// `repetition_penalty` checks). Variants are appended, never inserted:
+    /// their discriminants are part of the public API.
+    SamplingParams0_23,
+    /// vLLM 0.22's `SamplingParams` rules (0.23.0's, without
+    /// `thinking_token_budget`'s).
+    SamplingParams0_22,
 }
 
 /// One wire struct of a table.
