@@ -23,19 +23,11 @@ fn docs_compatibility_md_is_generated_from_the_corpora() {
     let corpus = root().join("golden/vllm");
     let want =
         engine_testkit::on_large_stack(move || compat::build(&corpus).map(|m| m.markdown())).expect("the matrix");
-    let path = root().join("docs/compatibility.md");
-    if std::env::var_os("ENGINE_PROTOCOL_BLESS").is_some() {
-        std::fs::write(&path, &want).expect("write docs/compatibility.md");
-        return;
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    if have != want {
-        let line = have.lines().zip(want.lines()).position(|(a, b)| a != b).map_or(0, |i| i + 1);
-        panic!(
-            "docs/compatibility.md is stale (first difference at line {line}); regenerate it with \
-             cargo run -p conformance -- compat --output docs/compatibility.md"
-        );
-    }
+    engine_testkit::bless::check_or_bless(
+        &root().join("docs/compatibility.md"),
+        &want,
+        "cargo run -p conformance -- compat --output docs/compatibility.md",
+    );
 }
 
 #[test]

@@ -739,19 +739,11 @@ fn generated_history() -> String {
 
 #[test]
 fn older_release_tables_are_generated_from_their_schema_dumps() {
-    let want = generated_history();
-    if std::env::var_os("ENGINE_PROTOCOL_BLESS").is_some() {
-        std::fs::write(HISTORY_PATH, &want).expect("write the generated tables");
-        return;
-    }
-    let have = std::fs::read_to_string(HISTORY_PATH).unwrap_or_default();
-    if have != want {
-        let line = have.lines().zip(want.lines()).position(|(a, b)| a != b).map_or(0, |i| i + 1);
-        panic!(
-            "src/schema/vllm/history.rs is stale (first difference at line {line}); regenerate it with \
-             ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test schema_tables"
-        );
-    }
+    engine_testkit::bless::check_or_bless(
+        std::path::Path::new(HISTORY_PATH),
+        &generated_history(),
+        "ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test schema_tables",
+    );
 }
 
 /// Every release with a schema dump has a table, and it agrees with the dump.

@@ -34,25 +34,11 @@ fn tokenspeed_typed_api_is_generated_from_the_tokenspeed_tables() {
 }
 
 fn check_or_bless(path: &str, want: &str) {
-    if std::env::var_os("ENGINE_PROTOCOL_BLESS").is_some() {
-        std::fs::write(path, want).expect("write the generated file");
-        return;
-    }
-    let have = std::fs::read_to_string(path).unwrap_or_default();
-    let name = path.rsplit('/').next().unwrap_or(path);
-    if have != want {
-        let line = have
-            .lines()
-            .zip(want.lines())
-            .position(|(a, b)| a != b)
-            .map_or_else(|| have.lines().count().min(want.lines().count()) + 1, |i| i + 1);
-        panic!(
-            "src/typed/{name} is stale (first difference at line {line}: committed {:?}, generated {:?}); \
-             regenerate with ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated",
-            have.lines().nth(line - 1).unwrap_or(""),
-            want.lines().nth(line - 1).unwrap_or("")
-        );
-    }
+    engine_testkit::bless::check_or_bless(
+        std::path::Path::new(path),
+        want,
+        "ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated",
+    );
 }
 
 /// One field of a generated struct: the union over releases.

@@ -17,6 +17,7 @@
 //! - [`model`]: the one loader of a model directory (`tokenizer.json`,
 //!   `tokenizer_config.json`, `config.json`, `generation_config.json`) and,
 //!   with feature `translate`, its gateway tokenizer;
+//! - [`bless`]: generated files checked against their source;
 //! - [`rng`]: the deterministic pseudo-random source of tests and seeds;
 //! - [`split`] and [`oracle`]: the input convention and the oracles of the
 //!   fuzz targets (`fuzz/`), shared with the stable seed tests
@@ -26,6 +27,7 @@
 //! `serde_json` and `hex` only; `engine-protocol` itself depends on no crate
 //! of ours and takes this one as a dev-dependency of its integration tests.
 
+pub mod bless;
 pub mod build;
 pub mod corpus;
 pub mod hex;
