@@ -399,3 +399,19 @@ fn a_testee_run_reports_as_junit_like_any_run() {
     assert!(xml.contains("<testsuite name=\"vllm/0.33.0/abort\" tests=\"4\" failures=\"4\""), "{xml}");
     assert!(xml.contains("failure message=\"expected accept, got reject validation"), "{xml}");
 }
+
+#[test]
+fn a_testee_that_declares_a_huge_answer_and_floods_is_refused_by_its_length_and_restarted() {
+    // The flood declares 1 GiB and writes without end: the runner refuses
+    // the length before reading (docs/limits.md "Peers"), kills the
+    // testee, and goes on with a fresh one.
+    let corpus = golden("0.33.0/mutant");
+    let expected = cases_failed_every(25, &cases(&corpus));
+    let run = verify(&corpus, &testee(Some("flood-after=25")), &[]);
+    assert_eq!(failed(&run), expected);
+    for id in &expected {
+        let d = detail(&run, id);
+        assert!(d.starts_with("the testee answered garbage to ") && d.contains("(more than 67108864)"), "{d}");
+    }
+    assert!(run.elapsed < Duration::from_secs(60), "{:?}", run.elapsed);
+}

@@ -32,7 +32,10 @@ rc=0
   --differential golden/gateway/reports/differential-vllm-0.32.0.json \
   --differential golden/gateway/reports/differential-vllm-0.33.0.json \
   --releases golden/gateway/reports/releases-smg-1.13.0.json \
-  --releases golden/gateway/reports/releases-vllm-rs-0.33.0.json > docs/scoreboard.md
+  --releases golden/gateway/reports/releases-vllm-rs-0.33.0.json \
+  --faults golden/gateway/reports/faults-smg-1.13.0.json \
+  --faults golden/gateway/reports/faults-vllm-rs-0.33.0.json \
+  --faults golden/gateway/reports/faults-vllm-0.33.0.json > docs/scoreboard.md
 echo "report: $report; scoreboard: docs/scoreboard.md"
 # No gateway or engine process may outlive the run.
 if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi

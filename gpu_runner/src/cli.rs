@@ -20,8 +20,11 @@ use crate::transport::{Gateway, GatewayConfig};
 pub mod differential;
 pub mod engines;
 pub mod error;
+pub mod faults;
+pub mod gateway_bench;
 pub mod releases;
 pub mod score;
+pub mod soak;
 use engines::{Engine, RankEngine};
 pub use error::CliError;
 pub use score::{gateway, scoreboard};
@@ -51,6 +54,16 @@ pub enum Command {
     /// Which vLLM releases a gateway can talk to: the mock engine plays
     /// each release (docs/runner.md "Engine releases").
     ReleaseSweep(Box<releases::ReleaseSweepArgs>),
+    /// Gateway overhead benchmark with an instant mock engine: streamed
+    /// completions, closed and open loop, gateways interleaved by round
+    /// (docs/gateway-bench.md).
+    GatewayBench(Box<gateway_bench::GatewayBenchArgs>),
+    /// The runner's transport against the lean mock engine at full speed:
+    /// requests accounted, memory and descriptors watched (docs/soak.md).
+    Soak(Box<soak::SoakArgs>),
+    /// A gateway under wire faults: the fault-injecting wire between it
+    /// and the mock engine (docs/runner.md "The fault-injecting wire").
+    Faults(Box<faults::FaultsArgs>),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -140,6 +153,10 @@ pub struct ScoreboardArgs {
     /// the "Engine releases" section, one gateway each; repeatable.
     #[arg(long = "releases")]
     pub releases: Vec<PathBuf>,
+    /// Fault reports (`gpu-runner faults --report-json`): the "Wire
+    /// faults" section, one gateway each; repeatable.
+    #[arg(long = "faults")]
+    pub faults: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -332,22 +349,16 @@ fn with_random_weights(venv: &Path, src: &Path, out: &Path) -> Result<PathBuf, C
     Ok(out.to_path_buf())
 }
 
-/// A scratch directory removed on drop.
-struct WorkDir(PathBuf);
+/// The run's private work directory ([`crate::workdir::WorkDir`]: random
+/// name, mode 0700, removed at exit); `.0` is its path, `.1` held for its
+/// drop.
+struct WorkDir(PathBuf, #[allow(dead_code)] crate::workdir::WorkDir);
 
 impl WorkDir {
     fn new() -> Result<WorkDir, CliError> {
-        let base = std::env::temp_dir().join(format!("gpu-runner-{}", std::process::id()));
-        std::fs::create_dir_all(&base).map_err(CliError::io(&base))?;
-        Ok(WorkDir(base))
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if std::env::var_os("GPU_RUNNER_KEEP_WORKDIR").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+        let tmp = std::env::temp_dir();
+        let w = crate::workdir::WorkDir::new().map_err(CliError::io(&tmp))?;
+        Ok(WorkDir(w.path().to_path_buf(), w))
     }
 }
 
@@ -789,7 +800,10 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
 /// The expectations file, or none.
 fn load_expectations(path: Option<&Path>) -> Result<Expectations, CliError> {
     match path {
-        Some(p) => Ok(Expectations::parse(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?),
+        Some(p) => {
+            let text = crate::untrusted::read_text(p, crate::untrusted::MAX_INPUT_FILE_BYTES)?;
+            Ok(Expectations::parse(&text)?)
+        }
         None => Ok(Expectations::default()),
     }
 }

@@ -1,8 +1,15 @@
-//! A small blocking HTTP/1.1 client over `std::net::TcpStream`, enough to
-//! drive a gateway's OpenAI-compatible API: one request per connection
-//! (`Connection: close`), bodies by `Content-Length`, `chunked` transfer
-//! encoding or read to EOF, and the `data:` lines of a server-sent event
-//! stream. No TLS, no redirects, no keep-alive.
+//! The blocking HTTP/1.1 client of gateway mode, on `hyper` (the HTTP
+//! framing: status line, headers, `Content-Length`, `chunked`, bodies to
+//! EOF, is hyper's, not ours): one request per connection (`Connection:
+//! close`), the `data:` lines of a server-sent event stream. No TLS, no
+//! redirects (a 3xx is a response like any other), no keep-alive.
+//!
+//! The gateway under test is untrusted (docs/limits.md "Peers"): its
+//! response head is bounded by hyper's read buffer ([`MAX_HEAD_BYTES`]),
+//! its body by [`HttpLimits::body_bytes`], one server-sent event by
+//! [`HttpLimits::event_bytes`], and everything by the request's deadline;
+//! a peer past a limit gets [`HttpError::TooLarge`], naming the limit, and
+//! the connection is dropped.
 //!
 //! Failures are typed ([`HttpError`], [`MalformedResponse`], [`NotJson`]):
 //! the gateway checks decide on the variant (a client that gave up waiting
@@ -11,10 +18,17 @@
 //! docs/scoreboard.md quote.
 
 use std::fmt;
-use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Why a request got no complete response. `Clone` (I/O errors are shared)
 /// so an observation that holds one can be copied.
@@ -39,6 +53,9 @@ pub enum HttpError {
     Malformed(MalformedResponse),
     /// The JSON request body could not be serialised.
     Encode(String),
+    /// The response passed a limit ([`HttpLimits`], [`MAX_HEAD_BYTES`]):
+    /// what (`head`, `body`, `event`) and the limit in bytes.
+    TooLarge { method: String, path: String, what: &'static str, limit: usize },
     /// The client closed the connection on purpose
     /// ([`ClientBehavior::close_after_events`]) after `events` server-sent
     /// events (`received` bytes).
@@ -83,6 +100,9 @@ impl fmt::Display for HttpError {
             }
             HttpError::Malformed(e) => write!(f, "{e}"),
             HttpError::Encode(e) => write!(f, "{e}"),
+            HttpError::TooLarge { method, path, what, limit } => {
+                write!(f, "{method} {path}: the response {what} passed the client's limit of {limit} bytes")
+            }
             HttpError::ClosedByClient { method, path, events, received } => {
                 write!(f, "{method} {path}: the client closed the connection after {events} events ({received} bytes)")
             }
@@ -131,6 +151,8 @@ pub enum MalformedResponse {
     ChunkSizeNotUtf8,
     /// A chunk-size line that is not hexadecimal.
     BadChunkSize(String),
+    /// hyper refused the response head or body framing (its reason).
+    Invalid(String),
 }
 
 impl fmt::Display for MalformedResponse {
@@ -145,6 +167,7 @@ impl fmt::Display for MalformedResponse {
             MalformedResponse::BodyCut => f.write_str("connection closed before the body was complete"),
             MalformedResponse::ChunkSizeNotUtf8 => f.write_str("chunk size is not UTF-8"),
             MalformedResponse::BadChunkSize(l) => write!(f, "bad chunk size {l:?}"),
+            MalformedResponse::Invalid(why) => write!(f, "not a valid HTTP/1.x response: {why}"),
         }
     }
 }
@@ -172,7 +195,7 @@ impl std::error::Error for NotJson {}
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
     pub status: u16,
-    /// Header names lower-cased, in arrival order.
+    /// Header names lower-cased, grouped by name (as hyper keeps them).
     pub headers: Vec<(String, String)>,
     /// The body, de-chunked.
     pub body: Vec<u8>,
@@ -217,6 +240,37 @@ pub struct ClientBehavior {
     /// Close the connection once this many server-sent events (`data:`
     /// lines) have arrived: a client that goes away mid-stream.
     pub close_after_events: Option<usize>,
+    /// What the client accepts of the response.
+    pub limits: HttpLimits,
+}
+
+/// The most of a response the client takes (docs/limits.md "Peers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// The body, de-chunked.
+    pub body_bytes: usize,
+    /// One server-sent event (the bytes between two blank lines) of a
+    /// `text/event-stream` body.
+    pub event_bytes: usize,
+}
+
+/// The default [`HttpLimits::body_bytes`]: 64 MiB, far above any answer
+/// of a gateway to the suite's requests (the largest, prompt logprobs of
+/// a long prompt, is well under 1 MiB).
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The default [`HttpLimits::event_bytes`]: 1 MiB.
+pub const MAX_EVENT_BYTES: usize = 1024 * 1024;
+/// The response head (status line and headers) fits in hyper's read
+/// buffer, which is bounded to this.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The most header lines a response head may have (hyper refuses more as
+/// a parse error).
+pub const MAX_HEADERS: usize = 4096;
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits { body_bytes: MAX_BODY_BYTES, event_bytes: MAX_EVENT_BYTES }
+    }
 }
 
 /// Sends one request to `addr` (`host:port`) and reads the whole response
@@ -251,15 +305,9 @@ fn set_recv_buffer(s: &TcpStream, bytes: usize) -> std::io::Result<()> {
     }
 }
 
-/// Server-sent events in the body received so far (`data:` at a line's
-/// start), head excluded.
-fn events_so_far(raw: &[u8]) -> usize {
-    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return 0 };
-    let body = &raw[end + 4..];
-    body.windows(6).filter(|w| w[0] == b'\n' && &w[1..] == b"data:").count() + usize::from(body.starts_with(b"data:"))
-}
-
-/// [`request`], the response read as `client` reads it.
+/// [`request`], the response read as `client` reads it. Blocking: it runs
+/// the request on a runtime of its own (on a thread of its own when called
+/// from inside a tokio runtime).
 pub fn request_as(
     addr: &str,
     method: &str,
@@ -268,73 +316,292 @@ pub fn request_as(
     timeout: Duration,
     client: &ClientBehavior,
 ) -> Result<Response, HttpError> {
-    let deadline = Instant::now() + timeout;
+    let run = || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| HttpError::Socket(Arc::new(e)))?;
+        rt.block_on(request_async(addr, method, path, body, timeout, client))
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| s.spawn(run).join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    } else {
+        run()
+    }
+}
+
+async fn request_async(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &[u8])>,
+    timeout: Duration,
+    client: &ClientBehavior,
+) -> Result<Response, HttpError> {
     let sock = addr
         .to_socket_addrs()
         .map_err(|e| HttpError::Resolve { addr: addr.to_string(), source: Some(Arc::new(e)) })?
         .next()
         .ok_or_else(|| HttpError::Resolve { addr: addr.to_string(), source: None })?;
-    let mut s = TcpStream::connect_timeout(&sock, timeout)
+    let s = TcpStream::connect_timeout(&sock, timeout)
         .map_err(|e| HttpError::Connect { addr: addr.to_string(), source: Arc::new(e) })?;
+    let socket_err = |e| HttpError::Socket(Arc::new(e));
     let _ = s.set_nodelay(true);
     if let Some(b) = client.recv_buffer {
-        set_recv_buffer(&s, b).map_err(|e| HttpError::Socket(Arc::new(e)))?;
+        set_recv_buffer(&s, b).map_err(socket_err)?;
     }
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: */*\r\n");
-    if let Some((ctype, b)) = body {
-        head.push_str(&format!("Content-Type: {ctype}\r\nContent-Length: {}\r\n", b.len()));
+    s.set_nonblocking(true).map_err(socket_err)?;
+    let s = tokio::net::TcpStream::from_std(s).map_err(socket_err)?;
+    let mut exchange =
+        Exchange { addr, method, path, client, received: 0, wire_bytes: Arc::default(), events: EventScan::default() };
+    match tokio::time::timeout(timeout, exchange.run(s, body)).await {
+        Ok(r) => r,
+        Err(_) => Err(HttpError::Timeout {
+            method: method.to_string(),
+            path: path.to_string(),
+            timeout,
+            received: exchange.received,
+        }),
     }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    if let Some((_, b)) = body {
-        out.extend_from_slice(b);
-    }
-    s.set_write_timeout(Some(timeout)).map_err(|e| HttpError::Socket(Arc::new(e)))?;
-    s.write_all(&out).map_err(|e| HttpError::Send { addr: addr.to_string(), source: Arc::new(e) })?;
-    let mut raw = Vec::new();
-    let mut buf = vec![0u8; client.read_size.unwrap_or(16384).max(1)];
-    let mut first = true;
-    loop {
-        if let (Some(d), false) = (client.read_delay, first) {
-            std::thread::sleep(d.min(deadline.saturating_duration_since(Instant::now())));
+}
+
+/// One request and its response; what was received so far survives a
+/// timeout.
+struct Exchange<'a> {
+    addr: &'a str,
+    method: &'a str,
+    path: &'a str,
+    client: &'a ClientBehavior,
+    /// Body bytes so far.
+    received: usize,
+    /// Bytes read off the socket so far (head included).
+    wire_bytes: Arc<AtomicUsize>,
+    events: EventScan,
+}
+
+impl Exchange<'_> {
+    async fn run(&mut self, s: tokio::net::TcpStream, body: Option<(&str, &[u8])>) -> Result<Response, HttpError> {
+        let io = TokioIo::new(Paced::new(s, self.client, self.wire_bytes.clone()));
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(MAX_HEAD_BYTES)
+            .max_headers(MAX_HEADERS)
+            .handshake::<_, Full<Bytes>>(io)
+            .await
+            .map_err(|e| self.hyper_error(e, false))?;
+        let conn = tokio::spawn(conn);
+        let mut req = hyper::Request::builder()
+            .method(self.method)
+            .uri(self.path)
+            .header("host", self.addr)
+            .header("connection", "close")
+            .header("accept", "*/*");
+        if let Some((ctype, _)) = body {
+            req = req.header("content-type", ctype);
         }
-        first = false;
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(HttpError::Timeout {
-                method: method.to_string(),
-                path: path.to_string(),
-                timeout,
-                received: raw.len(),
-            });
-        }
-        s.set_read_timeout(Some(left)).map_err(|e| HttpError::Socket(Arc::new(e)))?;
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                raw.extend_from_slice(&buf[..n]);
-                if let Some(r) = parse(&raw, false)? {
-                    return Ok(r);
+        let bytes = body.map(|(_, b)| Bytes::copy_from_slice(b)).unwrap_or_default();
+        let req = req.body(Full::new(bytes)).map_err(|e| HttpError::Encode(e.to_string()))?;
+        let resp = sender.send_request(req).await.map_err(|e| self.hyper_error(e, false));
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                conn.abort();
+                return Err(e);
+            }
+        };
+        let status = resp.status().as_u16();
+        let headers: Vec<(String, String)> = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).trim().to_string()))
+            .collect();
+        let is_sse = headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream"));
+        let mut incoming = resp.into_body();
+        let mut out = Vec::new();
+        let limits = self.client.limits;
+        let result = loop {
+            let Some(frame) = incoming.frame().await else { break Ok(()) };
+            let frame = match frame {
+                Ok(f) => f,
+                Err(e) => break Err(self.hyper_error(e, true)),
+            };
+            let Ok(data) = frame.into_data() else { continue }; // trailers
+            self.received += data.len();
+            if self.received > limits.body_bytes {
+                break Err(self.too_large("body", limits.body_bytes));
+            }
+            out.extend_from_slice(&data);
+            if is_sse || self.client.close_after_events.is_some() {
+                self.events.feed(&data);
+                if is_sse && self.events.longest_event > limits.event_bytes {
+                    break Err(self.too_large("event", limits.event_bytes));
                 }
-                if let Some(limit) = client.close_after_events {
-                    let events = events_so_far(&raw);
-                    if events >= limit {
-                        drop(s);
-                        return Err(HttpError::ClosedByClient {
-                            method: method.to_string(),
-                            path: path.to_string(),
-                            events,
-                            received: raw.len(),
+                if let Some(limit) = self.client.close_after_events {
+                    if self.events.events >= limit {
+                        break Err(HttpError::ClosedByClient {
+                            method: self.method.to_string(),
+                            path: self.path.to_string(),
+                            events: self.events.events,
+                            received: self.received,
                         });
                     }
                 }
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(HttpError::Read { addr: addr.to_string(), source: Arc::new(e) }),
+        };
+        // Dropping the body and the connection task closes the socket.
+        drop(incoming);
+        conn.abort();
+        result.map(|()| Response { status, headers, body: out })
+    }
+
+    fn too_large(&self, what: &'static str, limit: usize) -> HttpError {
+        HttpError::TooLarge { method: self.method.to_string(), path: self.path.to_string(), what, limit }
+    }
+
+    /// hyper's error as ours: an I/O failure, a head past the read buffer,
+    /// a peer that closed early (in the head, or in the body once the head
+    /// was read), or framing hyper refused.
+    fn hyper_error(&self, e: hyper::Error, in_body: bool) -> HttpError {
+        // hyper refuses a head that overflows its read buffer as a parse
+        // error: told apart by what was read.
+        if !in_body && e.is_parse() && self.wire_bytes.load(Ordering::Relaxed) >= MAX_HEAD_BYTES {
+            return self.too_large("head", MAX_HEAD_BYTES);
+        }
+        if e.is_incomplete_message() {
+            return HttpError::Malformed(if in_body { MalformedResponse::BodyCut } else { MalformedResponse::HeadCut });
+        }
+        let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+        while let Some(s) = src {
+            if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                if in_body && io.kind() == std::io::ErrorKind::UnexpectedEof {
+                    return HttpError::Malformed(MalformedResponse::BodyCut);
+                }
+                let source = Arc::new(std::io::Error::new(io.kind(), io.to_string()));
+                return HttpError::Read { addr: self.addr.to_string(), source };
+            }
+            src = s.source();
+        }
+        if e.is_parse() || e.is_parse_status() || in_body {
+            return HttpError::Malformed(MalformedResponse::Invalid(short(&e.to_string())));
+        }
+        HttpError::Send { addr: self.addr.to_string(), source: Arc::new(std::io::Error::other(e.to_string())) }
+    }
+}
+
+/// Counts server-sent events (`data:` at a line's start) and the longest
+/// event (bytes between blank lines) over a body fed in pieces.
+#[derive(Debug, Default)]
+struct EventScan {
+    events: usize,
+    longest_event: usize,
+    /// Bytes of the current event so far.
+    event_len: usize,
+    /// The current line's first bytes (up to 5) and its length.
+    line_start: [u8; 5],
+    line_len: usize,
+}
+
+impl EventScan {
+    fn feed(&mut self, data: &[u8]) {
+        for &b in data {
+            if b == b'\n' {
+                let blank = self.line_len == 0 || (self.line_len == 1 && self.line_start[0] == b'\r');
+                if blank {
+                    self.event_len = 0;
+                } else {
+                    self.event_len += 1;
+                    self.longest_event = self.longest_event.max(self.event_len);
+                }
+                self.line_len = 0;
+                continue;
+            }
+            if self.line_len < 5 {
+                self.line_start[self.line_len] = b;
+                if self.line_len == 4 && &self.line_start == b"data:" {
+                    self.events += 1;
+                }
+            }
+            self.line_len += 1;
+            self.event_len += 1;
+            self.longest_event = self.longest_event.max(self.event_len);
         }
     }
-    parse(&raw, true)?.ok_or_else(|| HttpError::Closed { method: method.to_string(), path: path.to_string() })
+}
+
+/// The connection as a slow or impatient client reads it
+/// ([`ClientBehavior`]): at most `read_size` bytes per read, and a pause
+/// before every read after the first.
+struct Paced {
+    inner: tokio::net::TcpStream,
+    read_size: Option<usize>,
+    delay: Option<Duration>,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+    first: bool,
+    /// Bytes read so far.
+    read: Arc<AtomicUsize>,
+}
+
+impl Paced {
+    fn new(inner: tokio::net::TcpStream, client: &ClientBehavior, read: Arc<AtomicUsize>) -> Paced {
+        Paced {
+            inner,
+            read_size: client.read_size.map(|n| n.max(1)),
+            delay: client.read_delay,
+            pause: None,
+            first: true,
+            read,
+        }
+    }
+}
+
+impl AsyncRead for Paced {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if let (Some(d), false) = (this.delay, this.first) {
+            let pause = this.pause.get_or_insert_with(|| Box::pin(tokio::time::sleep(d)));
+            if std::future::Future::poll(pause.as_mut(), cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        let Some(max) = this.read_size else {
+            let before = buf.filled().len();
+            let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+            if let Poll::Ready(Ok(())) = r {
+                this.done_read(buf.filled().len() - before);
+            }
+            return r;
+        };
+        let mut sub = buf.take(max);
+        let r = Pin::new(&mut this.inner).poll_read(cx, &mut sub);
+        let n = sub.filled().len();
+        if let Poll::Ready(Ok(())) = r {
+            // SAFETY: `sub` is the start of `buf`'s unfilled part, and the
+            // read initialised and filled `n` bytes of it.
+            unsafe { buf.assume_init(n) };
+            buf.advance(n);
+            this.done_read(n);
+        }
+        r
+    }
+}
+
+impl Paced {
+    fn done_read(&mut self, n: usize) {
+        self.read.fetch_add(n, Ordering::Relaxed);
+        self.first = false;
+        self.pause = None;
+    }
+}
+
+impl AsyncWrite for Paced {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// `POST path` with a JSON body.
@@ -358,73 +625,6 @@ pub fn post_json_as(
 /// `GET path`.
 pub fn get(addr: &str, path: &str, timeout: Duration) -> Result<Response, HttpError> {
     request(addr, "GET", path, None, timeout)
-}
-
-/// Parses a response from `raw`; `None` while incomplete. `eof`: the peer
-/// closed, so a body without a length ends here.
-pub fn parse(raw: &[u8], eof: bool) -> Result<Option<Response>, MalformedResponse> {
-    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if eof { Err(MalformedResponse::HeadCut) } else { Ok(None) };
-    };
-    let head = std::str::from_utf8(&raw[..end]).map_err(|_| MalformedResponse::HeadNotUtf8)?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/1.") {
-        return Err(MalformedResponse::NotHttp1(short(status_line)));
-    }
-    let status: u16 = parts
-        .next()
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| MalformedResponse::BadStatusLine(short(status_line)))?;
-    let mut headers = Vec::new();
-    for l in lines {
-        let (k, v) = l.split_once(':').ok_or_else(|| MalformedResponse::BadHeader(short(l)))?;
-        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-    }
-    let rest = &raw[end + 4..];
-    let find = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let no_body = (100..200).contains(&status) || status == 204 || status == 304;
-    let body = if no_body {
-        Some(Vec::new())
-    } else if find("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked")) {
-        dechunk(rest)?
-    } else if let Some(len) = find("content-length") {
-        let len: usize = len.parse().map_err(|_| MalformedResponse::BadContentLength(len.to_string()))?;
-        (rest.len() >= len).then(|| rest[..len].to_vec())
-    } else if eof {
-        Some(rest.to_vec())
-    } else {
-        None
-    };
-    match body {
-        Some(body) => Ok(Some(Response { status, headers, body })),
-        None if eof => Err(MalformedResponse::BodyCut),
-        None => Ok(None),
-    }
-}
-
-/// The body of a complete chunked encoding, `None` while incomplete.
-fn dechunk(mut rest: &[u8]) -> Result<Option<Vec<u8>>, MalformedResponse> {
-    let mut body = Vec::new();
-    loop {
-        let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
-        let line = std::str::from_utf8(&rest[..eol]).map_err(|_| MalformedResponse::ChunkSizeNotUtf8)?;
-        let size_hex = line.split(';').next().unwrap_or("").trim();
-        let size =
-            usize::from_str_radix(size_hex, 16).map_err(|_| MalformedResponse::BadChunkSize(line.to_string()))?;
-        rest = &rest[eol + 2..];
-        if size == 0 {
-            // Trailers (if any) end with an empty line; the body is complete.
-            return Ok(Some(body));
-        }
-        if rest.len() < size + 2 {
-            return Ok(None);
-        }
-        body.extend_from_slice(&rest[..size]);
-        rest = &rest[size + 2..];
-    }
 }
 
 /// The `data:` payloads of a server-sent event stream, in order (`[DONE]`
@@ -458,33 +658,79 @@ pub fn sse_data(body: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::time::Instant;
 
-    #[test]
-    fn content_length_body_is_complete_only_when_all_bytes_are_in() {
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhel";
-        assert_eq!(parse(raw, false).unwrap(), None);
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello";
-        let r = parse(raw, false).unwrap().unwrap();
-        assert_eq!((r.status, r.text(), r.header("x-a")), (200, "hello".to_string(), Some("b")));
+    /// Reads a request head from `s` (closing with unread input would be a
+    /// reset).
+    fn read_request(s: &mut std::net::TcpStream) {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    /// A peer that answers one request with `raw`, then closes.
+    fn serve_raw(raw: &'static [u8]) -> String {
+        serve_with(move |s| {
+            let _ = s.write_all(raw);
+        })
+    }
+
+    /// A peer that answers one request by running `f` on the connection.
+    fn serve_with(f: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            read_request(&mut s);
+            f(&mut s);
+        });
+        addr
+    }
+
+    fn small(body_bytes: usize, event_bytes: usize) -> ClientBehavior {
+        ClientBehavior { limits: HttpLimits { body_bytes, event_bytes }, ..Default::default() }
     }
 
     #[test]
     fn chunked_bodies_are_joined() {
-        let raw = b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n";
-        assert_eq!(parse(raw, false).unwrap(), None);
-        let raw = b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nA;x=y\r\n0123456789\r\n0\r\n\r\n";
-        let r = parse(raw, false).unwrap().unwrap();
+        let addr = serve_raw(
+            b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nA;x=y\r\n0123456789\r\n0\r\n\r\n",
+        );
+        let r = get(&addr, "/", Duration::from_secs(5)).unwrap();
         assert_eq!((r.status, r.text()), (400, "abc0123456789".to_string()));
     }
 
     #[test]
-    fn body_without_length_ends_at_eof() {
-        let raw = b"HTTP/1.0 200 OK\r\n\r\nall of it";
-        assert_eq!(parse(raw, false).unwrap(), None);
-        assert_eq!(parse(raw, true).unwrap().unwrap().text(), "all of it");
-        assert_eq!(parse(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", true), Err(MalformedResponse::BodyCut));
-        assert_eq!(parse(b"SSH-2.0-x\r\n\r\n", true), Err(MalformedResponse::NotHttp1("SSH-2.0-x".into())));
-        assert_eq!(parse(b"HTTP/1.1 200 OK\r\nX-A", true), Err(MalformedResponse::HeadCut));
+    fn a_content_length_body_and_its_headers_are_read() {
+        let addr = serve_raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello");
+        let r = get(&addr, "/", Duration::from_secs(5)).unwrap();
+        assert_eq!((r.status, r.text(), r.header("x-a")), (200, "hello".to_string(), Some("b")));
+    }
+
+    #[test]
+    fn a_body_without_length_ends_at_eof() {
+        let addr = serve_raw(b"HTTP/1.0 200 OK\r\n\r\nall of it");
+        assert_eq!(get(&addr, "/", Duration::from_secs(5)).unwrap().text(), "all of it");
+    }
+
+    #[test]
+    fn a_cut_body_a_cut_head_and_a_peer_that_is_not_http_are_malformed() {
+        let addr = serve_raw(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort");
+        let e = get(&addr, "/", Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e, HttpError::Malformed(MalformedResponse::BodyCut)), "{e:?}");
+        assert_eq!(e.to_string(), "connection closed before the body was complete");
+        let addr = serve_raw(b"HTTP/1.1 200 OK\r\nX-A");
+        let e = get(&addr, "/", Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e, HttpError::Malformed(MalformedResponse::HeadCut)), "{e:?}");
+        let addr = serve_raw(b"SSH-2.0-x\r\n\r\n");
+        let e = get(&addr, "/", Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e, HttpError::Malformed(MalformedResponse::Invalid(_))), "{e:?}");
     }
 
     #[test]
@@ -494,7 +740,7 @@ mod tests {
     }
 
     #[test]
-    fn a_silent_server_is_a_timeout_and_a_closing_one_is_not() {
+    fn a_silent_server_is_a_timeout() {
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = silent.local_addr().unwrap().to_string();
         let held = std::thread::spawn(move || silent.accept().map(|(s, _)| s));
@@ -502,27 +748,6 @@ mod tests {
         assert!(e.is_timeout(), "{e:?}");
         assert_eq!(e.to_string(), "POST /v1/completions: no complete response within 0.3s (0 bytes so far)");
         drop(held.join());
-
-        let closing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = closing.local_addr().unwrap().to_string();
-        let t = std::thread::spawn(move || {
-            let (mut s, _) = closing.accept().unwrap();
-            // Read the request first: closing with unread input is a reset.
-            let mut got = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
-        });
-        let e = get(&addr, "/", Duration::from_secs(5)).unwrap_err();
-        t.join().unwrap();
-        assert!(!e.is_timeout());
-        assert!(matches!(e, HttpError::Malformed(MalformedResponse::BodyCut)), "{e:?}");
-        assert_eq!(e.to_string(), "connection closed before the body was complete");
     }
 
     #[test]
@@ -540,14 +765,7 @@ mod tests {
         let addr = l.local_addr().unwrap().to_string();
         let t = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
-            let mut buf = [0u8; 4096];
-            let mut got = Vec::new();
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => return 0,
-                    Ok(k) => got.extend_from_slice(&buf[..k]),
-                }
-            }
+            read_request(&mut s);
             let _ = s
                 .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
             for i in 0..n {
@@ -583,9 +801,12 @@ mod tests {
             recv_buffer: Some(1024),
             ..Default::default()
         };
+        let t = Instant::now();
         let r = request_as(&addr, "GET", "/s", None, Duration::from_secs(10), &client).unwrap();
         assert_eq!(server.join().unwrap(), 20);
         assert_eq!(sse_data(&r.text()).len(), 20);
+        // 20 events of about 20 bytes, 7 bytes a read, 2 ms between reads.
+        assert!(t.elapsed() >= Duration::from_millis(100), "{:?}: not paced", t.elapsed());
     }
 
     #[test]
@@ -598,10 +819,81 @@ mod tests {
     }
 
     #[test]
-    fn events_are_counted_at_line_starts_only() {
-        let head = b"HTTP/1.1 200 OK\r\n\r\n";
-        let raw = [&head[..], b"data: a\n\ndata: b data: c\n\n"].concat();
-        assert_eq!(events_so_far(&raw), 2);
-        assert_eq!(events_so_far(b"HTTP/1.1 200 OK\r\n"), 0);
+    fn events_are_counted_at_line_starts_only_across_pieces() {
+        let mut scan = EventScan::default();
+        for piece in [&b"data: a\n\nda"[..], b"ta: b data: c\n", b"\n: x\r\n\r\ndata:"] {
+            scan.feed(piece);
+        }
+        assert_eq!(scan.events, 3);
+        assert_eq!(scan.longest_event, "data: b data: c\n".len());
+    }
+
+    // Hostile peers: each ends with a typed error naming the limit, within
+    // the deadline, having held at most the limit.
+
+    #[test]
+    fn a_body_that_never_ends_stops_at_the_body_limit() {
+        let addr = serve_with(|s| {
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\n");
+            let block = [b'x'; 8192];
+            while s.write_all(&block).is_ok() {}
+        });
+        let t = Instant::now();
+        let e = request_as(&addr, "GET", "/", None, Duration::from_secs(20), &small(1 << 20, 1 << 20)).unwrap_err();
+        assert!(matches!(e, HttpError::TooLarge { what: "body", limit: 1048576, .. }), "{e:?}");
+        assert_eq!(e.to_string(), "GET /: the response body passed the client's limit of 1048576 bytes");
+        assert!(t.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_chunked_response_that_never_terminates_stops_at_the_body_limit() {
+        let addr = serve_with(|s| {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+            let chunk = format!("2000\r\n{}\r\n", "y".repeat(0x2000));
+            while s.write_all(chunk.as_bytes()).is_ok() {}
+        });
+        let e = request_as(&addr, "GET", "/", None, Duration::from_secs(20), &small(1 << 20, 1 << 20)).unwrap_err();
+        assert!(matches!(e, HttpError::TooLarge { what: "body", .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_chunked_response_that_stalls_is_a_timeout_within_the_deadline() {
+        let addr = serve_with(|s| {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+            std::thread::sleep(Duration::from_secs(3));
+        });
+        let t = Instant::now();
+        let e = get(&addr, "/", Duration::from_millis(400)).unwrap_err();
+        assert!(matches!(e, HttpError::Timeout { received: 3, .. }), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn an_event_that_never_ends_stops_at_the_event_limit() {
+        let addr = serve_with(|s| {
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ");
+            let block = [b'z'; 8192];
+            while s.write_all(&block).is_ok() {}
+        });
+        let e = request_as(&addr, "GET", "/", None, Duration::from_secs(20), &small(64 << 20, 64 << 10)).unwrap_err();
+        assert!(matches!(e, HttpError::TooLarge { what: "event", limit: 65536, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_head_of_endless_headers_stops_at_the_head_limit() {
+        let addr = serve_with(|s| {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\n");
+            while s.write_all(b"X-Flood: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n").is_ok() {}
+        });
+        let e = get(&addr, "/", Duration::from_secs(20)).unwrap_err();
+        assert!(matches!(e, HttpError::TooLarge { what: "head", .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_request_from_inside_a_tokio_runtime_does_not_panic() {
+        let addr = serve_raw(b"HTTP/1.1 204 No Content\r\n\r\n");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let r = rt.block_on(async { get(&addr, "/", Duration::from_secs(5)) }).unwrap();
+        assert_eq!(r.status, 204);
     }
 }

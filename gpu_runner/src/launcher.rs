@@ -403,14 +403,31 @@ fn run_script(
 /// The last `n` lines of a log file, as `\nlast lines of PATH:\n...` for an
 /// error message; empty when the file cannot be read.
 pub fn log_tail(path: &Path, n: usize) -> String {
-    match std::fs::read_to_string(path) {
+    match read_tail(path, LOG_TAIL_BYTES) {
         Ok(t) => {
+            let t = String::from_utf8_lossy(&t);
             let lines: Vec<&str> = t.lines().collect();
             let from = lines.len().saturating_sub(n);
-            format!("\nlast lines of {}:\n{}", path.display(), lines[from..].join("\n"))
+            let tail = crate::redact::text(&lines[from..].join("\n")).into_owned();
+            format!("\nlast lines of {}:\n{tail}", path.display())
         }
         Err(_) => String::new(),
     }
+}
+
+/// How much of a log [`log_tail`] reads, from its end: a peer's log can be
+/// any size (docs/limits.md).
+pub const LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The last `max` bytes of a file (all of it when shorter).
+fn read_tail(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(max)))?;
+    let mut buf = Vec::with_capacity(len.min(max) as usize);
+    f.take(max).read_to_end(&mut buf)?;
+    Ok(buf)
 }
 
 /// Starts a TokenSpeed 0.1.1 headless engine (`ts serve --headless`, GPU
@@ -469,5 +486,17 @@ mod tests {
         let e = check_venv(Path::new("/nonexistent/venv")).unwrap_err();
         assert!(matches!(&e, LaunchError::NoVenv(p) if p == Path::new("/nonexistent/venv")), "{e}");
         assert!(e.to_string().contains("setup-venvs.sh"), "{e}");
+    }
+
+    #[test]
+    fn a_log_tail_reads_only_the_end_of_a_huge_log_and_redacts_secrets() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("gateway.log");
+        let mut big = "x".repeat(1 << 20);
+        big.push_str("\nstarting with --api-key s3cret\nlast line\n");
+        std::fs::write(&p, big).unwrap();
+        let t = log_tail(&p, 2);
+        assert!(t.len() < 200, "{} bytes", t.len());
+        assert!(t.ends_with("starting with --api-key <redacted>\nlast line"), "{t}");
     }
 }

@@ -28,6 +28,13 @@
 //!   tables;
 //! - [`launcher`]: starting engines in their own process group and
 //!   stopping them;
+//! - [`listening`]: what a process tree listens on (loopback only);
+//! - [`workdir`]: the run's private work directory (random name, mode
+//!   0700, removed at exit);
+//! - [`redact`]: credentials out of the command lines and log text the
+//!   suite writes;
+//! - [`untrusted`]: limits on the files the suite reads and on the names
+//!   that become file names;
 //! - [`http`]: a small blocking HTTP/1.1 client for gateways' HTTP APIs;
 //! - [`gateway`]: scoring a real gateway from the outside, the suite
 //!   playing the engine (its scenarios, observations, checks, lifecycle,
@@ -43,17 +50,23 @@
 pub mod check;
 pub mod cli;
 pub mod dialect;
+pub mod fault;
 pub mod gateway;
 pub mod http;
 pub mod launcher;
+pub mod listening;
 pub mod load;
 pub mod mock;
 pub mod model_facts;
 pub mod record;
+pub mod redact;
 pub mod release;
 pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod scoreboard;
+pub mod soak;
 pub mod tokenspeed;
 pub mod transport;
+pub mod untrusted;
+pub mod workdir;

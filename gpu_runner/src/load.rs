@@ -3,7 +3,9 @@
 //! `golden/gateway/*.json`, end to end `golden/gateway/e2e/*.json`): every
 //! `*.json` of a directory, in file-name order, each parsed by its model
 //! ([`ScenarioFile`]); a file that cannot be read or parsed is a
-//! [`LoadError`] naming the file.
+//! [`LoadError`] naming the file. Files are untrusted data
+//! ([`crate::untrusted`]): read up to a size limit, refused when nested
+//! too deep, and a scenario's name must be a plain file name.
 
 use std::path::{Path, PathBuf};
 
@@ -84,6 +86,15 @@ pub enum LoadError {
         #[source]
         error: ScenarioError,
     },
+    /// A file or the name it gives was refused before or after parsing: too
+    /// large, nested too deep, a name that cannot be a file name
+    /// ([`crate::untrusted`]).
+    #[error("{}: {error}", file.display())]
+    Refused {
+        file: PathBuf,
+        #[source]
+        error: crate::untrusted::Refused,
+    },
     /// Two files give the same scenario name (for kinds whose names must
     /// be unique).
     #[error("{}: two scenarios named {name}", dir.display())]
@@ -94,7 +105,9 @@ impl LoadError {
     /// The file the error is about, if it is about one.
     pub fn file(&self) -> Option<&Path> {
         match self {
-            LoadError::Read { file, .. } | LoadError::Scenario { file, .. } => Some(file),
+            LoadError::Read { file, .. } | LoadError::Scenario { file, .. } | LoadError::Refused { file, .. } => {
+                Some(file)
+            }
             _ => None,
         }
     }
@@ -132,12 +145,84 @@ pub fn load_dir<S: ScenarioFile<C>, C: ?Sized>(dir: &Path, ctx: &C) -> Result<Ve
     let mut out: Vec<S> = Vec::new();
     for file in files {
         let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Read { file: file.clone(), source })?;
+        let refused = |error| LoadError::Refused { file: file.clone(), error };
+        let text = match crate::untrusted::read_text(&file, crate::untrusted::MAX_INPUT_FILE_BYTES) {
+            Ok(t) => t,
+            Err(crate::untrusted::Refused::Io { source, .. }) => {
+                return Err(LoadError::Read { file: file.clone(), source })
+            }
+            Err(e) => return Err(refused(e)),
+        };
+        crate::untrusted::check_json_depth(&text, crate::untrusted::MAX_JSON_DEPTH).map_err(refused)?;
         let s = S::parse(&stem, &text, ctx).map_err(|error| LoadError::Scenario { file: file.clone(), error })?;
+        // Names become directory names under --record.
+        crate::untrusted::path_component(s.name()).map_err(refused)?;
         if S::UNIQUE_NAMES && out.iter().any(|o| o.name() == s.name()) {
             return Err(LoadError::DuplicateName { dir: dir.to_path_buf(), name: s.name().to_string() });
         }
         out.push(s);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scenario that is only its name (`{"name": ...}`, else the stem).
+    struct Named(String);
+
+    impl ScenarioFile for Named {
+        fn parse(stem: &str, text: &str, _: &()) -> Result<Self, ScenarioError> {
+            let v: serde_json::Value =
+                serde_json::from_str(text).map_err(|source| ScenarioError::Json { name: stem.into(), source })?;
+            Ok(Named(v.get("name").and_then(|n| n.as_str()).unwrap_or(stem).to_string()))
+        }
+        fn name(&self) -> &str {
+            &self.0
+        }
+    }
+
+    fn load_one(text: &[u8]) -> Result<Vec<Named>, LoadError> {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("s.json"), text).unwrap();
+        load_dir::<Named, ()>(d.path(), &())
+    }
+
+    #[test]
+    fn a_plain_scenario_file_loads() {
+        assert_eq!(load_one(br#"{"name": "stop_strings"}"#).unwrap()[0].0, "stop_strings");
+    }
+
+    #[test]
+    fn a_scenario_whose_name_climbs_out_of_the_record_directory_is_refused() {
+        for name in ["../../etc/cron.d/x", "a/b", "..", "bell\u{7}"] {
+            let text = serde_json::json!({ "name": name }).to_string();
+            let e = load_one(text.as_bytes()).err().unwrap_or_else(|| panic!("{name:?} loaded"));
+            assert!(
+                matches!(&e, LoadError::Refused { error: crate::untrusted::Refused::Name { .. }, .. }),
+                "{name:?}: {e}"
+            );
+            assert!(e.file().is_some_and(|f| f.ends_with("s.json")), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_scenario_file_is_refused_with_its_limit() {
+        let mut text = b"{\"name\": \"x\", \"pad\": \"".to_vec();
+        text.resize(crate::untrusted::MAX_INPUT_FILE_BYTES as usize + 1, b'a');
+        let e = load_one(&text).err().expect("refused");
+        assert!(matches!(&e, LoadError::Refused { error: crate::untrusted::Refused::TooLarge { .. }, .. }), "{e}");
+        assert!(e.to_string().contains("16777216 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_deeply_nested_scenario_file_is_refused_before_parsing() {
+        let text = format!("{{\"name\": \"x\", \"deep\": {}{}}}", "[".repeat(100), "]".repeat(100));
+        let e = load_one(text.as_bytes()).err().expect("refused");
+        assert!(
+            matches!(&e, LoadError::Refused { error: crate::untrusted::Refused::TooDeep { limit: 64, .. }, .. }),
+            "{e}"
+        );
+    }
 }

@@ -27,6 +27,9 @@ fn main() {
                 Command::Scoreboard(a) => cli::scoreboard(a),
                 Command::Differential(a) => cli::differential::differential(*a).await,
                 Command::ReleaseSweep(a) => cli::releases::release_sweep(*a).await,
+                Command::GatewayBench(a) => cli::gateway_bench::gateway_bench(*a).await,
+                Command::Soak(a) => cli::soak::soak(*a).await,
+                Command::Faults(a) => cli::faults::faults(*a).await,
             }
         };
         // SIGINT / SIGTERM end the run in order: dropping the run stops the

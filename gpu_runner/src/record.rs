@@ -50,6 +50,10 @@ pub enum RecordError {
     /// A record did not serialise.
     #[error("{0}")]
     Json(#[source] serde_json::Error),
+    /// A scenario or record name cannot be a file name (it would write
+    /// outside the record directory): [`crate::untrusted::path_component`].
+    #[error(transparent)]
+    Name(#[from] crate::untrusted::Refused),
 }
 
 impl RecordError {
@@ -194,9 +198,9 @@ impl Recorder {
             "frames": t.frames.iter().map(|f| hex(f)).collect::<Vec<_>>(),
             "volatile": volatile(self.release, message, &summary),
         });
-        let dir = self.dir.join(&scenario);
+        let dir = self.dir.join(crate::untrusted::path_component(&scenario)?);
         std::fs::create_dir_all(&dir).map_err(|e| RecordError::io(&dir, e))?;
-        let path = dir.join(format!("{name}.json"));
+        let path = dir.join(format!("{}.json", crate::untrusted::path_component(&name)?));
         let text = serde_json::to_string_pretty(&d).map_err(RecordError::Json)?;
         std::fs::write(&path, text + "\n").map_err(|e| RecordError::io(&path, e))?;
         self.written += 1;
@@ -540,7 +544,7 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 
 /// The per-scenario results file written next to the frames.
 pub fn write_results(dir: &Path, scenario: &str, results: &Json) -> Result<(), RecordError> {
-    let d = dir.join(scenario);
+    let d = dir.join(crate::untrusted::path_component(scenario)?);
     std::fs::create_dir_all(&d).map_err(|e| RecordError::io(&d, e))?;
     let p = d.join("results.json");
     let text = serde_json::to_string_pretty(results).map_err(RecordError::Json)?;
@@ -670,5 +674,16 @@ mod tests {
         let v = volatile(ts, MessageKind::EngineCoreOutputs, &s);
         assert!(v.contains(&"BatchTokenIDOutSlim.num_running") && v.contains(&"BatchTokenIDOutSlim.rids"), "{v:?}");
         assert_eq!(MessageKind::EngineCoreOutputs.name_in(ts), "BatchTokenIDOutSlim");
+    }
+
+    #[test]
+    fn results_of_a_scenario_named_to_climb_out_are_not_written() {
+        let d = tempfile::tempdir().unwrap();
+        let rec = d.path().join("rec");
+        let e = write_results(&rec, "../escaped", &serde_json::json!({})).unwrap_err();
+        assert!(matches!(e, RecordError::Name(_)), "{e}");
+        assert!(!d.path().join("escaped").exists());
+        write_results(&rec, "fine", &serde_json::json!({})).unwrap();
+        assert!(rec.join("fine/results.json").is_file());
     }
 }

@@ -167,6 +167,50 @@ fn tokenspeed_decode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, codec, typed_encode, typed_decode);
+/// `int_run/<what>`: the request's run of 512 prompt token ids written by
+/// `msgpack::write::int_array` (most of `typed_encode/request_512_tokens`)
+/// against this machine's memory bandwidth for the same bytes: `memcpy`
+/// (`copy_from_slice` of the encoded run) and `memset` (`fill`) of as many
+/// bytes, each into a buffer reused across iterations, as the encoder's
+/// output is written. The throughput is the run's size on the wire, so
+/// criterion's GiB/s compare directly (`docs/bench.md`, "The integer run
+/// against memory bandwidth").
+fn int_run(c: &mut Criterion) {
+    use engine_protocol::internal::msgpack::write;
+    use engine_protocol::typed::{decode_typed, EngineCoreRequest};
+    let rel = release(Dialect::Vllm, "0.33.0").expect("0.33.0");
+    let (_, frames) = load("request/prompt_512_tokens");
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let (req, _) = decode_typed::<EngineCoreRequest>(rel, &refs, &Limits::default()).expect("golden decodes");
+    let ids = req.prompt_token_ids.as_ref().and_then(|l| l.as_i64()).expect("512 token ids").to_vec();
+    let mut run = Vec::new();
+    write::int_array(&mut run, &ids);
+    let mut g = c.benchmark_group("int_run");
+    g.throughput(Throughput::Bytes(run.len() as u64));
+    let mut out: Vec<u8> = Vec::with_capacity(run.len() * 4);
+    g.bench_function("int_array", |b| {
+        b.iter(|| {
+            out.clear();
+            write::int_array(&mut out, black_box(&ids));
+            black_box(out.len())
+        })
+    });
+    let mut dst = vec![0u8; run.len()];
+    g.bench_function("memcpy", |b| {
+        b.iter(|| {
+            dst.copy_from_slice(black_box(&run));
+            black_box(dst.as_ptr());
+        })
+    });
+    g.bench_function("memset", |b| {
+        b.iter(|| {
+            dst.fill(black_box(0x5a));
+            black_box(dst.as_ptr());
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, codec, typed_encode, typed_decode, int_run);
 criterion_group!(hot_benches, hot_decode, tokenspeed_decode);
 criterion_main!(benches, hot_benches);

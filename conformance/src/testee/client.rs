@@ -24,7 +24,7 @@ use serde_json::Value as Json;
 
 use super::{
     decode_request, encode_request, framed, hello_request, parse_decode_answer, parse_encode_answer, parse_message,
-    read_message, Answer, FrameError, Hello, RequestKind, GATEWAY_SKIP, MAX_MESSAGE, PROTOCOL,
+    read_message_within, Answer, FrameError, Hello, RequestKind, GATEWAY_SKIP, MAX_ANSWER, MAX_MESSAGE, PROTOCOL,
 };
 use crate::check::{check_message, Verdict};
 use crate::codec::{Codec, DecodeAnswer, EncodeAnswer, NoAnswer, Target};
@@ -195,7 +195,7 @@ impl Process {
         thread::spawn(move || {
             let mut out = BufReader::new(stdout);
             loop {
-                let message = read_message(&mut out);
+                let message = read_message_within(&mut out, MAX_ANSWER);
                 let last = message.is_err();
                 if answer_tx.send(message).is_err() || last {
                     break;

@@ -37,6 +37,13 @@ pub const PROTOCOL: u64 = 1;
 /// The longest message either side accepts (docs/testee.md §2.2).
 pub const MAX_MESSAGE: u64 = 1 << 30;
 
+/// The longest answer the runner reads from a testee (docs/testee.md §2.2,
+/// docs/limits.md "Peers"): an answer is a verdict and a view or the
+/// frames of one message, and the corpus's largest is under 1 MiB; a
+/// longer declared length is refused before anything is read, so a
+/// hostile testee costs the runner at most this much memory.
+pub const MAX_ANSWER: u64 = 64 << 20;
+
 /// The skip reason of the gateway kinds under `--testee` (docs/testee.md §8).
 pub const GATEWAY_SKIP: &str = "the testee protocol covers message cases only";
 
@@ -50,8 +57,9 @@ pub enum FrameError {
         read: usize,
         wanted: u64,
     },
-    /// A declared length over [`MAX_MESSAGE`].
-    TooLong(u64),
+    /// A declared length over the limit (the second field:
+    /// [`MAX_MESSAGE`], or [`MAX_ANSWER`] for a testee's answers).
+    TooLong(u64, u64),
     Io(io::Error),
 }
 
@@ -62,7 +70,7 @@ impl std::fmt::Display for FrameError {
             FrameError::Truncated { read, wanted } => {
                 write!(f, "the message ends after {read} of its {wanted} bytes")
             }
-            FrameError::TooLong(n) => write!(f, "a declared length of {n} bytes (more than {MAX_MESSAGE})"),
+            FrameError::TooLong(n, limit) => write!(f, "a declared length of {n} bytes (more than {limit})"),
             FrameError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -90,6 +98,12 @@ pub fn framed(body: &[u8]) -> Vec<u8> {
 /// Reads one message body. The buffer grows as bytes arrive, so a garbage
 /// length costs no allocation beyond what was sent.
 pub fn read_message(r: &mut impl Read) -> Result<Vec<u8>, FrameError> {
+    read_message_within(r, MAX_MESSAGE)
+}
+
+/// [`read_message`], refusing a declared length over `limit` before
+/// reading its body.
+pub fn read_message_within(r: &mut impl Read, limit: u64) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -102,8 +116,8 @@ pub fn read_message(r: &mut impl Read) -> Result<Vec<u8>, FrameError> {
         }
     }
     let n = u64::from(u32::from_le_bytes(len));
-    if n > MAX_MESSAGE {
-        return Err(FrameError::TooLong(n));
+    if n > limit.min(MAX_MESSAGE) {
+        return Err(FrameError::TooLong(n, limit.min(MAX_MESSAGE)));
     }
     let mut body = Vec::with_capacity(n.min(1 << 16) as usize);
     r.take(n).read_to_end(&mut body).map_err(FrameError::Io)?;
@@ -400,7 +414,7 @@ mod tests {
     #[test]
     fn a_declared_length_over_a_gibibyte_is_refused_before_reading_it() {
         let declared = [0u8, 0, 0, 0x41, b'{'];
-        assert!(matches!(read_message(&mut &declared[..]), Err(FrameError::TooLong(0x4100_0000))));
+        assert!(matches!(read_message(&mut &declared[..]), Err(FrameError::TooLong(0x4100_0000, MAX_MESSAGE))));
     }
 
     #[test]

@@ -19,7 +19,9 @@ use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind, RejectClass};
 use serde_json::{json, Value as Json};
 
-use super::{message_names_in, parse_message, read_message, write_message, FrameError, Hello, Support, PROTOCOL};
+use super::{
+    message_names_in, parse_message, read_message, write_message, FrameError, Hello, Support, MAX_MESSAGE, PROTOCOL,
+};
 use crate::codec::reject_detail;
 
 /// A deliberate fault (docs/testee.md §9).
@@ -44,6 +46,10 @@ pub enum Fault {
     HangAfter(usize),
     /// Serve this many, then answer one message that is not JSON.
     GarbageAfter(usize),
+    /// Serve this many, then declare a message of the protocol's largest
+    /// length and write bytes without end (a hostile peer: the runner
+    /// must refuse it by its length, not read it).
+    FloodAfter(usize),
 }
 
 impl FromStr for Fault {
@@ -64,6 +70,7 @@ impl FromStr for Fault {
             Some(("crash-after", n)) => Fault::CrashAfter(after(n)?),
             Some(("hang-after", n)) => Fault::HangAfter(after(n)?),
             Some(("garbage-after", n)) => Fault::GarbageAfter(after(n)?),
+            Some(("flood-after", n)) => Fault::FloodAfter(after(n)?),
             Some(_) => return Err(format!("unknown fault `{s}`")),
         })
     }
@@ -113,7 +120,9 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
         let is_hello = request.as_ref().is_ok_and(|r| r.get("hello").is_some());
         if !is_hello {
             let limit = match fault {
-                Some(Fault::CrashAfter(n) | Fault::HangAfter(n) | Fault::GarbageAfter(n)) => Some(n),
+                Some(Fault::CrashAfter(n) | Fault::HangAfter(n) | Fault::GarbageAfter(n) | Fault::FloodAfter(n)) => {
+                    Some(n)
+                }
                 _ => None,
             };
             if limit == Some(served) {
@@ -122,6 +131,14 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
                     Some(Fault::HangAfter(_)) => loop {
                         std::thread::sleep(Duration::from_secs(3600));
                     },
+                    Some(Fault::FloodAfter(_)) => {
+                        let len = u32::try_from(MAX_MESSAGE).unwrap_or(u32::MAX);
+                        let junk = [b'x'; 64 * 1024];
+                        let _ = output.write_all(&len.to_le_bytes());
+                        // Until the runner closes the pipe.
+                        while output.write_all(&junk).is_ok() {}
+                        return Err("the runner closed the pipe during the flood".into());
+                    }
                     _ => {
                         write_message(&mut output, b"}{ this is not JSON").map_err(|e| e.to_string())?;
                         output.flush().map_err(|e| e.to_string())?;

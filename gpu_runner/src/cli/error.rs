@@ -12,6 +12,10 @@ pub enum CliError {
     /// The arguments do not make sense together.
     #[error("{0}")]
     Usage(String),
+    /// A file given on the command line was refused (too large, not
+    /// text): [`crate::untrusted`].
+    #[error(transparent)]
+    Refused(#[from] crate::untrusted::Refused),
     /// A file or directory could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {

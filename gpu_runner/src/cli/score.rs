@@ -232,7 +232,7 @@ fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
 /// `gpu-runner scoreboard`: prints the markdown.
 pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
     let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
-    if args.reports.is_empty() && codec_paths.is_empty() && args.releases.is_empty() {
+    if args.reports.is_empty() && codec_paths.is_empty() && args.releases.is_empty() && args.faults.is_empty() {
         return Err(CliError::Usage("no reports: give gateway reports and/or --codec reports".into()));
     }
     let mut codec = Vec::new();
@@ -273,6 +273,16 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
     }
     if !sweeps.is_empty() {
         print!("{}", crate::scoreboard::releases_markdown(&sweeps)?);
+    }
+    let mut faults = Vec::new();
+    for p in &args.faults {
+        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        faults.push((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), v));
+    }
+    if !faults.is_empty() {
+        print!("{}", crate::scoreboard::faults_markdown(&faults).map_err(|e| CliError::Usage(e.to_string()))?);
     }
     if !codec.is_empty() {
         print!("{}", crate::scoreboard::codec_markdown(&codec));

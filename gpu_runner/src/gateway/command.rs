@@ -10,6 +10,7 @@
 //! `t/` beside its log, so that what it leaves behind after a shutdown
 //! (socket files) can be found and counted.
 
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -49,7 +50,9 @@ pub fn launch(template: &str, p: &Placeholders<'_>, log: &Path) -> Result<Engine
     let mut c = std::process::Command::new("sh");
     c.arg("-c").arg(expand(template, p));
     let io = |source| GatewayError::Io { path: log.to_path_buf(), source };
-    let f = std::fs::File::create(log).map_err(io)?;
+    let mut f = std::fs::File::create(log).map_err(io)?;
+    // The command heads its log, credentials redacted (crate::redact).
+    writeln!(f, "# gpu-runner started: {}", crate::redact::text(&expand(template, p))).map_err(io)?;
     let g = f.try_clone().map_err(io)?;
     c.stdout(f).stderr(g).env("TMPDIR", private_tmp(log)?);
     EngineProcess::spawn(c, Duration::from_secs(10)).map_err(GatewayError::Spawn)

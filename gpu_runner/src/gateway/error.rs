@@ -53,6 +53,10 @@ pub enum GatewayError {
     /// The readiness route did not say 200 by the deadline.
     #[error("the gateway is not ready after {secs:.0}s (engine got INIT: {init}; {last}){log}")]
     NotReady { secs: f64, init: bool, last: String, log: String },
+    /// The launched gateway listens on an address other than loopback
+    /// (docs/limits.md "Loopback only"); it was stopped.
+    #[error("the gateway listens beyond loopback: {listeners} (the suite launches gateways on 127.0.0.1 only)")]
+    BeyondLoopback { listeners: String },
     /// The SMG + engine pair was not ready by the deadline.
     #[error("not ready after {secs:.0}s ({last}){log}")]
     PairNotReady { secs: f64, last: String, log: String },

@@ -95,6 +95,22 @@ impl Session {
         }
     }
 
+    /// The gateway's process id (none when attached).
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.pid())
+    }
+
+    /// Registers a fresh mock engine whose script `tune` changed first
+    /// (the benchmark's instant engine); as `register_engine`.
+    pub async fn register_tuned(
+        &mut self,
+        tune: impl FnOnce(&mut Script),
+        limit: Duration,
+    ) -> Result<Duration, String> {
+        tune(&mut self.script);
+        self.register_engine(limit).await
+    }
+
     fn gateway_gone(&mut self) -> Option<String> {
         self.proc.as_mut().and_then(|p| p.try_status()).map(|s| format!("the gateway process exited ({s})"))
     }
@@ -308,7 +324,22 @@ pub async fn start_with(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!("gateway ready in {:.1}s", started.elapsed().as_secs_f64());
+    // Loopback only: the launched gateway's whole process tree, its
+    // metrics listener included.
+    if let Some(e) = session.pid().and_then(beyond_loopback) {
+        session.stop().await;
+        return Err(e);
+    }
     Ok(session)
+}
+
+/// [`GatewayError::BeyondLoopback`] when the process tree of `pid`
+/// listens on anything but loopback.
+pub fn beyond_loopback(pid: u32) -> Option<GatewayError> {
+    let beyond = crate::listening::beyond_loopback(&crate::listening::process_tree(pid));
+    (!beyond.is_empty()).then(|| GatewayError::BeyondLoopback {
+        listeners: beyond.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+    })
 }
 
 /// Runs one request: scripts the engine, sends the HTTP request, waits

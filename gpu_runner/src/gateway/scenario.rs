@@ -351,6 +351,7 @@ fn parse_client(v: Option<&Json>) -> Result<ClientBehavior, ScenarioError> {
         read_size: n("read_size")?.map(|x| x as usize),
         recv_buffer: n("recv_buffer")?.map(|x| x as usize),
         close_after_events: n("close_after_events")?.map(|x| x as usize),
+        ..ClientBehavior::default()
     })
 }
 

@@ -143,9 +143,13 @@ pub fn launch(venv: &Path, spec: &SmgSpec, log: &Path) -> Result<EngineProcess, 
 /// `gateway_args`, e.g. `--request-timeout-secs 3`).
 pub fn launch_with(venv: &Path, spec: &SmgSpec, extra: &[String], log: &Path) -> Result<EngineProcess, GatewayError> {
     let mut cmd = Command::new(venv.join("bin/smg"));
-    cmd.args(launch_args(spec)).args(extra);
+    let args: Vec<String> = launch_args(spec).into_iter().chain(extra.iter().cloned()).collect();
+    cmd.args(&args);
     let io = |source| GatewayError::Io { path: log.to_path_buf(), source };
-    let f = std::fs::File::create(log).map_err(io)?;
+    let mut f = std::fs::File::create(log).map_err(io)?;
+    // The command heads its log, credentials redacted (crate::redact).
+    let line = crate::redact::command_line(venv.join("bin/smg").display().to_string(), &args);
+    std::io::Write::write_all(&mut f, format!("# gpu-runner started: {line}\n").as_bytes()).map_err(io)?;
     let g = f.try_clone().map_err(io)?;
     cmd.stdout(f).stderr(g);
     // Colourless logs; the socket directory stays the one in the URL.

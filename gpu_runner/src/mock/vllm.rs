@@ -43,9 +43,12 @@
 //!   greedy and seeded runs are reproducible.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use engine_protocol::hot::decode_request;
+use engine_protocol::typed::EngineCoreRequest;
 use engine_protocol::typed::{
     EngineCoreOutput, EngineCoreOutputs, FinishReason, LogprobsLists, LogprobsTensors, PrefillStats, StopReason,
     UtilityOutput, UtilityResult,
@@ -57,7 +60,7 @@ use tokio::time::Instant;
 use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv, ZmqMessage};
 
 use super::tokens::{ints, sampled_token};
-use super::vllm_script::{Fault, InputRecord, Log, Rows, Script, ScriptedStep, Then};
+use super::vllm_script::{Counts, Fault, InputRecord, Log, Rows, Script, ScriptedStep, Then};
 use super::{dealer, note, send, serve_until, MockDialect, MockError};
 use crate::dialect::Vllm;
 use crate::transport::handshake;
@@ -166,6 +169,9 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<Log>) -> Result<End
         started: Instant::now(),
         so_backend_ready: false,
         done: Vec::new(),
+        counts: Counts::default(),
+        bytes_out: AtomicU64::new(0),
+        finishes: 0,
     };
     let r = engine.serve(input, &mut output, log).await;
     hs_closer.abort();
@@ -203,8 +209,14 @@ struct Mock<'a> {
     started: Instant,
     /// A structured-output request with a backend has been seen.
     so_backend_ready: bool,
-    /// Finished since the log last took them.
+    /// Finished since the log last took them (not in lean mode).
     done: Vec<(String, usize)>,
+    /// What the log's counters say, copied to it after each message/step.
+    counts: Counts,
+    /// Bytes pushed on the output socket.
+    bytes_out: AtomicU64,
+    /// Requests finished so far (for the finish faults).
+    finishes: u64,
 }
 
 impl Mock<'_> {
@@ -212,15 +224,26 @@ impl Mock<'_> {
         let mut input = Some(input);
         let mut stalled = false;
         let mut next_step = Instant::now() + self.script.step_delay;
+        let instant = self.script.step_delay.is_zero();
         loop {
             let stepping = !self.running.is_empty() && !stalled;
             tokio::select! {
                 m = recv_input(&mut input), if input.is_some() => match m {
                     Ok(m) => {
-                        let frames: Vec<Vec<u8>> = m.into_vec().into_iter().map(|b| b.to_vec()).collect();
-                        let record = InputRecord { at: std::time::Instant::now(), frames: frames.clone() };
-                        note(log, |l| l.inputs.push(record));
-                        match self.on_input(&frames, output, log).await {
+                        let frames = m.into_vec();
+                        let slices: Vec<&[u8]> = frames.iter().map(|b| b.as_ref()).collect();
+                        self.counts.inputs += 1;
+                        self.counts.bytes_in += slices.iter().map(|f| f.len() as u64).sum::<u64>();
+                        if !self.script.lean {
+                            let record = InputRecord {
+                                at: std::time::Instant::now(),
+                                frames: slices.iter().map(|f| f.to_vec()).collect(),
+                            };
+                            note(log, |l| l.inputs.push(record));
+                        }
+                        let counts = self.counts;
+                        note(log, |l| l.counts = counts);
+                        match self.on_input(&slices, output, log).await {
                             Ok(Some(end)) => return Ok(end),
                             Ok(None) => {}
                             Err(e) => {
@@ -235,7 +258,7 @@ impl Mock<'_> {
                     }
                     Err(e) => return Err(format!("input recv: {e}")),
                 },
-                _ = tokio::time::sleep_until(next_step), if stepping => {
+                _ = pace(instant, next_step), if stepping => {
                     next_step = Instant::now() + self.script.step_delay;
                     match self.script.fault {
                         Some(Fault::Crash { after_steps }) if self.steps >= after_steps => return Ok(Ended::Crashed),
@@ -253,9 +276,12 @@ impl Mock<'_> {
                     }
                     let dies = self.step(output).await?;
                     let done = std::mem::take(&mut self.done);
+                    self.counts.bytes_out = self.bytes_out.load(Ordering::Relaxed);
+                    let counts = self.counts;
                     note(log, |l| {
                         l.steps += 1;
                         l.finished.extend(done);
+                        l.counts = counts;
                     });
                     match dies {
                         Some(Then::DeathSentinel) => return self.die(output).await,
@@ -281,12 +307,11 @@ impl Mock<'_> {
     /// One input message; `Err` is a decode failure (input stops).
     async fn on_input(
         &mut self,
-        frames: &[Vec<u8>],
+        slices: &[&[u8]],
         output: &mut PushSocket,
         log: &Mutex<Log>,
     ) -> Result<Option<Ended>, String> {
         let release = self.script.release;
-        let slices: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
         let Some(first) = slices.first() else { return Err("empty input message".into()) };
         let kind = match RequestType::from_frame(first).map_err(|e| e.to_string())? {
             RequestType::Add => MessageKind::EngineCoreRequest,
@@ -294,12 +319,22 @@ impl Mock<'_> {
             RequestType::Utility => MessageKind::UtilityRequest,
             RequestType::StartDpWave => return Ok(None), // ignored by a plain EngineCoreProc
         };
-        let d = decode_message(release, kind, &slices, &Limits::default()).map_err(|e| e.to_string())?;
+        if kind == MessageKind::EngineCoreRequest && self.script.lean && super::retarget::has_typed_api(release) {
+            let (r, _drift) = decode_request(release, slices, &Limits::default()).map_err(|e| e.to_string())?;
+            if let Some(running) = self.lean_add(r) {
+                self.counts.adds += 1;
+                return self.start(running, output).await;
+            }
+        }
+        let d = decode_message(release, kind, slices, &Limits::default()).map_err(|e| e.to_string())?;
         match kind {
             MessageKind::EngineCoreRequest => {
                 let Value::Struct(r) = &d.value else { return Err("ADD payload is not a struct".into()) };
                 let id = r.str_field("request_id").unwrap_or("").to_string();
-                note(log, |l| l.adds.push(id.clone()));
+                self.counts.adds += 1;
+                if !self.script.lean {
+                    note(log, |l| l.adds.push(id.clone()));
+                }
                 let prompt = ints(r.get("prompt_token_ids"));
                 if prompt.len() as i64 > self.script.max_model_len {
                     // vLLM 0.32 does not check the prompt length: the model
@@ -353,7 +388,9 @@ impl Mock<'_> {
                     _ => Vec::new(),
                 };
                 self.running.retain(|r| !ids.contains(&r.id));
-                note(log, |l| l.aborts.extend(ids));
+                if !self.script.lean {
+                    note(log, |l| l.aborts.extend(ids));
+                }
             }
             MessageKind::UtilityRequest => {
                 let Value::Struct(u) = &d.value else { return Err("UTILITY payload is not a struct".into()) };
@@ -378,6 +415,75 @@ impl Mock<'_> {
         Ok(None)
     }
 
+    /// A lean-mode ADD read by the typed decoder: the request to run, or
+    /// `None` for one the value path handles (no `max_tokens`, structured
+    /// outputs, `logit_bias`, a plan to follow).
+    fn lean_add(&self, r: EngineCoreRequest) -> Option<Running> {
+        let sp = r.sampling_params?;
+        if sp.structured_outputs.is_some() || sp.logit_bias.is_some() || self.script.plan.is_some() {
+            return None;
+        }
+        let max_tokens = i64::try_from(sp.max_tokens?).ok()?;
+        let int = |x: Option<i128>| x.and_then(|x| i64::try_from(x).ok());
+        let list = |l: Option<engine_protocol::typed::IntList>| {
+            l.map(|l| l.into_i64().unwrap_or_default()).unwrap_or_default()
+        };
+        let sampling = sp.temperature > 0.0;
+        Some(Running {
+            id: r.request_id,
+            prompt: list(r.prompt_token_ids),
+            out: Vec::new(),
+            max_tokens,
+            min_tokens: int(Some(sp.min_tokens)).unwrap_or(0),
+            eos: int(sp.eos_token_id),
+            ignore_eos: sp.ignore_eos,
+            stop_ids: list(sp.stop_token_ids),
+            logprobs: int(sp.logprobs),
+            prompt_logprobs: int(sp.prompt_logprobs),
+            seed: if sampling { Some(int(sp.seed).unwrap_or(0)) } else { None },
+            forced: None,
+            allowed: list(sp.allowed_token_ids),
+            scripted: Default::default(),
+            then: Then::Generate,
+            delay: None,
+            next_at: Instant::now(),
+        })
+    }
+
+    /// Starts a lean-mode request (the prompt-length death as on the value
+    /// path).
+    async fn start(&mut self, r: Running, output: &mut PushSocket) -> Result<Option<Ended>, String> {
+        if r.prompt.len() as i64 > self.script.max_model_len {
+            return self.die(output).await.map(Some);
+        }
+        self.running.push(r);
+        Ok(None)
+    }
+
+    /// [`Fault::DropFinish`] and [`Fault::DuplicateFinish`] on this step's
+    /// outputs.
+    fn finish_faults(&mut self, outs: &mut Vec<EngineCoreOutput>) {
+        let fault = self.script.fault.clone();
+        let mut i = 0;
+        while i < outs.len() {
+            if outs[i].finish_reason.is_some() {
+                self.finishes += 1;
+                match fault {
+                    Some(Fault::DropFinish { nth }) if nth == self.finishes => {
+                        outs.remove(i);
+                        continue;
+                    }
+                    Some(Fault::DuplicateFinish { nth }) if nth == self.finishes => {
+                        let again = outs[i].clone();
+                        outs.push(again);
+                    }
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+    }
+
     /// A batch of `outputs` as this engine stamps it.
     fn batch(&self, outputs: Vec<EngineCoreOutput>) -> EngineCoreOutputs {
         EngineCoreOutputs {
@@ -392,6 +498,7 @@ impl Mock<'_> {
     async fn push(&self, output: &mut PushSocket, batch: EngineCoreOutputs, what: &str) -> Result<(), String> {
         let frames =
             super::retarget::encode_outputs(&batch, self.script.release).map_err(|e| format!("encode {what}: {e}"))?;
+        self.bytes_out.fetch_add(frames.iter().map(|f| f.len() as u64).sum::<u64>(), Ordering::Relaxed);
         send(output, frames, what).await
     }
 
@@ -489,13 +596,13 @@ impl Mock<'_> {
                     new_token_ids: st.new_token_ids.as_slice().into(),
                     finish_reason: finish,
                     stop_reason,
-                    new_logprobs: st.logprobs.as_ref().map(rows_as_lists),
+                    new_logprobs: st.logprobs.as_ref().map(Rows::as_lists),
                     ..EngineCoreOutput::default()
                 };
                 // Prompt rows go out only to a request that asked for them,
                 // as vLLM's engine computes them only then.
                 if let (Some(rows), Some(_)) = (&st.prompt_logprobs, r.prompt_logprobs) {
-                    o.new_prompt_logprobs_tensors = Some(rows_as_tensors(rows));
+                    o.new_prompt_logprobs_tensors = Some(rows.as_tensors());
                 }
                 prefill(&mut o, r);
                 if finish.is_some() {
@@ -553,10 +660,18 @@ impl Mock<'_> {
             }
             outs.push(o);
         }
-        for r in self.running.iter().filter(|r| finished.contains(&r.id)) {
-            self.done.push((r.id.clone(), r.out.len()));
+        if !script.lean {
+            for r in self.running.iter().filter(|r| finished.contains(&r.id)) {
+                self.done.push((r.id.clone(), r.out.len()));
+            }
         }
-        self.running.retain(|r| !finished.contains(&r.id));
+        if !finished.is_empty() {
+            self.running.retain(|r| !finished.contains(&r.id));
+        }
+        self.counts.finished += finished.len() as u64;
+        self.finish_faults(&mut outs);
+        self.counts.outputs += outs.len() as u64;
+        self.counts.batches += 1;
         if outs.is_empty() {
             // Every running request is silent: nothing to send.
             return Ok(None);
@@ -568,6 +683,18 @@ impl Mock<'_> {
         self.push(output, batch, "outputs").await?;
         self.steps += 1;
         Ok(None)
+    }
+}
+
+/// The pace of steps: at once (a step delay of zero: as fast as the
+/// output socket takes them, yielding to input between steps), else at
+/// `next`.
+fn pace(instant: bool, next: Instant) -> impl Future<Output = ()> {
+    use futures_util::future::Either;
+    if instant {
+        Either::Left(tokio::task::yield_now())
+    } else {
+        Either::Right(tokio::time::sleep_until(next))
     }
 }
 
@@ -600,7 +727,7 @@ fn stop_reason_of(v: &Value) -> Option<StopReason> {
     }
 }
 
-fn tensor(dtype: &str, shape: Vec<i64>, data: Vec<u8>) -> Tensor {
+pub(super) fn tensor(dtype: &str, shape: Vec<i64>, data: Vec<u8>) -> Tensor {
     Tensor { dtype: dtype.into(), shape, data }
 }
 
@@ -645,46 +772,6 @@ fn logprobs_lists(tok: i64, k: i64, vocab: i64) -> LogprobsLists {
         logprobs: tensor("<f4", vec![1, cols as i64], lps),
         sampled_token_ranks: tensor("<i8", vec![1], 1i64.to_le_bytes().to_vec()),
         ..LogprobsLists::default()
-    }
-}
-
-fn rows_flat(rows: &Rows) -> (usize, usize, Vec<u8>, Vec<u8>) {
-    let n = rows.token_ids.len();
-    let cols = rows.token_ids.iter().map(Vec::len).max().unwrap_or(0);
-    let (mut ids, mut lps) = (Vec::new(), Vec::new());
-    for (i, row) in rows.token_ids.iter().enumerate() {
-        for c in 0..cols {
-            ids.extend_from_slice(&(row.get(c).copied().unwrap_or(0) as i32).to_le_bytes());
-            let lp = rows.logprobs.get(i).and_then(|r| r.get(c)).copied().unwrap_or(f64::NEG_INFINITY);
-            lps.extend_from_slice(&(lp as f32).to_le_bytes());
-        }
-    }
-    (n, cols, ids, lps)
-}
-
-/// Scripted sample logprob rows as the engine's `LogprobsLists` (`<i4`
-/// ids, `<f4` logprobs, `<i8` ranks, as a live engine sends them).
-fn rows_as_lists(rows: &Rows) -> LogprobsLists {
-    let (n, cols, ids, lps) = rows_flat(rows);
-    let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| r.to_le_bytes()).collect();
-    LogprobsLists {
-        logprob_token_ids: tensor("<i4", vec![n as i64, cols as i64], ids),
-        logprobs: tensor("<f4", vec![n as i64, cols as i64], lps),
-        sampled_token_ranks: tensor("<i8", vec![rows.ranks.len() as i64], ranks),
-        ..LogprobsLists::default()
-    }
-}
-
-/// Scripted prompt logprob rows as `LogprobsTensors` (torch `int32` ids
-/// and ranks, `float32` logprobs).
-fn rows_as_tensors(rows: &Rows) -> LogprobsTensors {
-    let (n, cols, ids, lps) = rows_flat(rows);
-    let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| (*r as i32).to_le_bytes()).collect();
-    LogprobsTensors {
-        logprob_token_ids: tensor("int32", vec![n as i64, cols as i64], ids),
-        logprobs: tensor("float32", vec![n as i64, cols as i64], lps),
-        selected_token_ranks: tensor("int32", vec![rows.ranks.len() as i64], ranks),
-        ..LogprobsTensors::default()
     }
 }
 

@@ -7,7 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use engine_protocol::typed::{LogprobsLists, LogprobsTensors};
 use engine_protocol::{ReleaseSchema, Value};
+
+use super::vllm::tensor;
 
 use super::ScriptError;
 
@@ -27,6 +30,13 @@ pub enum Fault {
     /// After `after_steps` output steps, stop producing outputs but stay
     /// connected.
     Stall { after_steps: u64 },
+    /// Leave out the finishing output of the `nth` request the engine
+    /// finishes (1 is the first): the request ends in the engine but the
+    /// gateway never hears of it (a lost request, for the soak's accounting).
+    DropFinish { nth: u64 },
+    /// Send the finishing output of the `nth` request the engine finishes
+    /// twice in its batch (a duplicated finish).
+    DuplicateFinish { nth: u64 },
 }
 
 /// What the mock does, read from a JSON script (docs/runner.md).
@@ -67,6 +77,10 @@ pub struct Script {
     /// engine; above 1: a rank of a lockstep group, whose client keeps the
     /// waves). The mock itself runs no waves.
     pub data_parallel_size: i64,
+    /// Keep no per-message records: [`Log`] holds counters only (its
+    /// vectors stay empty), ADD is read with the typed decoder, so a long
+    /// run's memory stays flat (docs/soak.md).
+    pub lean: bool,
 }
 
 /// A shared, changeable [`EngineScript`] for the ADDs to come.
@@ -92,6 +106,52 @@ pub struct Rows {
     pub token_ids: Vec<Vec<i64>>,
     pub logprobs: Vec<Vec<f64>>,
     pub ranks: Vec<i64>,
+}
+
+impl Rows {
+    /// Scripted sample logprob rows as the engine's `LogprobsLists` (`<i4`
+    /// ids, `<f4` logprobs, `<i8` ranks, as a live engine sends them).
+    pub fn as_lists(&self) -> LogprobsLists {
+        let rows = self;
+        let (n, cols, ids, lps) = rows_flat(rows);
+        let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| r.to_le_bytes()).collect();
+        LogprobsLists {
+            logprob_token_ids: tensor("<i4", vec![n as i64, cols as i64], ids),
+            logprobs: tensor("<f4", vec![n as i64, cols as i64], lps),
+            sampled_token_ranks: tensor("<i8", vec![rows.ranks.len() as i64], ranks),
+            ..LogprobsLists::default()
+        }
+    }
+
+    /// Scripted prompt logprob rows as `LogprobsTensors` (torch `int32` ids
+    /// and ranks, `float32` logprobs).
+    pub fn as_tensors(&self) -> LogprobsTensors {
+        let rows = self;
+        let (n, cols, ids, lps) = rows_flat(rows);
+        let ranks: Vec<u8> = rows.ranks.iter().flat_map(|r| (*r as i32).to_le_bytes()).collect();
+        LogprobsTensors {
+            logprob_token_ids: tensor("int32", vec![n as i64, cols as i64], ids),
+            logprobs: tensor("float32", vec![n as i64, cols as i64], lps),
+            selected_token_ranks: tensor("int32", vec![rows.ranks.len() as i64], ranks),
+            ..LogprobsTensors::default()
+        }
+    }
+}
+
+/// The rows as flat little-endian `int32` ids and `float32` logprobs
+/// (rows x the widest row, short rows padded), with their shape.
+fn rows_flat(rows: &Rows) -> (usize, usize, Vec<u8>, Vec<u8>) {
+    let n = rows.token_ids.len();
+    let cols = rows.token_ids.iter().map(Vec::len).max().unwrap_or(0);
+    let (mut ids, mut lps) = (Vec::new(), Vec::new());
+    for (i, row) in rows.token_ids.iter().enumerate() {
+        for c in 0..cols {
+            ids.extend_from_slice(&(row.get(c).copied().unwrap_or(0) as i32).to_le_bytes());
+            let lp = rows.logprobs.get(i).and_then(|r| r.get(c)).copied().unwrap_or(f64::NEG_INFINITY);
+            lps.extend_from_slice(&(lp as f32).to_le_bytes());
+        }
+    }
+    (n, cols, ids, lps)
 }
 
 /// One output of a request (several tokens model speculative decoding).
@@ -218,15 +278,17 @@ impl Script {
             prefill_stats: false,
             batch_engine_index: None,
             data_parallel_size: 1,
+            lean: false,
         }
     }
 
     /// Reads a script (all keys optional):
     /// `{"engine_index", "version", "max_model_len", "max_num_seqs",
     /// "vocab_size", "step_delay_ms", "hello_delay_ms", "ready_first",
-    /// "lifetime_s", "tokens": {id: [..]}, "fault": {"kind": "no_hello" |
-    /// "crash" | "death_sentinel" | "malformed_batch" | "stall" | "slow",
-    /// "after_steps", "delay_ms"}}`.
+    /// "lifetime_s", "lean", "tokens": {id: [..]}, "fault": {"kind":
+    /// "no_hello" | "crash" | "death_sentinel" | "malformed_batch" | "stall"
+    /// | "slow" | "drop_finish" | "duplicate_finish", "after_steps",
+    /// "delay_ms", "nth"}}`.
     pub fn from_json(text: &str) -> Result<Script, ScriptError> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("mock script: {e}"))?;
         let o = v.as_object().ok_or("mock script: expected a JSON object")?;
@@ -258,6 +320,7 @@ impl Script {
             s.lifetime = Duration::from_secs(i?.max(1) as u64);
         }
         s.ready_first = o.get("ready_first").and_then(|x| x.as_bool()).unwrap_or(false);
+        s.lean = o.get("lean").and_then(|x| x.as_bool()).unwrap_or(false);
         if let Some(t) = o.get("tokens") {
             let t = t.as_object().ok_or("mock script: `tokens` must map request ids to token lists")?;
             for (id, list) in t {
@@ -271,12 +334,15 @@ impl Script {
         if let Some(f) = o.get("fault") {
             let kind = f.get("kind").and_then(|x| x.as_str()).ok_or("mock script: fault.kind must be a string")?;
             let after = f.get("after_steps").and_then(|x| x.as_u64()).unwrap_or(0);
+            let nth = f.get("nth").and_then(|x| x.as_u64()).unwrap_or(1).max(1);
             s.fault = Some(match kind {
                 "no_hello" => Fault::NoHello,
                 "crash" => Fault::Crash { after_steps: after },
                 "death_sentinel" => Fault::DeathSentinel { after_steps: after },
                 "malformed_batch" => Fault::MalformedBatch { after_steps: after },
                 "stall" => Fault::Stall { after_steps: after },
+                "drop_finish" => Fault::DropFinish { nth },
+                "duplicate_finish" => Fault::DuplicateFinish { nth },
                 "slow" => {
                     s.step_delay = ms(f.get("delay_ms").and_then(|x| x.as_i64()).unwrap_or(1000));
                     return Ok(s);
@@ -303,8 +369,24 @@ pub struct Log {
     pub ended: Option<String>,
     /// Every input message as it arrived (type frame first), when.
     pub inputs: Vec<InputRecord>,
-    /// Requests the engine finished itself: id and how many tokens it sent.
+    /// Requests the engine finished itself: id and how many tokens it sent
+    /// (empty in lean mode).
     pub finished: Vec<(String, usize)>,
+    /// Counters kept in every mode: input messages, ADDs, requests the
+    /// engine finished, output batches, bytes read and written.
+    pub counts: Counts,
+}
+
+/// What the mock counted (every mode; the only record in lean mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub inputs: u64,
+    pub adds: u64,
+    pub finished: u64,
+    pub outputs: u64,
+    pub batches: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
 }
 
 /// One message the mock read on its input socket.
