@@ -67,8 +67,16 @@ pub struct DifferentialArgs {
     pub venv: Option<PathBuf>,
 }
 
-/// How a side is started: a named vLLM frontend or SMG.
-fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>) -> Result<Target, CliError> {
+/// How a named gateway is started for the mock to play its engine: SMG
+/// (from its venv, `/readiness`) or a named vLLM frontend (`/health`), with
+/// the registration and release the mock answers it with. Shared by the
+/// differential, the fault cases and the overhead benchmark.
+pub(crate) fn named_target(
+    name: &str,
+    model: &Path,
+    smg_venv: &Option<PathBuf>,
+    startup_timeout: Duration,
+) -> Result<Target, CliError> {
     // The mock decodes what each side sends with that side's release.
     let version = named::named(name).map_or("0.32.0", |g| g.release);
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
@@ -90,7 +98,7 @@ fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>) -> Result<Tar
         model_name: model.display().to_string(),
         model: model.to_path_buf(),
         ready_path: ready.into(),
-        startup_timeout: Duration::from_secs(180),
+        startup_timeout,
         registration: gateway::registration_from_case(&repo_path(&reg))?,
         release,
     })
@@ -152,8 +160,8 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     };
     let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
     let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
-    let ref_target = target_of(reference.name, &model, &None)?;
-    let test_target = target_of(&args.gateway, &model, &args.venv)?;
+    let ref_target = named_target(reference.name, &model, &None, Duration::from_secs(180))?;
+    let test_target = named_target(&args.gateway, &model, &args.venv, Duration::from_secs(180))?;
     let work = WorkDir::new()?;
     eprintln!("{} probes; {} fields left out", probes.len(), left_out.len());
     let a = gateway::start(&ref_target, &work.0.join("reference"), &[]).await?;

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::differential::named_target;
 use super::{repo_path, CliError, WorkDir};
 use crate::fault::{Applied, Direction, Fault, FaultWire, Kind, Schedule, Side, WireConfig};
-use crate::gateway::{self, named, Launch, Session, Target};
+use crate::gateway::{self, Launch, Session, Target};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FaultsArgs {
@@ -117,33 +118,6 @@ pub struct FaultsReport {
     pub gateway: String,
     pub deadline_s: f64,
     pub cases: Vec<CaseOutcome>,
-}
-
-fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>, startup: Duration) -> Result<Target, CliError> {
-    let version = named::named(name).map_or("0.32.0", |g| g.release);
-    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
-    let (launch, ready, reg) = if name == "smg" {
-        let venv = smg_venv.clone().unwrap_or_else(gateway::smg::default_venv);
-        gateway::smg::check_venv(&venv)?;
-        (Launch::Smg { venv }, "/readiness", gateway::READY_RESPONSE_CASE.to_string())
-    } else {
-        let g = named::named(name).ok_or_else(|| {
-            let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
-            CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
-        })?;
-        (g.launch(None).map_err(CliError::Usage)?, "/health", g.registration_case())
-    };
-    Ok(Target {
-        launch,
-        http: None,
-        handshake: None,
-        model_name: model.display().to_string(),
-        model: model.to_path_buf(),
-        ready_path: ready.into(),
-        startup_timeout: startup,
-        registration: gateway::registration_from_case(&repo_path(&reg))?,
-        release,
-    })
 }
 
 fn alive(pid: Option<u32>) -> bool {
@@ -269,7 +243,7 @@ async fn run_case(target: &Target, dir: &Path, case: &Case, deadline: Duration) 
 pub async fn faults(a: FaultsArgs) -> Result<i32, CliError> {
     let model = a.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
     let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
-    let target = target_of(&a.gateway, &model, &a.smg_venv, Duration::from_secs(a.startup_timeout))?;
+    let target = named_target(&a.gateway, &model, &a.smg_venv, Duration::from_secs(a.startup_timeout))?;
     let only: Option<Vec<&str>> = a.only.as_deref().map(|o| o.split(',').map(str::trim).collect());
     let deadline = Duration::from_secs_f64(a.deadline);
     let work = WorkDir::new()?;

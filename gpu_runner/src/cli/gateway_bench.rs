@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::differential::named_target;
 use super::{repo_path, CliError, WorkDir};
 use crate::gateway::bench::{self, Latencies, LoadPoint, PointSummary, ProcUse, RoundResult};
 use crate::gateway::loadgen::{self, Outcomes, RequestSpec, Spacing};
-use crate::gateway::{self, named, Launch, Session, Target};
+use crate::gateway::{self, Launch, Session, Target};
 use crate::launcher::EngineProcess;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -79,32 +80,6 @@ fn list<T: std::str::FromStr>(flag: &str, s: &str) -> Result<Vec<T>, CliError> {
 }
 
 /// How a gateway is started: SMG or a named vLLM frontend.
-fn target_of(name: &str, model: &Path, smg_venv: &Option<PathBuf>) -> Result<Target, CliError> {
-    let version = named::named(name).map_or("0.32.0", |g| g.release);
-    let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
-    let (launch, ready, reg) = if name == "smg" {
-        let venv = smg_venv.clone().unwrap_or_else(gateway::smg::default_venv);
-        gateway::smg::check_venv(&venv)?;
-        (Launch::Smg { venv }, "/readiness", gateway::READY_RESPONSE_CASE.to_string())
-    } else {
-        let g = named::named(name).ok_or_else(|| {
-            let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
-            CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
-        })?;
-        (g.launch(None).map_err(CliError::Usage)?, "/health", g.registration_case())
-    };
-    Ok(Target {
-        launch,
-        http: None,
-        handshake: None,
-        model_name: model.display().to_string(),
-        model: model.to_path_buf(),
-        ready_path: ready.into(),
-        startup_timeout: Duration::from_secs(180),
-        registration: gateway::registration_from_case(&repo_path(&reg))?,
-        release,
-    })
-}
 
 /// A gateway under load and the external engine behind it, if any.
 struct Started {
@@ -269,7 +244,7 @@ pub async fn gateway_bench(a: GatewayBenchArgs) -> Result<i32, CliError> {
     let mut sessions: Vec<Started> = Vec::new();
     for n in &names {
         let started = async {
-            let t = target_of(n, &model, &a.smg_venv)?;
+            let t = named_target(n, &model, &a.smg_venv, Duration::from_secs(180))?;
             match &a.engine_command {
                 Some(c) => start_external(&t, &work.0.join(n), c).await,
                 None => Ok(Started { session: start(&t, &work.0.join(n), step_delay).await?, engine: None }),

@@ -77,6 +77,12 @@ pub(crate) struct EngineEntry {
     output_endpoint: String,
     output_task: Option<JoinHandle<()>>,
     generation: u64,
+    /// Outputs this incarnation sent for ids the gateway never knew (late
+    /// outputs of its own finished requests not counted), against
+    /// `GatewayConfig::orphan_flood_limit`.
+    unknown_outputs: u64,
+    /// Output messages received after it died, dropped undecoded.
+    after_death: u64,
 }
 
 pub(crate) struct InFlight<D: EngineWire> {
@@ -97,7 +103,7 @@ pub(crate) struct Actor<D: EngineWire> {
     pub(crate) input_endpoint: String,
     pub(crate) input_send: RouterSendHalf,
     pub(crate) hs_send: RouterSendHalf,
-    pub(crate) in_tx: mpsc::UnboundedSender<Inbound>,
+    pub(crate) in_tx: mpsc::Sender<Inbound>,
     pub(crate) engines: HashMap<u16, EngineEntry>,
     /// Keyed with FxHash (`rustc-hash`): one lookup per output on the hot
     /// path, and the ids are the gateway's own, so no DoS-resistant hash is
@@ -106,6 +112,8 @@ pub(crate) struct Actor<D: EngineWire> {
     /// Requests finished here (abort, silence, local stop) whose late
     /// outputs are expected and dropped.
     pub(crate) finished_locally: HashSet<String>,
+    /// Unknown request ids aborted once, bounded (`super::orphans`).
+    pub(crate) orphans: super::orphans::Remembered,
     /// Requests aborted by the client: when the ABORT went out, and when
     /// (after it) each late output arrived.
     pub(crate) aborted: HashMap<String, (Instant, Vec<Duration>)>,
@@ -123,7 +131,7 @@ impl<D: EngineWire> Actor<D> {
     pub(crate) async fn run(
         mut self,
         mut cmd_rx: mpsc::UnboundedReceiver<Command<D>>,
-        mut in_rx: mpsc::UnboundedReceiver<Inbound>,
+        mut in_rx: mpsc::Receiver<Inbound>,
     ) {
         // One timer, reset only when it fires or a command (ADD, UTILITY)
         // brings an earlier deadline: outputs only push deadlines later, so
@@ -214,9 +222,20 @@ impl<D: EngineWire> Actor<D> {
                 }
             }
             Inbound::Output { engine, generation, frames } => {
-                if self.engines.get(&engine).is_some_and(|e| e.generation == generation) {
-                    self.on_output(engine, frames).await;
+                let Some(e) = self.engines.get_mut(&engine).filter(|e| e.generation == generation) else { return };
+                if e.dead.is_some() {
+                    // Nothing legitimate follows a death: dropped undecoded,
+                    // and a dead engine that keeps sending loses its socket.
+                    e.after_death += 1;
+                    self.stats.dropped_after_death += 1;
+                    if e.after_death >= super::MAX_MESSAGES_AFTER_DEATH {
+                        if let Some(t) = e.output_task.take() {
+                            t.abort();
+                        }
+                    }
+                    return;
                 }
+                self.on_output(engine, frames).await;
             }
             Inbound::OutputDisconnected { engine, generation } => {
                 if self.engines.get(&engine).is_some_and(|e| e.generation == generation) {
@@ -300,6 +319,8 @@ impl<D: EngineWire> Actor<D> {
                 output_endpoint: output_endpoint.clone(),
                 output_task: Some(task),
                 generation,
+                unknown_outputs: 0,
+                after_death: 0,
             },
         );
         let init = match handshake::encode_init(self.cfg.release, &self.input_endpoint, &output_endpoint) {
@@ -335,7 +356,7 @@ impl<D: EngineWire> Actor<D> {
                 self.protocol_error(format!("engine {index}: {e}"));
                 // An engine whose registration cannot be read never comes
                 // up: say so now rather than at the startup deadline.
-                return self.engine_died(index, DeathCause::BadRegistration(e.to_string()));
+                return self.engine_died(index, DeathCause::BadRegistration(e));
             }
         };
         self.stats.drift.extend(facts.drift.iter().cloned());
@@ -392,11 +413,25 @@ impl<D: EngineWire> Actor<D> {
             finished_locally: &self.finished_locally,
             orphans: Vec::new(),
             orphan_outputs: 0,
+            unknown_outputs: 0,
             now: Instant::now(),
         };
         let decoded = D::decode_batch(self.cfg.release, frames, &self.cfg.limits, &mut demux);
-        let Demultiplexer { orphans, orphan_outputs, .. } = demux;
+        let Demultiplexer { orphans, orphan_outputs, unknown_outputs, .. } = demux;
         self.stats.orphan_outputs += orphan_outputs;
+        if unknown_outputs > 0 {
+            let limit = self.cfg.orphan_flood_limit;
+            let flooded = self.engines.get_mut(&engine).is_some_and(|e| {
+                e.unknown_outputs += unknown_outputs;
+                e.unknown_outputs > limit
+            });
+            if flooded {
+                self.protocol_error(format!(
+                    "engine {engine}: more than {limit} outputs for request ids the gateway does not know"
+                ));
+                return self.engine_died(engine, DeathCause::OrphanFlood { limit });
+            }
+        }
         let info = match decoded {
             Ok(info) => info,
             Err(e) => {
@@ -445,11 +480,12 @@ impl<D: EngineWire> Actor<D> {
                 )),
             }
         }
-        if !orphans.is_empty() {
-            // Leftovers of a previous gateway: stop the engine generating
-            // them, once.
-            self.finished_locally.extend(orphans.iter().cloned());
-            let _ = self.send_abort(engine, &orphans).await;
+        // Leftovers of a previous gateway: stop the engine generating them,
+        // once each, while there is room to remember them.
+        let to_abort: Vec<String> = orphans.into_iter().filter(|id| self.orphans.first_sight(id)).collect();
+        self.stats.orphan_ids_remembered = self.orphans.len();
+        if !to_abort.is_empty() {
+            let _ = self.send_abort(engine, &to_abort).await;
         }
     }
 
@@ -526,6 +562,7 @@ impl<D: EngineWire> Actor<D> {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         self.finished_locally.remove(&request_id);
+        self.orphans.forget(&request_id);
         self.in_flight.insert(request_id, InFlight { engine, tx, last_activity: Instant::now() });
         Ok(rx)
     }
@@ -629,9 +666,13 @@ struct Demultiplexer<'a, D: EngineWire> {
     in_flight: &'a mut HashMap<String, InFlight<D>, rustc_hash::FxBuildHasher>,
     aborted: &'a mut HashMap<String, (Instant, Vec<Duration>)>,
     finished_locally: &'a HashSet<String>,
-    /// Unknown request ids to abort once (leftovers of a previous gateway).
+    /// Unknown request ids seen in this batch, once each (leftovers of a
+    /// previous gateway), for the actor to abort.
     orphans: Vec<String>,
+    /// Outputs for ids not in flight (late outputs included).
     orphan_outputs: u64,
+    /// Outputs for ids this gateway never finished or aborted itself.
+    unknown_outputs: u64,
     now: Instant,
 }
 
@@ -642,8 +683,13 @@ impl<D: EngineWire> Demux<D::Step> for Demultiplexer<'_, D> {
                 late.push(self.now.saturating_duration_since(*at));
             }
             self.orphan_outputs += 1;
-            if !self.finished_locally.contains(id) {
-                self.orphans.push(id.to_string());
+            if !self.finished_locally.contains(id) && !self.aborted.contains_key(id) {
+                self.unknown_outputs += 1;
+                if self.orphans.last().is_none_or(|last| last != id)
+                    && self.orphans.len() < super::ORPHAN_IDS_REMEMBERED
+                {
+                    self.orphans.push(id.to_string());
+                }
             }
             return;
         };

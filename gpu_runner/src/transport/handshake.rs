@@ -21,13 +21,37 @@
 //! vLLM's handshake and a registration with `prefix_granularity`,
 //! docs/tokenspeed-wire.md §3). All encoding and decoding goes through
 //! `engine_protocol`.
+//!
+//! Each handshake message and the registration is one small frame (vLLM
+//! 0.32.0's registration, 25 fields, is under 1 KiB; HELLO and READY are a
+//! few dozen bytes): a frame past [`MAX_HANDSHAKE_FRAME_BYTES`] is refused by
+//! its length before it is decoded, and what is decoded is decoded under
+//! [`HANDSHAKE_LIMITS`] (one frame; declared lengths checked against the
+//! bytes present, so a huge declared string or array is `malformed` and
+//! costs nothing).
 
-use engine_protocol::{decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value};
+use engine_protocol::{
+    decode_message, encode_message, Limits, MessageKind, ReleaseSchema, StructValue, Value, VLLM_ENGINE_MAX_DEPTH,
+};
+
+/// The largest handshake frame (HELLO, INIT, READY, the registration) read:
+/// 1 MiB, a thousand times vLLM's registration. A larger one is
+/// [`HandshakeError::TooLarge`] and, for a registration, ends the engine's
+/// start-up (`DeathCause::BadRegistration`).
+pub const MAX_HANDSHAKE_FRAME_BYTES: usize = 1 << 20;
+
+/// The decoder limits of handshake messages: one frame of at most
+/// [`MAX_HANDSHAKE_FRAME_BYTES`], the engine's own nesting depth.
+pub const HANDSHAKE_LIMITS: Limits =
+    Limits { max_depth: VLLM_ENGINE_MAX_DEPTH, max_frames: 1, max_frame_bytes: MAX_HANDSHAKE_FRAME_BYTES };
 
 /// Why a handshake message could not be read or written.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum HandshakeError {
+    /// The frame is larger than [`MAX_HANDSHAKE_FRAME_BYTES`]; not decoded.
+    #[error("{what} of {bytes} bytes is past the limit of {limit} bytes")]
+    TooLarge { what: &'static str, bytes: usize, limit: usize },
     /// The frame does not decode as the message.
     #[error("undecodable {what}: {source}")]
     Undecodable { what: &'static str, source: engine_protocol::Error },
@@ -55,7 +79,8 @@ pub struct Status {
 
 /// Reads a HELLO/READY payload frame.
 pub fn decode_status(release: &'static ReleaseSchema, frame: &[u8]) -> Result<Status, HandshakeError> {
-    let d = decode_message(release, MessageKind::HandshakeHello, &[frame], &Limits::default())
+    check_size("handshake message", frame)?;
+    let d = decode_message(release, MessageKind::HandshakeHello, &[frame], &HANDSHAKE_LIMITS)
         .map_err(|source| HandshakeError::Undecodable { what: "handshake message", source })?;
     let Value::Struct(s) = &d.value else {
         return Err(HandshakeError::NotAMap("handshake message"));
@@ -66,6 +91,14 @@ pub fn decode_status(release: &'static ReleaseSchema, frame: &[u8]) -> Result<St
         .to_string();
     let flag = |k: &str| matches!(s.get(k), Some(Value::Bool(true)));
     Ok(Status { status, local: flag("local"), headless: flag("headless") })
+}
+
+/// Refuses a frame past [`MAX_HANDSHAKE_FRAME_BYTES`] before decoding it.
+fn check_size(what: &'static str, frame: &[u8]) -> Result<(), HandshakeError> {
+    if frame.len() > MAX_HANDSHAKE_FRAME_BYTES {
+        return Err(HandshakeError::TooLarge { what, bytes: frame.len(), limit: MAX_HANDSHAKE_FRAME_BYTES });
+    }
+    Ok(())
 }
 
 /// Encodes a HELLO/READY payload (what an engine sends; used by the mock).
@@ -111,7 +144,8 @@ pub struct InitAddresses {
 
 /// Reads an INIT payload (engine side; used by the mock).
 pub fn decode_init(release: &'static ReleaseSchema, frame: &[u8]) -> Result<InitAddresses, HandshakeError> {
-    let d = decode_message(release, MessageKind::HandshakeInit, &[frame], &Limits::default())
+    check_size("INIT", frame)?;
+    let d = decode_message(release, MessageKind::HandshakeInit, &[frame], &HANDSHAKE_LIMITS)
         .map_err(|source| HandshakeError::Undecodable { what: "INIT", source })?;
     let Value::Struct(init) = &d.value else { return Err(HandshakeError::NotAMap("INIT")) };
     let addr = init.struct_field("addresses").ok_or(HandshakeError::Missing { what: "INIT", field: "addresses" })?;
@@ -150,7 +184,8 @@ pub fn decode_registration(
     index: u16,
     frame: &[u8],
 ) -> Result<EngineFacts, HandshakeError> {
-    let d = decode_message(release, MessageKind::EngineCoreReadyResponse, &[frame], &Limits::default())
+    check_size("registration (EngineCoreReadyResponse)", frame)?;
+    let d = decode_message(release, MessageKind::EngineCoreReadyResponse, &[frame], &HANDSHAKE_LIMITS)
         .map_err(|source| HandshakeError::Undecodable { what: "registration (EngineCoreReadyResponse)", source })?;
     let Value::Struct(s) = d.value else { return Err(HandshakeError::NotAMap("registration")) };
     Ok(EngineFacts {

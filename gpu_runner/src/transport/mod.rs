@@ -36,7 +36,14 @@
 //!   taken as delivery, which is why silence deadlines exist; nothing is sent
 //!   to an engine before its registration (which proves its input connection);
 //! - outputs for request ids this gateway does not know (left over from a
-//!   previous gateway process) are counted, dropped and aborted once.
+//!   previous gateway process) are counted, dropped and aborted once, with
+//!   the ids remembered up to a bound; an engine that floods them is ended
+//!   (`orphans`);
+//! - nothing legitimate follows `ENGINE_CORE_DEAD` or a dropped connection:
+//!   a dead engine's output messages are counted and dropped undecoded,
+//!   and its output socket closed after [`MAX_MESSAGES_AFTER_DEATH`];
+//! - the socket loops hand the actor at most [`INBOUND_QUEUE`] message sets
+//!   ahead of it; past that they stop reading (the peer's sends wait).
 //!
 //! Every frame set the gateway sends or receives (handshake, registration,
 //! ADD / ABORT / UTILITY, output batches, the death sentinel) can be copied,
@@ -44,7 +51,7 @@
 //!
 //! Rooms: [`handshake`] (HELLO / INIT / READY / registration as data),
 //! `sockets` (bind and receive loops), `actor` (the task that owns the
-//! state).
+//! state), `orphans` (what an engine's unwanted outputs may cost).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -62,16 +69,25 @@ use zeromq::{RouterSocket, Socket};
 
 mod actor;
 pub mod handshake;
+mod orphans;
 mod sockets;
 pub mod waves;
 
 use crate::dialect::{EngineWire, Tokenspeed, Vllm, WireError};
 use actor::{Actor, Command};
-use handshake::EngineFacts;
+use handshake::{EngineFacts, HandshakeError};
 use sockets::{bind_socket, pump_router, Channel};
 
 pub use crate::dialect::vllm::{OutputValue, Step};
+pub use orphans::{
+    DEFAULT_ORPHAN_FLOOD_LIMIT, MAX_MESSAGES_AFTER_DEATH, ORPHAN_IDS_REMEMBERED, ORPHAN_ID_BYTES_REMEMBERED,
+};
 pub use sockets::{ipc_path, remove_stale_socket, StaleSocketError};
+
+/// Message sets the socket loops may queue for the actor. Past it they stop
+/// reading their sockets until the actor catches up, so what a fast engine
+/// sends waits in its own queue (and the kernel's), not in the gateway.
+pub const INBOUND_QUEUE: usize = 1024;
 
 /// How the gateway binds and how long it waits, for dialect `D`.
 #[derive(Debug)]
@@ -87,6 +103,10 @@ pub struct GatewayConfig<D = Vllm> {
     /// A utility call without reply for this long fails.
     pub utility_timeout: Duration,
     pub limits: Limits,
+    /// Outputs for unknown request ids one engine incarnation may send
+    /// before it is ended with [`DeathCause::OrphanFlood`] (default
+    /// [`DEFAULT_ORPHAN_FLOOD_LIMIT`]).
+    pub orphan_flood_limit: u64,
     /// Receives a copy of every frame set sent or received ([`Tapped`]).
     pub tap: Option<mpsc::UnboundedSender<Tapped>>,
     pub dialect: PhantomData<D>,
@@ -101,6 +121,7 @@ impl<D> Clone for GatewayConfig<D> {
             silence: self.silence,
             utility_timeout: self.utility_timeout,
             limits: self.limits,
+            orphan_flood_limit: self.orphan_flood_limit,
             tap: self.tap.clone(),
             dialect: PhantomData,
         }
@@ -149,6 +170,7 @@ impl<D: EngineWire> GatewayConfig<D> {
             silence: Duration::from_secs(30),
             utility_timeout: Duration::from_secs(30),
             limits: Limits::default(),
+            orphan_flood_limit: DEFAULT_ORPHAN_FLOOD_LIMIT,
             tap: None,
             dialect: PhantomData,
         }
@@ -190,8 +212,11 @@ pub enum DeathCause {
     /// The engine said HELLO again: it restarted, and what it was running
     /// is lost.
     Restarted,
-    /// The engine's registration did not decode (why): it cannot come up.
-    BadRegistration(String),
+    /// The engine's registration could not be read (why): it cannot come up.
+    BadRegistration(HandshakeError),
+    /// The engine sent more than `limit` outputs for request ids the
+    /// gateway does not know ([`GatewayConfig::orphan_flood_limit`]).
+    OrphanFlood { limit: u64 },
 }
 
 impl fmt::Display for DeathCause {
@@ -202,6 +227,9 @@ impl fmt::Display for DeathCause {
             DeathCause::InputDisconnected => "engine's input connection dropped",
             DeathCause::Restarted => "engine restarted (a new HELLO) and lost its requests",
             DeathCause::BadRegistration(why) => return write!(f, "bad registration: {why}"),
+            DeathCause::OrphanFlood { limit } => {
+                return write!(f, "engine sent more than {limit} outputs for request ids the gateway does not know")
+            }
         })
     }
 }
@@ -424,6 +452,11 @@ pub struct GatewayStats {
     pub malformed_batches: u64,
     /// Outputs for request ids this gateway never sent or already finished.
     pub orphan_outputs: u64,
+    /// Unknown request ids remembered as aborted (at most
+    /// [`ORPHAN_IDS_REMEMBERED`]).
+    pub orphan_ids_remembered: usize,
+    /// Output messages of dead engines, dropped undecoded.
+    pub dropped_after_death: u64,
     /// Paths the decoder reported as drift (engine newer than the schema).
     pub drift: BTreeSet<String>,
     /// Handshake or framing violations (bad identity, unknown status, ...).
@@ -456,7 +489,7 @@ impl<D: EngineWire> Gateway<D> {
             endpoint: cfg.ipc_dir.display().to_string(),
             detail: format!("cannot create the ipc directory: {e}"),
         })?;
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::channel(INBOUND_QUEUE);
 
         let input_endpoint = format!("ipc://{}", cfg.ipc_dir.join("in.sock").display());
         let mut input = RouterSocket::new();
@@ -482,6 +515,7 @@ impl<D: EngineWire> Gateway<D> {
             engines: HashMap::new(),
             in_flight: HashMap::default(),
             finished_locally: HashSet::new(),
+            orphans: orphans::Remembered::default(),
             aborted: HashMap::new(),
             utilities: HashMap::new(),
             next_call_id: (1u64 << 63) + 1,

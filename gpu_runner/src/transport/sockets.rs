@@ -85,7 +85,7 @@ pub(crate) enum Channel {
 pub(crate) async fn pump_router(
     mut rx: zeromq::RouterRecvHalf,
     mut monitor: Option<futures_util::stream::BoxStream<'static, SocketEvent>>,
-    tx: mpsc::UnboundedSender<Inbound>,
+    tx: mpsc::Sender<Inbound>,
     channel: Channel,
 ) {
     let mut errors = 0u32;
@@ -100,20 +100,20 @@ pub(crate) async fn pump_router(
                         Channel::Handshake => Inbound::Handshake(frames),
                         Channel::Input => Inbound::Input(frames),
                     };
-                    if tx.send(ev).is_err() {
+                    if tx.send(ev).await.is_err() {
                         return;
                     }
                 }
                 Err(e) => {
                     errors += 1;
-                    if tx.send(Inbound::SocketError(format!("recv: {e}"))).is_err() || errors > 100 {
+                    if tx.send(Inbound::SocketError(format!("recv: {e}"))).await.is_err() || errors > 100 {
                         return;
                     }
                 }
             },
             ev = next_event(&mut monitor) => match ev {
                 Some(SocketEvent::Disconnected(id)) => {
-                    if tx.send(Inbound::InputDisconnected(id.to_vec())).is_err() {
+                    if tx.send(Inbound::InputDisconnected(id.to_vec())).await.is_err() {
                         return;
                     }
                 }
@@ -136,7 +136,7 @@ async fn next_event(m: &mut Option<futures_util::stream::BoxStream<'static, Sock
 pub(crate) async fn pump_pull(
     mut pull: PullSocket,
     monitor: futures_util::stream::BoxStream<'static, SocketEvent>,
-    tx: mpsc::UnboundedSender<Inbound>,
+    tx: mpsc::Sender<Inbound>,
     engine: u16,
     generation: u64,
 ) {
@@ -148,20 +148,20 @@ pub(crate) async fn pump_pull(
             m = pull.recv() => match m {
                 Ok(msg) => {
                     errors = 0;
-                    if tx.send(Inbound::Output { engine, generation, frames: msg.into_vec() }).is_err() {
+                    if tx.send(Inbound::Output { engine, generation, frames: msg.into_vec() }).await.is_err() {
                         return;
                     }
                 }
                 Err(e) => {
                     errors += 1;
-                    if tx.send(Inbound::SocketError(format!("engine {engine} output recv: {e}"))).is_err() || errors > 100 {
+                    if tx.send(Inbound::SocketError(format!("engine {engine} output recv: {e}"))).await.is_err() || errors > 100 {
                         return;
                     }
                 }
             },
             ev = next_event(&mut monitor) => match ev {
                 Some(SocketEvent::Disconnected(_)) => {
-                    if tx.send(Inbound::OutputDisconnected { engine, generation }).is_err() {
+                    if tx.send(Inbound::OutputDisconnected { engine, generation }).await.is_err() {
                         return;
                     }
                 }
