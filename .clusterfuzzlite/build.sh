@@ -1,23 +1,30 @@
 #!/bin/bash -eu
-# ClusterFuzzLite (OSS-Fuzz) build script: every cargo-fuzz target of fuzz/
-# into $OUT, with its seed corpus, dictionary and libFuzzer options.
+# ClusterFuzzLite (OSS-Fuzz) build script: every target of every cargo-fuzz
+# crate (fuzz/crates.sh: fuzz/, the codec's decoders; gpu_runner/fuzz/, the
+# testee protocol and the scenario and expectations files) into $OUT, with
+# its seed corpus, dictionary and libFuzzer options.
 #
 # Runs inside .clusterfuzzlite/Dockerfile's image (OSS-Fuzz base-builder-rust),
 # whose `compile` sets $SRC, $OUT, $WORK, $SANITIZER and RUSTFLAGS and wraps
 # `cargo` (for SANITIZER=coverage, `cargo fuzz build` becomes an
-# instrumented `cargo build --bins`). CI runs it outside docker through
-# fuzz/check-cflite-build.sh, on the build fuzz/run-ci.sh made.
+# instrumented `cargo build --bins`, in the crate's folder). CI runs it
+# outside docker through fuzz/check-cflite-build.sh, on the build
+# fuzz/run-ci.sh made.
 #
-# The targets are those of `cargo fuzz list` (the [[bin]]s of
-# fuzz/Cargo.toml): a new target is built, seeded and fuzzed with no edit
-# here, and the build fails when a target has no seeds in fuzz/corpus/.
-# For each target T, $OUT gets:
+# The crates are those of fuzz/crates.sh (the root Cargo.toml's `exclude`
+# entries with `cargo-fuzz = true`), the targets those of `cargo fuzz list`
+# in each (their [[bin]]s): a new target or crate is built, seeded and
+# fuzzed with no edit here, and the build fails when a target has no seeds
+# in <crate>/corpus/ or two crates name the same target. For each target
+# T of crate C, $OUT gets:
 #   T                  the libFuzzer binary (`cargo fuzz build -O`, ASan)
-#   T_seed_corpus.zip  fuzz/corpus/T/ and fuzz/regressions/T/ (the latter
-#                      named regression-*), flat, with fixed timestamps
-#   T.dict             fuzz/engine.dict
-#   T.options          the limits fuzz/run-campaign.sh runs with
+#   T_seed_corpus.zip  C/corpus/T/ and C/regressions/T/ (the latter named
+#                      regression-*), flat, with fixed timestamps
+#   T.dict             C's dictionary (the one C/*.dict)
+#   T.options          the limits fuzz/run-campaign.sh runs with (max_len:
+#                      the crate's, fuzz/crates.sh)
 cd "$SRC/engine-conformance"
+. fuzz/crates.sh
 
 case "${SANITIZER:-address}" in
   address | coverage) ;;
@@ -27,21 +34,38 @@ case "${SANITIZER:-address}" in
     ;;
 esac
 
-mapfile -t targets < <(cargo fuzz list)
-if [ "${#targets[@]}" -eq 0 ]; then
-  echo "build.sh: \`cargo fuzz list\` names no target" >&2
+mapfile -t crates < <(fuzz_crates)
+if [ "${#crates[@]}" -eq 0 ]; then
+  echo "build.sh: fuzz/crates.sh names no cargo-fuzz crate" >&2
   exit 1
 fi
-fuzz/check-cflite-build.sh seeds fuzz "${targets[@]}"
 
-# -O: release, as fuzz/run-ci.sh and fuzz/run-campaign.sh build (the same
-# flags, so CI's run of this script reuses their build in fuzz/target).
-cargo fuzz build -O
+shipped=()
+for c in "${crates[@]}"; do
+  mapfile -t targets < <(cd "$c" && cargo fuzz list)
+  if [ "${#targets[@]}" -eq 0 ]; then
+    echo "build.sh: \`cargo fuzz list\` names no target in $c" >&2
+    exit 1
+  fi
+  for t in "${targets[@]}"; do
+    if printf '%s\n' "${shipped[@]}" | grep -qx -- "$t"; then
+      echo "build.sh: two crates have a fuzz target $t (\$OUT is flat)" >&2
+      exit 1
+    fi
+    shipped+=("$t")
+  done
+  fuzz/check-cflite-build.sh seeds "$c" "${targets[@]}"
+  dict=$c/$(fuzz_dict "$c")
+  max_len=$(fuzz_max_len "$c")
 
-bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
-for t in "${targets[@]}"; do
-  cp "$bin_dir/$t" "$OUT/$t"
-  python3 - "$OUT/${t}_seed_corpus.zip" "fuzz/corpus/$t" "fuzz/regressions/$t" <<'PY'
+  # -O: release, as fuzz/run-ci.sh and fuzz/run-campaign.sh build (the same
+  # flags, so CI's run of this script reuses their build in <crate>/target).
+  (cd "$c" && cargo fuzz build -O)
+
+  bin_dir=$c/target/x86_64-unknown-linux-gnu/release
+  for t in "${targets[@]}"; do
+    cp "$bin_dir/$t" "$OUT/$t"
+    python3 - "$OUT/${t}_seed_corpus.zip" "$c/corpus/$t" "$c/regressions/$t" <<'PY'
 import os, sys, zipfile
 out, seeds, regressions = sys.argv[1:]
 with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
@@ -56,13 +80,14 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
                 with open(path, "rb") as f:
                     z.writestr(info, f.read())
 PY
-  cp fuzz/engine.dict "$OUT/$t.dict"
-  cat >"$OUT/$t.options" <<'EOF'
+    cp "$dict" "$OUT/$t.dict"
+    cat >"$OUT/$t.options" <<EOF_OPTIONS
 [libfuzzer]
-max_len = 8192
+max_len = $max_len
 rss_limit_mb = 2048
 timeout = 10
-EOF
-done
+EOF_OPTIONS
+  done
 
-fuzz/check-cflite-build.sh out "$OUT" fuzz "${targets[@]}"
+  fuzz/check-cflite-build.sh out "$OUT" "$c" "${targets[@]}"
+done

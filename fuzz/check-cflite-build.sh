@@ -13,18 +13,21 @@
 # OSS-Fuzz's base-builder-rust image as far as the build sees it
 # (SANITIZER=address, FUZZING_ENGINE=libfuzzer, FUZZING_LANGUAGE=rust,
 # ARCHITECTURE=x86_64, the nightly toolchain), then `out` on every target
-# of `cargo fuzz list`. RUSTFLAGS is left to cargo fuzz, as fuzz/run-ci.sh
-# leaves it, so the build is fuzz/run-ci.sh's (fuzz/target) and costs a few
-# seconds; inside the image `compile` adds `--cfg fuzzing
-# -Zsanitizer=address -Cdebuginfo=1 -Cforce-frame-pointers` (fuzz/README.md).
+# of every cargo-fuzz crate (fuzz/crates.sh: `cargo fuzz list` in each).
+# RUSTFLAGS is left to cargo fuzz, as fuzz/run-ci.sh leaves it, so the
+# build is fuzz/run-ci.sh's (<crate>/target) and costs a few seconds;
+# inside the image `compile` adds `--cfg fuzzing -Zsanitizer=address
+# -Cdebuginfo=1 -Cforce-frame-pointers` (fuzz/README.md).
 #
 # seeds: every TARGET has a folder FUZZ_DIR/corpus/TARGET with a file in it.
 # out:   every TARGET has in OUT an executable TARGET, a TARGET_seed_corpus.zip
 #        holding every file of FUZZ_DIR/corpus/TARGET and
-#        FUZZ_DIR/regressions/TARGET, a TARGET.dict equal to
-#        FUZZ_DIR/engine.dict and a TARGET.options with a [libfuzzer] section.
+#        FUZZ_DIR/regressions/TARGET, a TARGET.dict equal to the crate's
+#        dictionary (the one FUZZ_DIR/*.dict) and a TARGET.options with a
+#        [libfuzzer] section.
 # self-test: each check fails on a tree that lacks what it checks.
 set -euo pipefail
+. "$(dirname "$0")/crates.sh"
 cleanup=()
 trap 'rm -rf "${cleanup[@]}"' EXIT
 
@@ -48,15 +51,16 @@ check_seeds() {
 
 # out OUT FUZZ_DIR TARGET...
 check_out() {
-  local out=$1 fuzz_dir=$2 t bad=0
+  local out=$1 fuzz_dir=$2 t bad=0 dict
   shift 2
+  dict=$fuzz_dir/$(fuzz_dict "$fuzz_dir") || return 1
   for t in "$@"; do
     if [ ! -f "$out/$t" ] || [ ! -x "$out/$t" ]; then
       echo "$out/$t: the fuzz target's binary is missing or not executable" >&2
       bad=1
     fi
-    if [ ! -f "$out/$t.dict" ] || ! cmp -s "$out/$t.dict" "$fuzz_dir/engine.dict"; then
-      echo "$out/$t.dict: missing or not $fuzz_dir/engine.dict" >&2
+    if [ ! -f "$out/$t.dict" ] || ! cmp -s "$out/$t.dict" "$dict"; then
+      echo "$out/$t.dict: missing or not $dict" >&2
       bad=1
     fi
     if [ ! -f "$out/$t.options" ] || ! grep -qx '\[libfuzzer\]' "$out/$t.options"; then
@@ -137,13 +141,29 @@ z.writestr("regression-f1", "finding\n")' "$tmp/out/a_seed_corpus.zip"
   expect_failure "out with a regression input missing from the zip" "1 of 3 seeds" check_out "$tmp/out" "$tmp/fuzz" a
   rm "$tmp/fuzz/regressions/a/f2" "$tmp/out/a.options"
   expect_failure "out without options" "a.options: missing" check_out "$tmp/out" "$tmp/fuzz" a
+
+  # A second crate ships its own dictionary, whatever its name.
+  mkdir -p "$tmp/g/corpus/z" "$tmp/out2"
+  echo seed >"$tmp/g/corpus/z/s1"
+  printf '%s\n' 'dots="../"' >"$tmp/g/other.dict"
+  printf '#!/bin/sh\n' >"$tmp/out2/z"
+  chmod +x "$tmp/out2/z"
+  cp "$tmp/fuzz/engine.dict" "$tmp/out2/z.dict"
+  printf '[libfuzzer]\nmax_len = 16384\n' >"$tmp/out2/z.options"
+  python3 -c 'import sys, zipfile
+zipfile.ZipFile(sys.argv[1], "w").writestr("s1", "seed\n")' "$tmp/out2/z_seed_corpus.zip"
+  expect_failure "out with another crate's dictionary" "z.dict: missing or not $tmp/g/other.dict" check_out "$tmp/out2" "$tmp/g" z
+  cp "$tmp/g/other.dict" "$tmp/out2/z.dict"
+  check_out "$tmp/out2" "$tmp/g" z >/dev/null
+  cp "$tmp/g/other.dict" "$tmp/g/more.dict"
+  expect_failure "out for a crate with two dictionaries" "expected exactly one \*.dict" check_out "$tmp/out2" "$tmp/g" z
   echo "self-test: the seed and \$OUT checks fail on what they check"
   rm -rf "$tmp"
 }
 
 ci() {
   cd "$(dirname "$0")/.."
-  local repo tmp targets
+  local repo tmp targets crates c n=0
   repo=$(pwd -P)
   self_test
   tmp=$(mktemp -d)
@@ -151,15 +171,26 @@ ci() {
   mkdir -p "$tmp/src" "$tmp/out" "$tmp/work"
   ln -s "$repo" "$tmp/src/engine-conformance"
   cp .clusterfuzzlite/build.sh "$tmp/src/build.sh"
-  mapfile -t targets < <(cd fuzz && cargo +nightly fuzz list)
   (
     cd "$tmp/src/engine-conformance"
     env -u RUSTFLAGS SRC="$tmp/src" OUT="$tmp/out" WORK="$tmp/work" \
       SANITIZER=address FUZZING_ENGINE=libfuzzer FUZZING_LANGUAGE=rust ARCHITECTURE=x86_64 \
       RUSTUP_TOOLCHAIN=nightly bash -eu "$tmp/src/build.sh"
   )
-  check_out "$tmp/out" fuzz "${targets[@]}"
-  echo "\$OUT: $(du -sh "$tmp/out" | cut -f1)"
+  mapfile -t crates < <(fuzz_crates)
+  for c in "${crates[@]}"; do
+    mapfile -t targets < <(cd "$c" && cargo +nightly fuzz list)
+    check_out "$tmp/out" "$c" "${targets[@]}"
+    n=$((n + ${#targets[@]}))
+  done
+  # Nothing else: every binary in $OUT is a target of a crate.
+  local shipped
+  shipped=$(find "$tmp/out" -maxdepth 1 -type f -name '*_seed_corpus.zip' | wc -l)
+  if [ "$shipped" -ne "$n" ]; then
+    echo "$tmp/out: $shipped seed zips for $n targets" >&2
+    return 1
+  fi
+  echo "\$OUT: $n targets of ${#crates[@]} crates, $(du -sh "$tmp/out" | cut -f1)"
 }
 
 case "${1:-ci}" in

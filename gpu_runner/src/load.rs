@@ -30,6 +30,16 @@ pub enum ScenarioError {
         #[source]
         error: CheckError,
     },
+    /// A file the scenario names was refused (`at` names the entry and the
+    /// file: `requests[0]: from_golden "vllm/0.32.0/stop/eos_hidden"`): a
+    /// name that is not a path inside the tree it names files in, a file
+    /// too large or nested too deep ([`crate::untrusted`]).
+    #[error("{at}: {error}")]
+    Refused {
+        at: String,
+        #[source]
+        error: crate::untrusted::Refused,
+    },
     /// A mock engine script in the file does not read.
     #[error(transparent)]
     Script(#[from] crate::mock::ScriptError),
@@ -144,25 +154,36 @@ pub fn load_dir<S: ScenarioFile<C>, C: ?Sized>(dir: &Path, ctx: &C) -> Result<Ve
     files.sort();
     let mut out: Vec<S> = Vec::new();
     for file in files {
-        let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let refused = |error| LoadError::Refused { file: file.clone(), error };
         let text = match crate::untrusted::read_text(&file, crate::untrusted::MAX_INPUT_FILE_BYTES) {
             Ok(t) => t,
             Err(crate::untrusted::Refused::Io { source, .. }) => {
                 return Err(LoadError::Read { file: file.clone(), source })
             }
-            Err(e) => return Err(refused(e)),
+            Err(error) => return Err(LoadError::Refused { file: file.clone(), error }),
         };
-        crate::untrusted::check_json_depth(&text, crate::untrusted::MAX_JSON_DEPTH).map_err(refused)?;
-        let s = S::parse(&stem, &text, ctx).map_err(|error| LoadError::Scenario { file: file.clone(), error })?;
-        // Names become directory names under --record.
-        crate::untrusted::path_component(s.name()).map_err(refused)?;
+        let s = parse_file::<S, C>(&file, &text, ctx)?;
         if S::UNIQUE_NAMES && out.iter().any(|o| o.name() == s.name()) {
             return Err(LoadError::DuplicateName { dir: dir.to_path_buf(), name: s.name().to_string() });
         }
         out.push(s);
     }
     Ok(out)
+}
+
+/// One file's text as a scenario of model `S`: what [`load_dir`] does
+/// with each file once it is read (the nesting limit, the model's parse,
+/// the name as one path component), with no file system involved, so
+/// that the fuzz target `scenario_file` (gpu_runner/fuzz) runs the
+/// loader's own code. `file` names the file in errors and gives the stem
+/// that names a scenario whose text names none.
+pub fn parse_file<S: ScenarioFile<C>, C: ?Sized>(file: &Path, text: &str, ctx: &C) -> Result<S, LoadError> {
+    let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let refused = |error| LoadError::Refused { file: file.to_path_buf(), error };
+    crate::untrusted::check_json_depth(text, crate::untrusted::MAX_JSON_DEPTH).map_err(refused)?;
+    let s = S::parse(&stem, text, ctx).map_err(|error| LoadError::Scenario { file: file.to_path_buf(), error })?;
+    // Names become directory names under --record.
+    crate::untrusted::path_component(s.name()).map_err(refused)?;
+    Ok(s)
 }
 
 #[cfg(test)]

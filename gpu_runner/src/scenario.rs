@@ -84,6 +84,34 @@ mod tests {
     }
 
     #[test]
+    fn a_long_after_chain_listed_backwards_loads_in_time_linear_in_its_length() {
+        // Found writing the `scenario_file` fuzz target (gpu_runner/fuzz,
+        // its `hostile-after-chain` seed): the levels took one pass over
+        // every request per level, with a search for each `after`, and the
+        // duplicate-id check a search per request: 2000 requests took 1.5 s
+        // in a release build, a file within the 16 MiB limit (some 400 000
+        // requests) months.
+        let n = 50_000;
+        let chain: Vec<String> =
+            (0..n).map(|i| format!(r#"{{"id":"r{i}","after":"r{}","request":{{}}}}"#, i + 1)).collect();
+        let text = format!(r#"{{"requests":[{},{{"id":"r{n}","request":{{}}}}]}}"#, chain.join(","));
+        let start = std::time::Instant::now();
+        let s = Scenario::from_json("chain", &text).unwrap();
+        let levels = levels(&s.requests).unwrap();
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "{:?}", start.elapsed());
+        assert_eq!(levels.len(), n + 1);
+        assert_eq!((levels[0].as_slice(), levels[n].as_slice()), (&[n][..], &[0][..]));
+    }
+
+    #[test]
+    fn an_after_naming_no_request_has_no_level() {
+        let s = Scenario::from_json("t", r#"{"requests":[{"id":"a","request":{}}]}"#).unwrap();
+        let mut requests = s.requests.clone();
+        requests[0].after = Some("nobody".into());
+        assert_eq!(levels(&requests).unwrap_err().0, "a");
+    }
+
+    #[test]
     fn requests_run_in_levels_of_after_and_cycles_are_refused() {
         let s = Scenario::from_json(
             "t",

@@ -145,7 +145,7 @@ async fn an_engine_flooding_outputs_for_unknown_ids_is_ended_with_a_typed_error_
         );
         assert!(grown < 64 * 1024, "the flood grew resident memory by {grown} KiB");
         // A request to the flooding engine is refused with the cause.
-        let refused = gw.add_frames(0, "r".into(), vec![vec![0x90]]).await.unwrap_err();
+        let refused = gw.add_frames(0, "r", vec![vec![0x90]]).await.unwrap_err();
         assert!(matches!(refused, TransportError::EngineDead { engine: 0, cause: DeathCause::OrphanFlood { .. } }));
         gw.shutdown().await;
     })

@@ -79,8 +79,6 @@ fn list<T: std::str::FromStr>(flag: &str, s: &str) -> Result<Vec<T>, CliError> {
         .collect()
 }
 
-/// How a gateway is started: SMG or a named vLLM frontend.
-
 /// A gateway under load and the external engine behind it, if any.
 struct Started {
     session: Session,

@@ -378,9 +378,12 @@ fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> R
     };
     let mut golden_name = None;
     if let Some(g) = r.get("from_golden").and_then(Json::as_str) {
-        let path = golden.join(format!("{g}.json"));
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("from_golden {}: {e}", path.display()))?;
-        let case: Json = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let case = read_golden(golden, g).map_err(|e| match e {
+            ScenarioError::Refused { at, error } => {
+                ScenarioError::Refused { at: format!("requests[{i}]: {at}"), error }
+            }
+            other => other,
+        })?;
         let g_engine = from_golden(&case, endpoint, &mut body, &mut vllm, &mut checks, tok, r.get("finish_last"))?;
         if engine.is_none() {
             engine = Some(g_engine);
@@ -412,6 +415,36 @@ fn parse_request(r: &Json, i: usize, golden: &Path, tok: &GatewayTokenizer) -> R
         checks,
         client,
     })
+}
+
+/// The golden case `name` (`vllm/0.32.0/stop/eos_hidden`) of the tree
+/// `golden`, for `from_golden`. The scenario file is untrusted
+/// (docs/limits.md "Files the suite reads"), so `name` must be a relative
+/// path of plain components (each an [`crate::untrusted::path_component`]:
+/// no `..`, no empty part, so no absolute path) and the case file is read
+/// with the limits of every file from elsewhere (size, then nesting).
+fn read_golden(golden: &Path, name: &str) -> Result<Json, ScenarioError> {
+    use crate::untrusted::{check_json_depth, path_component, read_text, MAX_INPUT_FILE_BYTES, MAX_JSON_DEPTH};
+    let refused = |error| ScenarioError::Refused { at: format!("from_golden {name:?}"), error };
+    let mut path = golden.to_path_buf();
+    let mut parts = name.split('/').peekable();
+    while let Some(part) = parts.next() {
+        let part = path_component(part).map_err(refused)?;
+        if parts.peek().is_some() {
+            path.push(part);
+        } else {
+            path.push(format!("{part}.json"));
+        }
+    }
+    let text = match read_text(&path, MAX_INPUT_FILE_BYTES) {
+        Ok(t) => t,
+        Err(crate::untrusted::Refused::Io { source, .. }) => {
+            return Err(format!("from_golden {}: {source}", path.display()).into())
+        }
+        Err(e) => return Err(refused(e)),
+    };
+    check_json_depth(&text, MAX_JSON_DEPTH).map_err(refused)?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()).into())
 }
 
 pub(crate) fn set_if_absent(o: &mut Json, k: &str, v: Json) {

@@ -144,6 +144,39 @@ fn a_silent_engine_needs_a_timeout_error_and_an_abort() {
 }
 
 #[test]
+fn a_from_golden_name_that_leaves_the_golden_tree_is_refused_before_any_file_is_read() {
+    // Found writing the `scenario_file` fuzz target (gpu_runner/fuzz): the
+    // name was joined to the golden tree as it came and the file read
+    // whole, so a scenario could read any `*.json` on the machine, of any
+    // size, through `..` or an absolute path.
+    for name in ["../../../etc/x", "/etc/x", "vllm/../../x", "vllm//x", "vllm/0.32.0/stop/", "a\\b"] {
+        let v = json!({"scenario": "x", "requests": [{"from_golden": name}]});
+        let e = parse_scenario(&v, &repo().join("golden"), &tokenizer()).unwrap_err();
+        assert!(
+            matches!(&e, crate::load::ScenarioError::Refused { error: crate::untrusted::Refused::Name { .. }, .. }),
+            "{name:?}: {e}"
+        );
+        assert!(e.to_string().starts_with(&format!("requests[0]: from_golden {name:?}")), "{e}");
+    }
+}
+
+#[test]
+fn a_from_golden_case_nested_too_deep_is_refused_with_its_limit() {
+    let d = tempfile::tempdir().unwrap();
+    let deep = format!("{{\"kind\": {}1{}}}", "[".repeat(65), "]".repeat(65));
+    std::fs::write(d.path().join("deep.json"), deep).unwrap();
+    let v = json!({"scenario": "x", "requests": [{"from_golden": "deep"}]});
+    let e = parse_scenario(&v, d.path(), &tokenizer()).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            crate::load::ScenarioError::Refused { error: crate::untrusted::Refused::TooDeep { limit: 64, .. }, .. }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
 fn smg_args_need_a_gateway_of_their_own() {
     let v = json!({"scenario": "x", "smg_args": ["--a"], "requests": [{"body": {"prompt": "a"}}]});
     let e = parse_scenario(&v, &repo().join("golden"), &tokenizer()).unwrap_err();

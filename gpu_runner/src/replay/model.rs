@@ -8,6 +8,7 @@
 //! scenario fields (vLLM: `repeat`, `vary_prompt`, `sequential`,
 //! `utilities`; TokenSpeed: `stream`, `mock`).
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -302,6 +303,9 @@ impl<D: Dialect> ScenarioOf<D> {
                 .map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
         };
         let mut requests: Vec<RequestSpecOf<D>> = Vec::new();
+        // The ids so far, looked up in constant time: a file of up to
+        // `untrusted::MAX_INPUT_FILE_BYTES` holds some 400 000 requests.
+        let mut ids: HashSet<String> = HashSet::new();
         for (i, r) in o.get("requests").and_then(Json::as_array).map_or(&[][..], |a| a.as_slice()).iter().enumerate() {
             let at = format!("{name}: requests[{i}]");
             let id = r.get("id").and_then(Json::as_str).ok_or_else(|| format!("{at}.id missing"))?;
@@ -317,7 +321,7 @@ impl<D: Dialect> ScenarioOf<D> {
                 (None, None) if D::is_action(&dialect) => json!({}),
                 (None, _) => return Err(format!("{at}.request missing").into()),
             };
-            if requests.iter().any(|q| q.id == id) {
+            if !ids.insert(id.to_string()) {
                 return Err(format!("{at}: duplicate id {id:?}").into());
             }
             requests.push(RequestSpecOf {
@@ -333,7 +337,7 @@ impl<D: Dialect> ScenarioOf<D> {
         }
         for r in &requests {
             if let Some(a) = &r.after {
-                if !requests.iter().any(|q| &q.id == a) {
+                if !ids.contains(a) {
                     return Err(format!("{name}: request {} is after {a:?}, which is no request", r.id).into());
                 }
             }
@@ -412,30 +416,45 @@ fn parse_raw(raw: &Json) -> Result<Raw, String> {
 pub struct AfterCycle(pub String);
 
 /// Groups requests by `after`: level 0 has none, level n+1 waits for a
-/// request of level n. An `after` cycle is an error.
+/// request of level n (the first of that id). An `after` cycle, or an
+/// `after` naming no request, is an error naming the first request
+/// without a level. Linear in the number of requests (each is given its
+/// level once, walking up its `after` chain to one that has one), so that
+/// a long chain in an untrusted file costs no more than reading it.
 pub fn levels<D: Dialect>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize>>, AfterCycle> {
-    let mut level: Vec<Option<usize>> = vec![None; requests.len()];
-    for _ in 0..=requests.len() {
-        let mut changed = false;
-        for (i, r) in requests.iter().enumerate() {
-            if level[i].is_some() {
-                continue;
-            }
-            let l = match &r.after {
-                None => Some(0),
-                Some(a) => requests.iter().position(|q| &q.id == a).and_then(|j| level[j]).map(|l| l + 1),
-            };
-            if l.is_some() {
-                level[i] = l;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
+    let n = requests.len();
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+    for (i, r) in requests.iter().enumerate() {
+        index.entry(r.id.as_str()).or_insert(i);
     }
-    if let Some(i) = level.iter().position(Option::is_none) {
-        return Err(AfterCycle(requests[i].id.clone()));
+    let mut level: Vec<Option<usize>> = vec![None; n];
+    let mut path: Vec<usize> = Vec::new();
+    for start in 0..n {
+        if level[start].is_some() {
+            continue;
+        }
+        // The chain of requests without a level from `start` up, and the
+        // level of its last one; `None` when the chain never reaches a
+        // request with a level (a cycle: longer than there are requests).
+        path.clear();
+        let mut i = start;
+        let top = loop {
+            if path.len() > n {
+                break None;
+            }
+            path.push(i);
+            let Some(a) = requests[i].after.as_deref() else { break Some(0) };
+            let Some(&j) = index.get(a) else { break None };
+            match level[j] {
+                Some(l) => break Some(l + 1),
+                None => i = j,
+            }
+        };
+        let Some(mut l) = top else { return Err(AfterCycle(requests[start].id.clone())) };
+        for &p in path.iter().rev() {
+            level[p] = Some(l);
+            l += 1;
+        }
     }
     let n = level.iter().flatten().max().map_or(0, |m| m + 1);
     let mut out = vec![Vec::new(); n];

@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| gpu_runner_fuzz::scenario_file::check(data));
