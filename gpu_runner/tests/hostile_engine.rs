@@ -17,6 +17,7 @@ use gpu_runner::dialect::Vllm;
 use gpu_runner::mock::retarget;
 use gpu_runner::mock::vllm_script::Script;
 use gpu_runner::mock::Engine as MockEngine;
+use gpu_runner::transport::guard::GuardedSocket;
 use gpu_runner::transport::handshake::{self, Announce, HandshakeError, MAX_HANDSHAKE_FRAME_BYTES};
 use gpu_runner::transport::{
     DeathCause, EngineState, Gateway, GatewayConfig, TransportError, INBOUND_QUEUE, MAX_MESSAGES_AFTER_DEATH,
@@ -209,16 +210,14 @@ fn bad_registration(e: TransportError) -> HandshakeError {
 #[tokio::test]
 async fn a_registration_past_the_handshake_frame_limit_ends_start_up_naming_the_limit() {
     within(async {
+        // The input socket's guard refuses the frame by its header, at the
+        // handshake frame limit, before the decoder (which would refuse it
+        // with `HandshakeError::TooLarge`) sees it (docs/limits.md).
         let huge = vec![0xc0; MAX_HANDSHAKE_FRAME_BYTES + 1];
-        let h = bad_registration(start_with_registration(huge).await);
-        assert_eq!(
-            h,
-            HandshakeError::TooLarge {
-                what: "registration (EngineCoreReadyResponse)",
-                bytes: MAX_HANDSHAKE_FRAME_BYTES + 1,
-                limit: MAX_HANDSHAKE_FRAME_BYTES
-            }
-        );
+        let e = start_with_registration(huge).await;
+        let limit = MAX_HANDSHAKE_FRAME_BYTES as u64;
+        let cause = DeathCause::FrameTooLarge { socket: GuardedSocket::Input, declared: limit + 1, limit };
+        assert_eq!(e, TransportError::EngineDead { engine: 0, cause });
     })
     .await;
 }

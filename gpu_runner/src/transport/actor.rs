@@ -23,8 +23,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zeromq::{PullSocket, RouterSendHalf, Socket, SocketSend};
 
+use super::guard::{bind_guarded, FrameRefused, GuardSpec, GuardedSocket};
 use super::handshake::{self, Phase};
-use super::sockets::{bind_socket, ipc_path, pump_pull, remove_stale_socket, zmq_message, Inbound};
+use super::sockets::{ipc_path, pump_pull, remove_stale_socket, zmq_message, Inbound};
 use super::{
     DeathCause, EngineState, EngineStatus, GatewayConfig, GatewayStats, RequestEvent, TapSocket, Tapped, TransportError,
 };
@@ -76,6 +77,8 @@ pub(crate) struct EngineEntry {
     dead: Option<DeathCause>,
     output_endpoint: String,
     output_task: Option<JoinHandle<()>>,
+    /// The guard accepting on the output endpoint (`super::guard`).
+    guard_task: Option<JoinHandle<()>>,
     generation: u64,
     /// Outputs this incarnation sent for ids the gateway never knew (late
     /// outputs of its own finished requests not counted), against
@@ -124,7 +127,11 @@ pub(crate) struct Actor<D: EngineWire> {
     /// Lockstep engines' waves, as this client sees them.
     pub(crate) waves: super::waves::Waves,
     pub(crate) state_tx: watch::Sender<Vec<EngineStatus>>,
+    /// The first frame refused from a peer that named no engine.
+    pub(crate) refused_tx: watch::Sender<Option<FrameRefused>>,
     pub(crate) socket_tasks: Vec<JoinHandle<()>>,
+    /// Where the sockets bind, behind their guards; removed with the actor.
+    pub(crate) inner_dir: tempfile::TempDir,
 }
 
 impl<D: EngineWire> Actor<D> {
@@ -176,6 +183,9 @@ impl<D: EngineWire> Actor<D> {
         }
         let mut paths = vec![self.input_endpoint.clone()];
         for e in self.engines.values_mut() {
+            if let Some(t) = e.guard_task.take() {
+                t.abort();
+            }
             if let Some(t) = e.output_task.take() {
                 t.abort();
             }
@@ -243,7 +253,34 @@ impl<D: EngineWire> Actor<D> {
                 }
             }
             Inbound::SocketError(e) => self.protocol_error(format!("socket: {e}")),
+            Inbound::FrameRefused(r) => self.on_frame_refused(r),
         }
+    }
+
+    /// A guard closed a connection at a frame past its limit: the engine it
+    /// names dies of it (one not yet known is entered dead, so start-up
+    /// ends naming it); a refusal naming no engine ends start-up.
+    fn on_frame_refused(&mut self, r: FrameRefused) {
+        self.protocol_error(r.to_string());
+        let Some(index) = r.engine else {
+            self.refused_tx.send_if_modified(|first| {
+                let new = first.is_none();
+                first.get_or_insert(r);
+                new
+            });
+            return;
+        };
+        self.engines.entry(index).or_insert_with(|| EngineEntry {
+            phase: Phase::new(),
+            dead: None,
+            output_endpoint: String::new(),
+            output_task: None,
+            guard_task: None,
+            generation: 0,
+            unknown_outputs: 0,
+            after_death: 0,
+        });
+        self.engine_died(index, DeathCause::FrameTooLarge { socket: r.socket, declared: r.declared, limit: r.limit });
     }
 
     fn protocol_error(&mut self, e: String) {
@@ -299,17 +336,31 @@ impl<D: EngineWire> Actor<D> {
         let output_endpoint = format!("ipc://{}", self.cfg.ipc_dir.join(format!("out-{index}.sock")).display());
         let generation = self.next_generation;
         self.next_generation += 1;
-        if let Some(old) = self.engines.get_mut(&index).and_then(|e| e.output_task.take()) {
-            old.abort();
-            // Let the aborted task drop its socket before rebinding the path.
-            tokio::task::yield_now().await;
+        if let Some(e) = self.engines.get_mut(&index) {
+            let old = [e.output_task.take(), e.guard_task.take()];
+            if old.iter().any(Option::is_some) {
+                old.into_iter().flatten().for_each(|t| t.abort());
+                // Let the aborted tasks drop their sockets before rebinding
+                // the paths.
+                tokio::task::yield_now().await;
+            }
         }
         let mut pull = PullSocket::new();
         let monitor = pull.monitor().boxed();
-        if let Err(e) = bind_socket(&mut pull, &output_endpoint).await {
-            self.protocol_error(format!("engine {index}: {e}"));
-            return;
-        }
+        let spec = GuardSpec {
+            socket: GuardedSocket::Output,
+            engine: Some(index),
+            limit: self.cfg.limits.max_frame_bytes as u64,
+            report: self.in_tx.clone(),
+        };
+        let inner_name = format!("out-{index}.sock");
+        let guard = match bind_guarded(&mut pull, &output_endpoint, self.inner_dir.path(), &inner_name, spec).await {
+            Ok(g) => g,
+            Err(e) => {
+                self.protocol_error(format!("engine {index}: {e}"));
+                return;
+            }
+        };
         let task = tokio::spawn(pump_pull(pull, monitor, self.in_tx.clone(), index, generation));
         self.engines.insert(
             index,
@@ -318,6 +369,7 @@ impl<D: EngineWire> Actor<D> {
                 dead: None,
                 output_endpoint: output_endpoint.clone(),
                 output_task: Some(task),
+                guard_task: Some(guard.task),
                 generation,
                 unknown_outputs: 0,
                 after_death: 0,

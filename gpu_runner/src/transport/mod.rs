@@ -68,6 +68,7 @@ use tokio::time::Instant;
 use zeromq::{RouterSocket, Socket};
 
 mod actor;
+pub mod guard;
 pub mod handshake;
 mod orphans;
 mod sockets;
@@ -75,8 +76,9 @@ pub mod waves;
 
 use crate::dialect::{EngineWire, Tokenspeed, Vllm, WireError};
 use actor::{Actor, Command};
+use guard::{bind_guarded, FrameRefused, GuardSpec, GuardedSocket};
 use handshake::{EngineFacts, HandshakeError};
-use sockets::{bind_socket, pump_router, Channel};
+use sockets::{pump_router, Channel};
 
 pub use crate::dialect::vllm::{OutputValue, Step};
 pub use orphans::{
@@ -217,6 +219,10 @@ pub enum DeathCause {
     /// The engine sent more than `limit` outputs for request ids the
     /// gateway does not know ([`GatewayConfig::orphan_flood_limit`]).
     OrphanFlood { limit: u64 },
+    /// A frame header on one of the gateway's sockets declared `declared`
+    /// bytes, past that socket's `limit` ([`guard`]): the connection was
+    /// closed before the frame was read.
+    FrameTooLarge { socket: GuardedSocket, declared: u64, limit: u64 },
 }
 
 impl fmt::Display for DeathCause {
@@ -229,6 +235,12 @@ impl fmt::Display for DeathCause {
             DeathCause::BadRegistration(why) => return write!(f, "bad registration: {why}"),
             DeathCause::OrphanFlood { limit } => {
                 return write!(f, "engine sent more than {limit} outputs for request ids the gateway does not know")
+            }
+            DeathCause::FrameTooLarge { socket, declared, limit } => {
+                return write!(
+                    f,
+                    "engine declared a frame of {declared} bytes on the {socket} socket (limit {limit} bytes)"
+                )
             }
         })
     }
@@ -289,6 +301,14 @@ pub enum TransportError {
         request_id: String,
         waited: Duration,
     },
+    /// A peer that named no engine (no `Identity` in its READY) declared a
+    /// frame past the limit of one of the gateway's sockets ([`guard`]);
+    /// start-up ([`Gateway::wait_ready`]) ends with it.
+    FrameTooLarge {
+        socket: GuardedSocket,
+        declared: u64,
+        limit: u64,
+    },
 }
 
 impl fmt::Display for TransportError {
@@ -321,6 +341,9 @@ impl fmt::Display for TransportError {
             TransportError::Closed => f.write_str("gateway closed before the request finished"),
             TransportError::Deadline { request_id, waited } => {
                 write!(f, "request {request_id}: not finished within {:.1}s", waited.as_secs_f64())
+            }
+            TransportError::FrameTooLarge { socket, declared, limit } => {
+                write!(f, "a peer declared a frame of {declared} bytes on the {socket} socket (limit {limit} bytes)")
             }
         }
     }
@@ -477,6 +500,8 @@ pub struct Gateway<D: EngineWire = Vllm> {
     release: &'static ReleaseSchema,
     cmd: mpsc::UnboundedSender<Command<D>>,
     state: watch::Receiver<Vec<EngineStatus>>,
+    /// The first frame refused from a peer that named no engine.
+    refused: watch::Receiver<Option<FrameRefused>>,
     handshake_endpoint: String,
     input_endpoint: String,
     actor: Option<JoinHandle<()>>,
@@ -491,20 +516,39 @@ impl<D: EngineWire> Gateway<D> {
         })?;
         let (in_tx, in_rx) = mpsc::channel(INBOUND_QUEUE);
 
-        let input_endpoint = format!("ipc://{}", cfg.ipc_dir.join("in.sock").display());
+        // The sockets themselves bind private paths in here; engines dial
+        // the guards in front of them (`guard`).
+        let inner_dir =
+            tempfile::Builder::new().prefix(".g").tempdir_in(&cfg.ipc_dir).map_err(|e| TransportError::Bind {
+                endpoint: cfg.ipc_dir.display().to_string(),
+                detail: format!("cannot create the guarded sockets' directory: {e}"),
+            })?;
+        let spec = |socket| GuardSpec {
+            socket,
+            engine: None,
+            limit: guard::MAX_HANDSHAKE_SOCKET_FRAME_BYTES,
+            report: in_tx.clone(),
+        };
+
+        let input_public = format!("ipc://{}", cfg.ipc_dir.join("in.sock").display());
         let mut input = RouterSocket::new();
         let input_monitor = input.monitor();
-        bind_socket(&mut input, &input_endpoint).await?;
+        let input_guard =
+            bind_guarded(&mut input, &input_public, inner_dir.path(), "in.sock", spec(GuardedSocket::Input)).await?;
+        let input_endpoint = input_guard.public;
         let (input_send, input_recv) = input.split();
         let input_task =
             tokio::spawn(pump_router(input_recv, Some(input_monitor.boxed()), in_tx.clone(), Channel::Input));
 
         let mut hs = RouterSocket::new();
-        let handshake_endpoint = bind_socket(&mut hs, &cfg.handshake).await?;
+        let hs_guard =
+            bind_guarded(&mut hs, &cfg.handshake, inner_dir.path(), "hs.sock", spec(GuardedSocket::Handshake)).await?;
+        let handshake_endpoint = hs_guard.public;
         let (hs_send, hs_recv) = hs.split();
         let hs_task = tokio::spawn(pump_router(hs_recv, None, in_tx.clone(), Channel::Handshake));
 
         let (state_tx, state_rx) = watch::channel(Vec::new());
+        let (refused_tx, refused_rx) = watch::channel(None);
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let actor = Actor {
             cfg: cfg.clone(),
@@ -523,13 +567,16 @@ impl<D: EngineWire> Gateway<D> {
             stats: GatewayStats::default(),
             waves: waves::Waves::default(),
             state_tx,
-            socket_tasks: vec![input_task, hs_task],
+            refused_tx,
+            socket_tasks: vec![input_task, hs_task, input_guard.task, hs_guard.task],
+            inner_dir,
         };
         let actor = tokio::spawn(actor.run(cmd_rx, in_rx));
         Ok(Gateway {
             release: cfg.release,
             cmd: cmd_tx,
             state: state_rx,
+            refused: refused_rx,
             handshake_endpoint,
             input_endpoint,
             actor: Some(actor),
@@ -551,6 +598,13 @@ impl<D: EngineWire> Gateway<D> {
         &self.input_endpoint
     }
 
+    /// The first frame a socket guard refused from a peer that named no
+    /// engine (refusals naming an engine end that engine instead,
+    /// [`DeathCause::FrameTooLarge`]).
+    pub fn refused_frame(&self) -> Option<FrameRefused> {
+        *self.refused.borrow()
+    }
+
     pub fn release(&self) -> &'static ReleaseSchema {
         self.release
     }
@@ -566,7 +620,11 @@ impl<D: EngineWire> Gateway<D> {
     pub async fn wait_ready(&self, count: usize, timeout: Duration) -> Result<Vec<EngineFacts>, TransportError> {
         let until = Instant::now() + timeout;
         let mut rx = self.state.clone();
+        let mut refused = self.refused.clone();
         loop {
+            if let Some(r) = *refused.borrow_and_update() {
+                return Err(TransportError::FrameTooLarge { socket: r.socket, declared: r.declared, limit: r.limit });
+            }
             let snapshot = rx.borrow_and_update().clone();
             let up: Vec<EngineFacts> = snapshot
                 .iter()
@@ -582,7 +640,13 @@ impl<D: EngineWire> Gateway<D> {
             {
                 return Err(TransportError::EngineDead { engine: dead.0, cause: dead.1.clone() });
             }
-            match tokio::time::timeout_at(until, rx.changed()).await {
+            let changed = async {
+                tokio::select! {
+                    r = rx.changed() => r,
+                    r = refused.changed() => r,
+                }
+            };
+            match tokio::time::timeout_at(until, changed).await {
                 Ok(Ok(())) => continue,
                 Ok(Err(_)) => return Err(TransportError::Closed),
                 Err(_) => {

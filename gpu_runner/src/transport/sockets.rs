@@ -26,6 +26,7 @@ pub(crate) enum Inbound {
     Output { engine: u16, generation: u64, frames: Vec<Bytes> },
     OutputDisconnected { engine: u16, generation: u64 },
     SocketError(String),
+    FrameRefused(super::guard::FrameRefused),
 }
 
 /// Removes a stale ipc socket file (zeromq 0.7 does not), then binds.
