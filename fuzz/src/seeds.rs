@@ -25,6 +25,7 @@
 //! a decoder).
 
 use engine_protocol::Dialect;
+use engine_testkit::fuzz_dict::{self, ident};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -332,26 +333,11 @@ pub fn dictionary() -> String {
     for n in names {
         add(format!("str_{}", ident(n)), str_token(n));
     }
-    let mut out = String::from(
+    fuzz_dict::write(
         "# libFuzzer dictionary for the engine-protocol fuzz targets.\n\
          # Written by `cargo run --manifest-path fuzz/Cargo.toml --example write-seeds`; do not edit.\n",
-    );
-    for (name, bytes) in entries {
-        out.push_str(&format!("{name}=\""));
-        for b in bytes {
-            if b.is_ascii_graphic() && b != b'"' && b != b'\\' {
-                out.push(b as char);
-            } else {
-                out.push_str(&format!("\\x{b:02x}"));
-            }
-        }
-        out.push_str("\"\n");
-    }
-    out
-}
-
-fn ident(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+        &entries,
+    )
 }
 
 fn str_token(s: &str) -> Vec<u8> {

@@ -23,8 +23,8 @@
 use std::sync::OnceLock;
 
 use engine_protocol::translate::stop::stream_in_steps;
-use engine_testkit::model::ModelDir;
 use engine_protocol::translate::{GatewayTokenizer, StopParams, StopSemantics};
+use engine_testkit::model::ModelDir;
 
 /// The tiny tokenizer, built once from the committed files.
 pub fn tokenizer() -> &'static GatewayTokenizer {

@@ -175,8 +175,7 @@ fn measure_findings() {
     let data = build::f1_nested_prealloc();
     let ty = engine_protocol::schema::Ty::Struct(&engine_protocol::schema::vllm::SAMPLING_PARAMS);
     let ty: &'static _ = Box::leak(Box::new(ty));
-    let (_, p) =
-        alloc::measure(|| engine_protocol::decode_payload("SamplingParams", ty, &[&data], &Limits::default()));
+    let (_, p) = alloc::measure(|| engine_protocol::decode_payload("SamplingParams", ty, &[&data], &Limits::default()));
     println!("F1: input {} bytes, peak {p} bytes ({:.0}x)", data.len(), p as f64 / data.len() as f64);
     let data = build::f3_set_dedup_quadratic();
     let t = Instant::now();

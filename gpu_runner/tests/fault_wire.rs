@@ -5,14 +5,13 @@
 //! under a deadline), and the next request is served while the connection
 //! still exists.
 
-use std::future::Future;
 use std::time::Duration;
 
 use engine_protocol::internal::{
     engine_core_request_value as engine_core_request, sampling_params_value as sampling_params,
 };
 use engine_protocol::typed::FinishReason;
-use engine_protocol::{ReleaseSchema, Value};
+use engine_protocol::Value;
 use gpu_runner::dialect::Vllm;
 use gpu_runner::fault::{Direction, Fault, FaultWire, Kind, Schedule, Side, WireConfig};
 use gpu_runner::mock::tokens::generated_token;
@@ -20,18 +19,10 @@ use gpu_runner::mock::vllm_script::Script;
 use gpu_runner::mock::Engine as MockEngine;
 use gpu_runner::transport::{DeathCause, Gateway, GatewayConfig, TransportError};
 
-const TEST_DEADLINE: Duration = Duration::from_secs(30);
-const READY: Duration = Duration::from_secs(10);
-const FINISH: Duration = Duration::from_secs(10);
+mod support;
+use support::{release, within, FINISH, READY};
+
 const SILENCE: Duration = Duration::from_millis(800);
-
-fn release() -> &'static ReleaseSchema {
-    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
-}
-
-async fn within<F: Future<Output = ()>>(f: F) {
-    tokio::time::timeout(TEST_DEADLINE, f).await.expect("test ran past its deadline");
-}
 
 struct Rig {
     gw: Gateway,

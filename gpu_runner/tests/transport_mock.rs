@@ -2,14 +2,13 @@
 //! 127.0.0.1 with an ephemeral port for the handshake, ipc under a temp
 //! directory for input and output. Every test runs under a deadline.
 
-use std::future::Future;
 use std::time::Duration;
 
 use engine_protocol::internal::{
     engine_core_request_value as engine_core_request, sampling_params_value as sampling_params,
 };
 use engine_protocol::typed::{FinishReason, StopReason};
-use engine_protocol::{ReleaseSchema, Value};
+use engine_protocol::Value;
 use gpu_runner::dialect::Vllm;
 use gpu_runner::mock::tokens::generated_token;
 use gpu_runner::mock::vllm_script::{Fault, Script};
@@ -18,18 +17,8 @@ use gpu_runner::transport::{
     DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, TapSocket, Tapped, TransportError,
 };
 
-const TEST_DEADLINE: Duration = Duration::from_secs(30);
-const READY: Duration = Duration::from_secs(10);
-const FINISH: Duration = Duration::from_secs(10);
-
-fn release() -> &'static ReleaseSchema {
-    engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
-}
-
-/// Runs `f` under the test deadline: no test can hang.
-async fn within<F: Future<Output = ()>>(f: F) {
-    tokio::time::timeout(TEST_DEADLINE, f).await.expect("test ran past its deadline");
-}
+mod support;
+use support::{release, within, FINISH, READY};
 
 struct Rig {
     gw: Gateway,

@@ -19,6 +19,8 @@
 //!   with feature `translate`, its gateway tokenizer;
 //! - [`bless`]: generated files checked against their source;
 //! - [`rng`]: the deterministic pseudo-random source of tests and seeds;
+//! - [`fuzz_dict`]: the libFuzzer dictionaries of both fuzz crates' seed
+//!   writers;
 //! - [`split`] and [`oracle`]: the input convention and the oracles of the
 //!   fuzz targets (`fuzz/`), shared with the stable seed tests
 //!   (`protocol/tests/fuzz_seed_corpus.rs`).
@@ -30,6 +32,7 @@
 pub mod bless;
 pub mod build;
 pub mod corpus;
+pub mod fuzz_dict;
 pub mod hex;
 pub mod house;
 pub mod json;

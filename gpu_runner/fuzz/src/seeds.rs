@@ -21,6 +21,7 @@
 //! short strings of the committed scenario files, the endpoints of the
 //! findings files and the length prefixes at the limits.
 
+use engine_testkit::fuzz_dict::{self, ident};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -353,24 +354,9 @@ pub fn dictionary(golden: &Path) -> Result<String, String> {
     for k in keys {
         entries.push((format!("str_{}", ident(&k)), Json::from(k.as_str()).to_string().into_bytes()));
     }
-    let mut out = String::from(
+    Ok(fuzz_dict::write(
         "# libFuzzer dictionary for the gpu-runner-fuzz targets.\n\
          # Written by `cargo run --manifest-path gpu_runner/fuzz/Cargo.toml --example write-seeds`; do not edit.\n",
-    );
-    for (name, bytes) in entries {
-        out.push_str(&format!("{name}=\""));
-        for b in bytes {
-            if b.is_ascii_graphic() && b != b'"' && b != b'\\' {
-                out.push(b as char);
-            } else {
-                out.push_str(&format!("\\x{b:02x}"));
-            }
-        }
-        out.push_str("\"\n");
-    }
-    Ok(out)
-}
-
-fn ident(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+        &entries,
+    ))
 }

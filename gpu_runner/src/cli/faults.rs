@@ -165,21 +165,6 @@ async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> Answer {
     }
 }
 
-async fn wait_ready(s: &Session, limit: Duration) -> Result<(), String> {
-    let t0 = Instant::now();
-    loop {
-        let (h, p) = (s.http.clone(), s.ready_path.clone());
-        let r = tokio::task::spawn_blocking(move || crate::http::get(&h, &p, Duration::from_secs(2))).await;
-        if matches!(r, Ok(Ok(ref r)) if r.status == 200) {
-            return Ok(());
-        }
-        if t0.elapsed() > limit {
-            return Err(format!("not ready within {}s", limit.as_secs()));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// One case: a fresh gateway, the wire, the mock; arm; two requests.
 async fn run_case(target: &Target, dir: &Path, case: &Case, deadline: Duration) -> CaseOutcome {
     let mut out = CaseOutcome {
@@ -219,7 +204,7 @@ async fn run_case(target: &Target, dir: &Path, case: &Case, deadline: Duration) 
     s.handshake = wire.handshake_endpoint().to_string();
     let limit = target.startup_timeout;
     let up = match s.register_tuned(|_| {}, limit).await {
-        Ok(_) => wait_ready(&s, limit).await,
+        Ok(_) => s.wait_ready(limit).await,
         Err(e) => Err(format!("the mock engine did not register: {e}")),
     };
     if let Err(e) = up {

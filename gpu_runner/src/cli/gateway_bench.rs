@@ -112,26 +112,11 @@ async fn start_external(target: &Target, dir: &Path, engine_command: &str) -> Re
     };
     eprintln!("engine pid {} ({cmd}, log {})", engine.pid(), log.display());
     let st = Started { session: s, engine: Some(engine) };
-    if let Err(e) = wait_ready(&st.session, target.startup_timeout).await {
+    if let Err(e) = st.session.wait_ready(target.startup_timeout).await {
         st.stop().await;
         return Err(CliError::Usage(format!("{}: {e}", s_name(target))));
     }
     Ok(st)
-}
-
-async fn wait_ready(s: &Session, limit: Duration) -> Result<(), String> {
-    let t0 = Instant::now();
-    loop {
-        let (h, p) = (s.http.clone(), s.ready_path.clone());
-        let r = tokio::task::spawn_blocking(move || crate::http::get(&h, &p, Duration::from_secs(2))).await;
-        if matches!(r, Ok(Ok(ref r)) if r.status == 200) {
-            return Ok(());
-        }
-        if t0.elapsed() > limit {
-            return Err(format!("not ready within {}s", limit.as_secs()));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Starts the gateway, registers an instant mock engine, waits for ready.
@@ -148,7 +133,7 @@ async fn start(target: &Target, dir: &Path, step_delay: Duration) -> Result<Sess
         s.stop().await;
         return Err(CliError::Usage(format!("{}: the mock engine did not register: {e}", s_name(target))));
     }
-    match wait_ready(&s, limit).await {
+    match s.wait_ready(limit).await {
         Ok(()) => Ok(s),
         Err(e) => {
             s.stop().await;

@@ -86,6 +86,24 @@ pub struct Session {
 }
 
 impl Session {
+    /// Polls the readiness route (every 200 ms, 2 s a request) until it
+    /// answers 200; an error after `limit`. For a gateway whose engine
+    /// registered after it started (the bench's and the fault wire's).
+    pub async fn wait_ready(&self, limit: Duration) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            let (h, p) = (self.http.clone(), self.ready_path.clone());
+            let r = tokio::task::spawn_blocking(move || crate::http::get(&h, &p, Duration::from_secs(2))).await;
+            if matches!(r, Ok(Ok(ref r)) if r.status == 200) {
+                return Ok(());
+            }
+            if t0.elapsed() > limit {
+                return Err(format!("not ready within {}s", limit.as_secs()));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(m) = self.mock.take() {
             let _ = m.stop().await;

