@@ -41,13 +41,20 @@ fuzz_dict() {
   basename "${dicts[0]}"
 }
 
+# fuzz_setting DIR KEY: KEY's value in the crate's
+# [package.metadata.fuzz-settings] (one word: quotes and a trailing
+# comment dropped), empty when unset.
+fuzz_setting() {
+  sed -n "/^\[package\.metadata\.fuzz-settings\]/,/^\[/s/^$2 *= *\"\{0,1\}\([^\" #]*\).*/\1/p" "$1/Cargo.toml"
+}
+
 fuzz_max_len() {
   local n
   if [ -n "${FUZZ_MAX_LEN:-}" ]; then
     echo "$FUZZ_MAX_LEN"
     return
   fi
-  n=$(sed -n '/^\[package\.metadata\.fuzz-settings\]/,/^\[/s/^max_len *= *\([0-9]*\).*/\1/p' "$1/Cargo.toml")
+  n=$(fuzz_setting "$1" max_len)
   echo "${n:-8192}"
 }
 
@@ -61,7 +68,7 @@ fuzz_max_len() {
 # workspace's crates: about 1.5 minutes where its own release build took 6).
 fuzz_stable_cargo() {
   local mode
-  mode=$(sed -n '/^\[package\.metadata\.fuzz-settings\]/,/^\[/s/^stable-build *= *"\([a-z]*\)".*/\1/p' "$1/Cargo.toml")
+  mode=$(fuzz_setting "$1" stable-build)
   case "${mode:-release}" in
     release) echo "--release" ;;
     workspace) echo "--target-dir $fuzz_repo_root/target" ;;

@@ -30,17 +30,8 @@ use engine_testkit::model::ModelDir;
 pub fn tokenizer() -> &'static GatewayTokenizer {
     static T: OnceLock<GatewayTokenizer> = OnceLock::new();
     T.get_or_init(|| {
-        // Embedded, so the fuzz binaries need no repository at run time;
-        // parsed by the same loader as a directory on disk.
-        ModelDir {
-            dir: "golden/tiny".into(),
-            tokenizer_json: include_bytes!("../../golden/tiny/tokenizer.json").to_vec(),
-            tokenizer_config_json: Some(include_str!("../../golden/tiny/tokenizer_config.json").into()),
-            config_json: Some(include_str!("../../golden/tiny/config.json").into()),
-            generation_config_json: Some(include_str!("../../golden/tiny/generation_config.json").into()),
-        }
-        .tokenizer()
-        .expect("golden/tiny tokenizer")
+        // Embedded, so the fuzz binaries need no repository at run time.
+        ModelDir::tiny_embedded().tokenizer().expect("golden/tiny tokenizer")
     })
 }
 

@@ -63,6 +63,20 @@ impl std::fmt::Display for ModelDirError {
 impl std::error::Error for ModelDirError {}
 
 impl ModelDir {
+    /// The committed tiny model's files (`golden/tiny/`), compiled in: for
+    /// binaries that run without a checkout (the fuzz targets of `fuzz/`
+    /// and `gpu_runner/fuzz/`), parsed by the same code as a directory
+    /// read from disk.
+    pub fn tiny_embedded() -> ModelDir {
+        ModelDir {
+            dir: "golden/tiny".into(),
+            tokenizer_json: include_bytes!("../../golden/tiny/tokenizer.json").to_vec(),
+            tokenizer_config_json: Some(include_str!("../../golden/tiny/tokenizer_config.json").into()),
+            config_json: Some(include_str!("../../golden/tiny/config.json").into()),
+            generation_config_json: Some(include_str!("../../golden/tiny/generation_config.json").into()),
+        }
+    }
+
     /// Reads the files of `dir`.
     pub fn read(dir: &Path) -> Result<ModelDir, ModelDirError> {
         let required = |name: &str| {
@@ -119,6 +133,12 @@ pub fn tokenizer(dir: &Path) -> Result<engine_protocol::translate::GatewayTokeni
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_tiny_model_is_the_directory_on_disk() {
+        let disk = ModelDir::tiny().expect("golden/tiny");
+        assert_eq!(ModelDir { dir: disk.dir.clone(), ..ModelDir::tiny_embedded() }, disk);
+    }
 
     #[test]
     fn the_tiny_model_directory_has_every_file() {

@@ -48,17 +48,7 @@ pub fn golden_dir() -> PathBuf {
 /// checkout to decode prompts.
 pub fn tokenizer() -> &'static GatewayTokenizer {
     static T: OnceLock<GatewayTokenizer> = OnceLock::new();
-    T.get_or_init(|| {
-        ModelDir {
-            dir: "golden/tiny".into(),
-            tokenizer_json: include_bytes!("../../../golden/tiny/tokenizer.json").to_vec(),
-            tokenizer_config_json: Some(include_str!("../../../golden/tiny/tokenizer_config.json").into()),
-            config_json: Some(include_str!("../../../golden/tiny/config.json").into()),
-            generation_config_json: Some(include_str!("../../../golden/tiny/generation_config.json").into()),
-        }
-        .tokenizer()
-        .expect("the committed tiny tokenizer loads")
-    })
+    T.get_or_init(|| ModelDir::tiny_embedded().tokenizer().expect("the committed tiny tokenizer loads"))
 }
 
 /// The tiny model's facts (`$model.*` directives resolve against them).

@@ -88,6 +88,22 @@ pub(crate) struct EngineEntry {
     after_death: u64,
 }
 
+impl Default for EngineEntry {
+    /// An engine before its HELLO: no output socket, nothing counted.
+    fn default() -> EngineEntry {
+        EngineEntry {
+            phase: Phase::new(),
+            dead: None,
+            output_endpoint: String::new(),
+            output_task: None,
+            guard_task: None,
+            generation: 0,
+            unknown_outputs: 0,
+            after_death: 0,
+        }
+    }
+}
+
 pub(crate) struct InFlight<D: EngineWire> {
     engine: u16,
     tx: mpsc::UnboundedSender<RequestEvent<D>>,
@@ -270,16 +286,7 @@ impl<D: EngineWire> Actor<D> {
             });
             return;
         };
-        self.engines.entry(index).or_insert_with(|| EngineEntry {
-            phase: Phase::new(),
-            dead: None,
-            output_endpoint: String::new(),
-            output_task: None,
-            guard_task: None,
-            generation: 0,
-            unknown_outputs: 0,
-            after_death: 0,
-        });
+        self.engines.entry(index).or_default();
         self.engine_died(index, DeathCause::FrameTooLarge { socket: r.socket, declared: r.declared, limit: r.limit });
     }
 
@@ -365,14 +372,11 @@ impl<D: EngineWire> Actor<D> {
         self.engines.insert(
             index,
             EngineEntry {
-                phase: Phase::new(),
-                dead: None,
                 output_endpoint: output_endpoint.clone(),
                 output_task: Some(task),
                 guard_task: Some(guard.task),
                 generation,
-                unknown_outputs: 0,
-                after_death: 0,
+                ..EngineEntry::default()
             },
         );
         let init = match handshake::encode_init(self.cfg.release, &self.input_endpoint, &output_endpoint) {
