@@ -6,11 +6,15 @@
 //! typed fields borrowed from the frames); for `EngineCoreRequest` and
 //! `EngineCoreOutputs`, also the typed API's encode of the same message
 //! straight from its struct (`engine_protocol::typed`), and for
-//! `EngineCoreRequest` the typed decode (`decode_typed`: the direct decoder
-//! `engine_protocol::hot::decode_request`, bytes straight into the struct,
-//! same verdicts as `decode_message`; `typed_value_decode_ns=` is the
-//! reference typed path, `decode_message` plus the conversion, for
-//! comparison). Timing is for comparison on
+//! `EngineCoreRequest` the typed decode (the direct decoder on frames held
+//! as shared buffers, `engine_protocol::hot::decode_request_shared`: bytes
+//! straight into the struct, same verdicts as `decode_message`, a 0.34.0
+//! prompt array a view of its frame as vLLM's decoder makes it;
+//! `typed_value_decode_ns=` is the reference typed path, `decode_message`
+//! plus the conversion, for comparison). The typed encode is
+//! `encode_shared`: the frames as shared buffers, a prompt array's aux frame
+//! the struct's own bytes, as vLLM's encoder hands a numpy array's memory to
+//! ZeroMQ. Timing is for comparison on
 //! one machine; the criterion benches in `protocol/benches/` are the
 //! statistically careful measurement.
 
@@ -19,8 +23,11 @@ use std::time::{Duration, Instant};
 
 use std::fmt;
 
-use engine_protocol::hot::decode_outputs;
-use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreOutputs, EngineCoreRequest};
+use engine_protocol::bytes::Bytes;
+use engine_protocol::hot::{decode_outputs, decode_request_shared};
+use engine_protocol::typed::{
+    decode_typed, decode_typed_via_value, EncodeOptions, EngineCoreOutputs, EngineCoreRequest,
+};
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind};
 
 use crate::corpus::{Body, Case, Expect};
@@ -122,27 +129,29 @@ pub fn run(cases: &[Case], repeats: usize, batch: Duration) -> (Vec<BenchLine>, 
                 })
             });
         let (mut typed_decode_ns, mut typed_value_decode_ns, mut typed_encode_ns) = (None, None, None);
+        let options = EncodeOptions::default();
         match message {
             MessageKind::EngineCoreRequest => {
-                if let Ok((typed, _)) = decode_typed::<EngineCoreRequest>(rel, &refs, &limits) {
+                let shared: Vec<Bytes> = frames.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+                if let Ok((typed, _)) = decode_request_shared(rel, &shared, &limits) {
                     typed_decode_ns = Some(best_ns(repeats, batch, || {
-                        black_box(decode_typed::<EngineCoreRequest>(rel, black_box(&refs), &limits).ok());
+                        black_box(decode_request_shared(rel, black_box(&shared), &limits).ok());
                     }));
                     typed_value_decode_ns = Some(best_ns(repeats, batch, || {
                         black_box(decode_typed_via_value::<EngineCoreRequest>(rel, black_box(&refs), &limits).ok());
                     }));
-                    if typed.encode(rel).is_ok() {
+                    if typed.encode_shared(rel, &options).is_ok() {
                         typed_encode_ns = Some(best_ns(repeats, batch, || {
-                            black_box(black_box(&typed).encode(rel).ok());
+                            black_box(black_box(&typed).encode_shared(rel, &options).ok());
                         }));
                     }
                 }
             }
             MessageKind::EngineCoreOutputs => {
                 if let Ok((typed, _)) = decode_typed::<EngineCoreOutputs>(rel, &refs, &limits) {
-                    if typed.encode(rel).is_ok() {
+                    if typed.encode_shared(rel, &options).is_ok() {
                         typed_encode_ns = Some(best_ns(repeats, batch, || {
-                            black_box(black_box(&typed).encode(rel).ok());
+                            black_box(black_box(&typed).encode_shared(rel, &options).ok());
                         }));
                     }
                 }

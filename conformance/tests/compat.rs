@@ -72,6 +72,37 @@ fn a_positional_removal_makes_the_older_engine_refuse_a_newer_gateways_lora_requ
 }
 
 #[test]
+fn a_0_34_engine_refuses_the_list_prompt_of_every_0_33_gateway_and_0_33_refuses_0_34s_array() {
+    // 0.34.0 retyped the prompt to an int32 ndarray (docs/wire-protocol.md
+    // §6.9): its decoder unpacks `[dtype, shape, data]` from a list, reads
+    // a three-id list's last id as an aux index and refuses other lengths.
+    let three = case("0.33.0", "request/all_request_fields");
+    match compat::read(&three, "0.34.0").unwrap() {
+        Reading::Refused(RejectClass::Frames, detail) => assert!(detail.contains("aux frame index 3"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    let six = case("0.33.0", "request/add_frontend_like");
+    match compat::read(&six, "0.34.0").unwrap() {
+        Reading::Refused(RejectClass::Type, detail) => assert!(detail.contains("got array of 6"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    // The other way round: a 0.33 engine finds a str (the dtype) where its
+    // list holds ints.
+    let array = case("0.34.0", "request/add_frontend_like");
+    match compat::read(&array, "0.33.0").unwrap() {
+        Reading::Refused(RejectClass::Type, detail) => assert!(detail.contains("expected int, got str"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    // What both releases share still reads: a 0.34 engine's outputs, with
+    // `watermarking` passed over by a 0.33 gateway.
+    let out = case("0.34.0", "output/watermarking_true");
+    match compat::read(&out, "0.33.0").unwrap() {
+        Reading::Drift(paths) => assert!(paths.iter().any(|p| p.ends_with("[19]")), "{paths:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_release_directory_without_a_table_is_an_error_naming_it() {
     let dir = std::env::temp_dir().join(format!("compat-no-table-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("0.9.0")).unwrap();

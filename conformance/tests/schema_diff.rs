@@ -41,6 +41,33 @@ fn a_key_added_to_a_dataclass_is_drift_one_way_and_compatible_the_other() {
 }
 
 #[test]
+fn the_prompt_retyped_from_a_list_to_an_int32_array_breaks_both_ways() {
+    // vLLM 0.34.0 sends the prompt's token ids as an ndarray, and its
+    // decoder unpacks `[dtype, shape, data]` from whatever arrives: a 0.33
+    // gateway's list is refused, a 0.34 frontend's array is no list[int]
+    // to a 0.33 engine (docs/wire-protocol.md §6.9, §11.1).
+    let cs = changes("vllm", "0.33.0", "0.34.0");
+    let c = at(&cs, "EngineCoreRequest.prompt_token_ids");
+    assert!(
+        matches!(&c.kind, ChangeKind::FieldRetyped { a, b } if a == "list[int] | None" && b == "numpy.ndarray | None"),
+        "{c:?}"
+    );
+    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::TypeRefusesOthers));
+    assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::TypeRefusesOthers));
+    assert_eq!(worst(&cs), Some(Verdict::Breaking));
+    // Everything else 0.34.0 changed is appended: drift one way, compatible
+    // the other.
+    for path in [
+        "EngineCoreRequest.block_hashes",
+        "EngineCoreOutput.watermarking",
+        "EngineCoreReadyResponse.prefix_hash_config",
+    ] {
+        let c = at(&cs, path);
+        assert_eq!((c.a_reads_b.0, c.b_reads_a.0), (Verdict::Drift, Verdict::Compatible), "{path}");
+    }
+}
+
+#[test]
 fn the_same_release_has_no_change() {
     for r in releases(&schemas(), "vllm") {
         assert_eq!(changes("vllm", &r, &r), [], "{r}");
@@ -72,9 +99,12 @@ fn a_renamed_key_is_breaking_both_ways() {
 
 #[test]
 fn the_diff_is_symmetric_its_directions_swapped() {
-    for (d, a, b) in
-        [("vllm", "0.31.0", "0.32.0"), ("vllm", "0.32.0", "0.33.0"), ("tokenspeed", "0.1.1", "git-57b49061")]
-    {
+    for (d, a, b) in [
+        ("vllm", "0.31.0", "0.32.0"),
+        ("vllm", "0.32.0", "0.33.0"),
+        ("vllm", "0.33.0", "0.34.0"),
+        ("tokenspeed", "0.1.1", "git-57b49061"),
+    ] {
         let ab = changes(d, a, b);
         let ba = changes(d, b, a);
         assert_eq!(ab.len(), ba.len(), "{a} {b}");

@@ -72,7 +72,9 @@ class B:
 
     # --- input socket -----------------------------------------------------
     def request(self, name, doc, obj):
-        return self.add(Case("request", name, "EngineCoreRequest", doc, [b"\x00"] + self.env.encode(obj)))
+        # As the release's engine clients send it (an int32 array prompt
+        # where the field is an ndarray, Env.as_sent).
+        return self.add(Case("request", name, "EngineCoreRequest", doc, [b"\x00"] + self.env.encode(self.env.as_sent(obj))))
 
     def abort(self, name, doc, ids):
         return self.add(Case("abort", name, "AbortRequest", doc, [b"\x01"] + self.env.encode(ids)))
@@ -104,6 +106,8 @@ def build_all(env: Env) -> B:
     build_handshake(b)
     build_ready(b)
     build_requests(b)
+    build_prompt_arrays(b)
+    build_block_hashes(b)
     build_abort(b)
     build_utility(b)
     build_outputs(b)
@@ -178,6 +182,51 @@ def build_ready(b: B):
                              max_num_batched_tokens=16384, instance_id="8b1f3c2e-7d4a", supports_lora=True, max_loras=4, **extra)))
     b.plain("ready", "float16_pp2", "EngineCoreReadyResponse", "Input registration of a float16 engine with pipeline parallel 2 and decode context parallel 2.",
             R(**ready_kwargs(b, dtype="float16", world_size=4, pipeline_parallel_size=2, decode_context_parallel_size=2, tensor_parallel_size=2, num_gpu_blocks=0)))
+    build_ready_frontend_fields(b)
+
+
+def build_ready_frontend_fields(b: B):
+    """The ready response's fields for frontends that hold no VllmConfig
+    (vLLM's Rust frontend): prefix_hash_config (a PrefixHashConfig
+    dataclass), vllm_config, cache_config_info, config_hash and
+    enable_expert_parallel, where the class has them."""
+    env = b.env
+    R, PHC = env.EngineCoreReadyResponse, env.PrefixHashConfig
+    ok = [b.can(f"ready/{n}", R, "prefix_hash_config") and b.can(f"ready/{n}", (PHC, "PrefixHashConfig"))
+          for n in ("prefix_hash_sha256", "prefix_hash_lookahead")]
+    hashing = prefix_hashing(env) if any(ok) else None
+    if any(ok) and hashing is None:
+        for n in ("prefix_hash_sha256", "prefix_hash_lookahead"):
+            b.cannot(f"ready/{n}", "no vLLM prefix hashing functions (get_hash_fn_by_name, init_none_hash, hash_block_tokens)")
+        ok = [False, False]
+    if ok[0]:
+        b.plain("ready", "prefix_hash_sha256", "EngineCoreReadyResponse",
+                "Input registration of an engine with prefix caching: prefix_hash_config sha256, hash_block_size 16, num_lookahead_tokens 0 and none_hash the 32-byte NONE_HASH vLLM's init_none_hash derives for sha256 (seed PYTHONHASHSEED 0), as bin.",
+                R(**ready_kwargs(b, block_size=16, prefix_hash_config=PHC(hash_algo="sha256", hash_block_size=16, none_hash=hashing[1], num_lookahead_tokens=0))))
+    if ok[1]:
+        b.plain("ready", "prefix_hash_lookahead", "EngineCoreReadyResponse",
+                "prefix_hash_config with num_lookahead_tokens 4 (a block is hashed once the 4 tokens after it exist): block_hashes then cover (prompt length - 4) // 16 blocks.",
+                R(**ready_kwargs(b, block_size=16, prefix_hash_config=PHC(hash_algo="sha256", hash_block_size=16, none_hash=hashing[1], num_lookahead_tokens=4))))
+    fields = ("vllm_config", "prefix_hash_config", "cache_config_info", "config_hash", "enable_expert_parallel")
+    if b.can("ready/rust_frontend_fields", R, *fields) and b.can("ready/rust_frontend_fields", (PHC, "PrefixHashConfig")):
+        from vllm.config import CacheConfig
+
+        if hashing is None:
+            hashing = prefix_hashing(env)
+        # CacheConfig.metrics_info() of this release: the labels of the
+        # frontend's vllm:cache_config_info.
+        info = CacheConfig(block_size=16, enable_prefix_caching=True).metrics_info()
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in info.items())
+        vcfg = {"model_config": {"model": "golden/tiny", "max_model_len": 64, "dtype": "float32", "served_model_name": None},
+                "cache_config": {"block_size": 16, "enable_prefix_caching": True, "prefix_caching_hash_algo": "sha256"},
+                "parallel_config": {"tensor_parallel_size": 1, "data_parallel_size": 1, "enable_expert_parallel": True},
+                "speculative_config": None, "seed": 0, "gpu_memory_utilization": 0.9}
+        b.plain("ready", "rust_frontend_fields", "EngineCoreReadyResponse",
+                "Input registration with every field a frontend without a VllmConfig reads: vllm_config (a small JSON-mode config dump, as sent under VLLM_SERVER_DEV_MODE), prefix_hash_config, cache_config_info (this release's CacheConfig.metrics_info() labels), config_hash (64 hex digits) and enable_expert_parallel true.",
+                R(**ready_kwargs(b, block_size=16, vllm_config=vcfg,
+                                 prefix_hash_config=PHC(hash_algo="sha256", hash_block_size=16, none_hash=hashing[1], num_lookahead_tokens=0),
+                                 cache_config_info=info, config_hash="9c1185a5c5e9fc54612808977ee8f548b2258d31f0a0f4b8d0b8c7f1a2e3d4c5",
+                                 enable_expert_parallel=True)))
 
 
 # ==========================================================================
@@ -396,8 +445,14 @@ def build_requests(b: B):
     # ---- prompts and embeddings -------------------------------------------
     big = [(i * 7919 + 13) % 200000 for i in range(509)] + [127, 128, 65536]
     assert len(big) == 512
-    b.request("prompt_512_tokens", "A 512-token prompt whose ids need fixint, cc, cd and ce forms.", R("req-big", big, SP(max_tokens=16)))
-    b.request("prompt_empty", "A request with an empty prompt_token_ids list.", R("req-empty", [], SP(max_tokens=1)))
+    if env.prompt_is_array:
+        big_doc = "A 512-token prompt (ids that as integers need fixint, cc, cd and ce forms), sent as vLLM's client packs it: a <i4 array of 2048 bytes in aux frame 1."
+        empty_doc = "A request with an empty prompt: a <i4 array of shape [0], its 0 bytes inline (ext 3)."
+    else:
+        big_doc = "A 512-token prompt whose ids need fixint, cc, cd and ce forms."
+        empty_doc = "A request with an empty prompt_token_ids list."
+    b.request("prompt_512_tokens", big_doc, R("req-big", big, SP(max_tokens=16)))
+    b.request("prompt_empty", empty_doc, R("req-empty", [], SP(max_tokens=1)))
     emb = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 4
     b.request("prompt_embeds_inline", "prompt_embeds as a small float32 torch tensor sent inline (ext 3).", R("req-emb", None, SP(max_tokens=4), prompt_embeds=emb))
     emb = (torch.arange(64, dtype=torch.float32).reshape(4, 16) - 32) / 8
@@ -423,6 +478,119 @@ def build_requests(b: B):
             if f"request/{name}" not in b.by_id:
                 b.cannot(f"request/{name}", f"multimodal classes: {type(e).__name__}: {e}")
     b.request("prompt_embeds_mixed", "Mixed prompt: token ids, embeddings and prompt_is_token_ids.", R("req-mixed", [5, 0, 0, 6], SP(max_tokens=4), prompt_embeds=emb, prompt_is_token_ids=[True, False, False, True]))
+
+
+# ==========================================================================
+# prompts as arrays (where EngineCoreRequest.prompt_token_ids is an ndarray)
+
+
+def engine_request(env: Env, rid, prompt, sp, **kw):
+    """An EngineCoreRequest with the fixed arrival time and every required
+    field (the prompt as given: a list, an array or None)."""
+    base = dict(request_id=rid, prompt_token_ids=prompt, mm_features=None, sampling_params=sp, pooling_params=None,
+                arrival_time=ARRIVAL, lora_request=None, cache_salt=None, data_parallel_rank=None)
+    base.update(kw)
+    return env.EngineCoreRequest(**base)
+
+
+def prompt_ids(n: int) -> list[int]:
+    """n deterministic token ids below 200000."""
+    return [(i * 7919 + 13) % 200000 for i in range(n)]
+
+
+# The zero-copy threshold of vLLM's encoder (VLLM_MSGPACK_ZERO_COPY_THRESHOLD,
+# 256 by default): an array of fewer bytes travels inline (ext 3), one of
+# this many or more in an aux frame.
+ZERO_COPY_THRESHOLD = 256
+
+PROMPT_ARRAY_CASES = ["prompt_array_one_token", "prompt_array_63", "prompt_array_64", "prompt_array_65",
+                      "prompt_array_70000", "prompt_array_int32_bounds", "prompt_array_uint32", "prompt_array_0d"]
+
+
+def build_prompt_arrays(b: B):
+    """Prompts as this release's engine clients send them, where the class
+    types prompt_token_ids as an ndarray: vLLM's client packs the list into
+    an int32 array (Env.as_sent), which vLLM's encoder writes as [dtype,
+    shape, data] with data inline below 256 bytes and in an aux frame from
+    256 bytes on. Releases whose prompt is a list of ids have none of them."""
+    env = b.env
+    np, SP = env.np, env.SamplingParams
+    if not env.prompt_is_array:
+        for name in PROMPT_ARRAY_CASES:
+            b.cannot(f"request/{name}", f"EngineCoreRequest.prompt_token_ids is {env.prompt_type}: a prompt is a list of ids")
+        return
+    from vllm import envs
+
+    assert envs.VLLM_MSGPACK_ZERO_COPY_THRESHOLD == ZERO_COPY_THRESHOLD, envs.VLLM_MSGPACK_ZERO_COPY_THRESHOLD
+
+    def R(rid, prompt, **kw):
+        return engine_request(env, rid, prompt, SP(max_tokens=4), **kw)
+
+    b.request("prompt_array_one_token", "A one-token prompt: a <i4 array of shape [1], 4 bytes inline (ext 3).", R("req-a1", [42]))
+    b.request("prompt_array_63", "A 63-token prompt: a <i4 array of 252 bytes, the largest sent inline (ext 3).", R("req-a63", prompt_ids(63)))
+    b.request("prompt_array_64", "A 64-token prompt: a <i4 array of 256 bytes, the smallest sent in an aux frame (data is the index 1).", R("req-a64", prompt_ids(64)))
+    b.request("prompt_array_65", "A 65-token prompt: a <i4 array of 260 bytes in aux frame 1.", R("req-a65", prompt_ids(65)))
+    b.add(Case("request", "prompt_array_70000", "EngineCoreRequest",
+               "A 70000-token prompt: a <i4 array whose 280000 bytes travel in aux frame 1 (the file is written without indentation).",
+               [b"\x00"] + env.encode(env.as_sent(R("req-a70000", prompt_ids(70000)))), deep=True))
+    b.request("prompt_array_int32_bounds", "Prompt ids at the ends of the int32 range (-2^31, -1, 0, 2^31-1): the widest ids vLLM's client can pack (an id outside int32 raises OverflowError before anything is sent).",
+              R("req-a-bounds", [-(2**31), -1, 0, 2**31 - 1]))
+    b.request("prompt_array_uint32", "A uint32 prompt array built with numpy (vLLM's encoder writes its dtype as <u4; vLLM's Rust frontend writes =u4, see mutant/prompt_dtype_native_uint32), holding 2^32-1: the engine copies the bits into its int32 TokenBuffer, so that id becomes -1.",
+              R("req-a-u4", np.array([1, 345, 305, 463, 406, 4, 2**32 - 1], dtype=np.uint32)))
+    b.request("prompt_array_0d", "A 0-d int32 array (shape [], one id inline) built with numpy: vLLM's decoder accepts it; the engine's TokenBuffer copies it as a one-token prompt (np.ascontiguousarray gives it one dimension), though len() of the decoded 0-d array, which the engine takes when block_hashes is set, raises TypeError.",
+              R("req-a0d", np.array(7, dtype=np.int32)))
+
+
+def prefix_hashing(env: Env):
+    """vLLM's own prefix hashing (sha256, the NONE_HASH the engine derives,
+    and hash_block_tokens), or None where the release lacks a piece."""
+    get = env.find("vllm.utils.hashing", "get_hash_fn_by_name")
+    init = env.find("vllm.v1.core.kv_cache_utils", "init_none_hash")
+    hash_block = env.find("vllm.v1.core.kv_cache_utils", "hash_block_tokens")
+    if get is None or init is None or hash_block is None:
+        return None
+    import vllm.v1.core.kv_cache_utils as kcu
+
+    fn = get("sha256")
+    # The engine's own call (EngineCore.__init__ with prefix caching): the
+    # seed is PYTHONHASHSEED ("0" here) when set.
+    init(fn)
+    return fn, bytes(kcu.NONE_HASH), hash_block
+
+
+def block_hashes_of(hashing, ids: list[int], block: int) -> list[bytes]:
+    """The chained sha256 hashes of the full blocks of ids, as vLLM's
+    hash_block_tokens computes them (no extra keys)."""
+    fn, _none, hash_block = hashing
+    out, parent = [], None
+    for i in range(0, len(ids) - len(ids) % block, block):
+        parent = hash_block(fn, parent, ids[i : i + block], None)
+        out.append(bytes(parent))
+    return out
+
+
+def build_block_hashes(b: B):
+    """EngineCoreRequest.block_hashes (list[bytes] | None): prompt block
+    hashes a frontend computes with the engine's PrefixHashConfig."""
+    env = b.env
+    SP = env.SamplingParams
+    names = ["block_hashes", "block_hashes_empty", "block_hashes_count_mismatch"]
+    if not all([b.can(f"request/{n}", env.EngineCoreRequest, "block_hashes") for n in names]):
+        return
+    hashing = prefix_hashing(env)
+    if hashing is None:
+        for n in names:
+            b.cannot(f"request/{n}", "no vLLM prefix hashing functions (get_hash_fn_by_name, init_none_hash, hash_block_tokens)")
+        return
+    ids = prompt_ids(48)
+    hashes = block_hashes_of(hashing, ids, 16)
+    assert len(hashes) == 3 and all(len(h) == 32 for h in hashes)
+    b.request("block_hashes", "A 48-token prompt with its three 32-byte block hashes (bin), chained by vLLM's hash_block_tokens with sha256 from the none_hash of ready/prefix_hash_sha256 (block 16, no lookahead): what the engine takes in place of hashing the prompt itself.",
+              engine_request(env, "req-bh", ids, SP(max_tokens=4), block_hashes=hashes))
+    b.request("block_hashes_empty", "block_hashes an empty list, for a 3-token prompt shorter than one block.",
+              engine_request(env, "req-bh0", [1, 2, 3], SP(max_tokens=4), block_hashes=[]))
+    b.request("block_hashes_count_mismatch", "A 48-token prompt with two block hashes where its three blocks need three: the decoder accepts it; the engine (frontend_block_hashes in vllm/v1/core/kv_cache_utils.py) logs a warning, ignores them and hashes the prompt itself.",
+              engine_request(env, "req-bh2", ids, SP(max_tokens=4), block_hashes=hashes[:2]))
 
 
 # ==========================================================================
@@ -518,7 +686,7 @@ def build_depth(b: B):
                                     pooling_params=None, arrival_time=ARRIVAL, lora_request=None, cache_salt=None,
                                     data_parallel_rank=None)
         with verdict.deep_python():
-            return [b"\x00"] + env.encode(req)
+            return [b"\x00"] + env.encode(env.as_sent(req))
 
     def utility(m):
         with verdict.deep_python():
@@ -681,3 +849,8 @@ def build_outputs(b: B):
     b.utility_output("standalone_success", "UtilityOutput on its own with a list result.", UO(123456789, result=UR(["generate", "embed"])))
     b.utility_output("standalone_failure", "UtilityOutput on its own with a failure message.", UO(8, failure_message="Server shutting down"))
     b.utility_output("standalone_bare", "UtilityOutput with only a call id.", UO(9))
+    for flag in (True, False):
+        name = f"watermarking_{str(flag).lower()}"
+        if can_out(name, "watermarking"):
+            b.outputs(name, f"The first output of a request with watermarking {str(flag).lower()}: whether the sampler watermarks it, after the engine's enforcement (sent once, when a watermark config is set).",
+                      outs([O("r1", [7], watermarking=flag)]))

@@ -8,7 +8,9 @@ Checks: every file parses and has the contract keys; ids are unique and match
 the file path; each case's verdict is what vLLM's decoder says now, run as on
 the engine's input thread (accept, or the same reject class); accepted cases re-render to the stored value and
 drift; every `exact` case re-encodes byte-identically from the decoded object
-with vLLM's encoder; at least --min cases. Prints counts per group.
+with vLLM's encoder; the view's ndarray prompt (dtype, shape, ids) and its
+bytes values (block hashes, the ready response's none_hash) agree with the
+object vLLM's decoder built; at least --min cases. Prints counts per group.
 """
 
 from __future__ import annotations
@@ -26,6 +28,42 @@ GROUPS = {"handshake", "request", "abort", "utility", "output", "ready", "mutant
 MESSAGES = {"EngineCoreRequest", "EngineCoreOutputs", "UtilityOutput", "AbortRequest", "UtilityRequest", "StartDpWave",
             "EngineCoreReadyResponse", "HandshakeHello", "HandshakeInit", "HandshakeReady"}
 CLASSES = {"malformed", "type", "missing-field", "enum", "validation", "limits", "frames"}
+
+
+def decoded_agrees(message: str, obj, value) -> list[str]:
+    """Where the view renders an ndarray prompt or bytes values, checks it
+    against vLLM's decoded object (independently of view.py's rendering):
+    the dtype string names the decoded dtype, the shape as sent resolves to
+    the decoded shape, the data are the decoded ids in C order, a bin is the
+    decoded bytes. Returns the disagreements."""
+    import numpy as np
+
+    import view
+
+    out = []
+    if message == "EngineCoreRequest":
+        p, v = obj.prompt_token_ids, value.get("prompt_token_ids")
+        if isinstance(p, np.ndarray):
+            if not isinstance(v, dict) or set(v) != {"dtype", "shape", "data"}:
+                out.append(f"prompt_token_ids: decoded an ndarray, the view is {v!r:.80}")
+            else:
+                if np.dtype(v["dtype"]) != p.dtype:
+                    out.append(f"prompt_token_ids: view dtype {v['dtype']} but vLLM decoded {p.dtype.str}")
+                if len(v["shape"]) != p.ndim or any(d >= 0 and d != e for d, e in zip(v["shape"], p.shape)):
+                    out.append(f"prompt_token_ids: view shape {v['shape']} but vLLM decoded {list(p.shape)}")
+                ids = [view.fnum(x) if isinstance(x, float) else x for x in p.ravel().tolist()]
+                if json.loads(json.dumps(ids)) != v["data"]:
+                    out.append("prompt_token_ids: view data differ from the ids vLLM decoded")
+        elif p is not None and v != list(p):
+            out.append("prompt_token_ids: view differs from the list vLLM decoded")
+        bh = getattr(obj, "block_hashes", None)
+        if bh is not None and value.get("block_hashes") != [{"$bytes": bytes(h).hex()} for h in bh]:
+            out.append("block_hashes: view differs from the bytes vLLM decoded")
+    if message == "EngineCoreReadyResponse":
+        phc = getattr(obj, "prefix_hash_config", None)
+        if phc is not None and value["prefix_hash_config"]["none_hash"] != {"$bytes": bytes(phc.none_hash).hex()}:
+            out.append("prefix_hash_config.none_hash: view differs from the bytes vLLM decoded")
+    return out
 
 
 def main() -> int:
@@ -112,6 +150,8 @@ def main() -> int:
                     err("value differs from a fresh rendering")
             if drift != d.get("drift", []):
                 err(f"drift differs: {drift} vs {d.get('drift')}")
+            for problem in decoded_agrees(d["message"], obj, d["value"]):
+                err(problem)
             if d["encode"] not in ("exact", "equivalent"):
                 err(f"bad encode {d['encode']}")
             if d["encode"] == "exact":

@@ -71,7 +71,13 @@ def build(b):
 
     R = "request/add_stop_logprobs"
     # ---- EngineCoreRequest ------------------------------------------------
-    each("prompt_token_id", R, "A prompt token id (list[int]) of", one(lambda r, v: r.__setitem__(1, [5, v, 7])))
+    if env.prompt_is_array:
+        # An int32 array holds no MessagePack integers: its ends are
+        # request/prompt_array_int32_bounds and request/prompt_array_uint32.
+        for suffix, _v in BOUNDS:
+            b.cannot(f"intrange/prompt_token_id_{suffix}", f"EngineCoreRequest.prompt_token_ids is {env.prompt_type}: ids are array bytes, not MessagePack integers")
+    else:
+        each("prompt_token_id", R, "A prompt token id (list[int]) of", one(lambda r, v: r.__setitem__(1, [5, v, 7])))
     each("data_parallel_rank", R, "data_parallel_rank (int | None) of", at(8))
     each("client_index", R, "client_index (int) of", at(11))
     each("current_wave", R, "current_wave (int) of", at(12))
@@ -126,3 +132,7 @@ def build(b):
     each("start_dp_wave_wave", "utility/start_dp_wave_exclude", "START_DP_WAVE's wave of", at(0))
     each("ready_max_model_len", "ready/minimal", "EngineCoreReadyResponse.max_model_len (int) of",
          lambda r, v: r.__setitem__("max_model_len", v))
+    each("ready_hash_block_size", "ready/prefix_hash_sha256", "PrefixHashConfig.hash_block_size (int) of",
+         lambda r, v: r["prefix_hash_config"].__setitem__("hash_block_size", v))
+    each("ready_num_lookahead_tokens", "ready/prefix_hash_sha256", "PrefixHashConfig.num_lookahead_tokens (int) of",
+         lambda r, v: r["prefix_hash_config"].__setitem__("num_lookahead_tokens", v))

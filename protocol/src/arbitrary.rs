@@ -489,7 +489,8 @@ mod tests {
                 judged += 1;
                 let mut req = StructValue::with_defaults(request);
                 req.set("request_id", Value::Str("r".into()));
-                req.set("prompt_token_ids", Value::IntArray(vec![1]));
+                let prompt = crate::typed::TokenIds::from_i32(vec![1]).value_in(release).expect("a prompt");
+                req.set("prompt_token_ids", prompt);
                 req.set("sampling_params", Value::Struct(sp));
                 req.set("arrival_time", Value::Float(0.0));
                 let ty = MessageKind::EngineCoreRequest.payload_type(release);

@@ -64,7 +64,7 @@ use crate::error::{Error, RejectClass};
 use crate::msgpack::{ReadError, Reader, Token};
 use crate::schema::Default as FieldDefault;
 use crate::schema::{Layout, StructSchema, TensorKind, Ty};
-use crate::value::{is_default, numpy_dtype, torch_dtype, StructValue, Tensor, Value};
+use crate::value::{is_default, numpy_dtype, torch_dtype, DType, StructValue, Tensor, Value};
 
 /// The nesting vLLM's engine admits on its input socket, counted from the
 /// message root as this decoder counts it (every array, map, struct and
@@ -926,6 +926,114 @@ impl<'a> Decoder<'a, '_> {
             return Err(err(class, format!("expected tensor [dtype, shape, data], got array of {n}")));
         }
         self.enter()?;
+        if self.tokenspeed {
+            return self.tensor_in_read_order(kind);
+        }
+        // vLLM's hooks (`_decode_ndarray`, `_decode_tensor`) get the three
+        // elements as msgspec decoded them, whatever their types, and look
+        // at `data` first (an int indexes the frames: `IndexError`), then
+        // the dtype (`np.frombuffer(buf, dtype)`, `getattr(torch, dtype)`),
+        // the buffer's size, then the shape (`reshape`, `view`): the
+        // elements are read as they come and judged in that order
+        // (docs/wire-protocol.md §6.5).
+        let dtype = self.at(Seg::Index(0), |d| match d.r.peek_byte() {
+            Some(0xa0..=0xbf | 0xd9..=0xdb) => match d.token()? {
+                Token::Str(b) => Ok(Ok(utf8(b)?)),
+                _ => unreachable!("a str marker"),
+            },
+            _ => d.any().map(|v| Err(v.kind_name())),
+        })?;
+        let shape = self.at(Seg::Index(1), |d| {
+            if !matches!(d.r.peek_byte(), Some(0x90..=0x9f | 0xdc | 0xdd)) {
+                return d.any().map(|v| Err(v.kind_name()));
+            }
+            let Token::Array(dims) = d.token()? else { unreachable!("an array marker") };
+            let dims = d.check_len(dims, 1)?;
+            let mut shape = Vec::with_capacity(d.prealloc(dims));
+            let mut bad = None;
+            for i in 0..dims {
+                let v = d.at(Seg::Index(i), |d| match d.r.peek_byte() {
+                    Some(0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xcf | 0xd0..=0xd3) => match d.token()? {
+                        // Negative dimensions are judged with the buffer
+                        // below (numpy and torch infer one unknown one).
+                        Token::Int(x) => Ok(Some(x)),
+                        t => Err(type_err(&Ty::Int, &t)),
+                    },
+                    _ => d.any().map(|v| {
+                        bad.get_or_insert(v.kind_name());
+                        None
+                    }),
+                })?;
+                shape.extend(v);
+            }
+            Ok(match bad {
+                None => Ok(shape),
+                Some(k) => Err(k),
+            })
+        })?;
+        let frames = self.frames;
+        let data = self.at(Seg::Index(2), |d| match d.r.peek_byte() {
+            Some(
+                0xc0 | 0xa0..=0xbf | 0xd9..=0xdb | 0x90..=0x9f | 0xdc | 0xdd | 0x80..=0x8f | 0xde | 0xdf | 0xca | 0xcb,
+            ) => d.any().map(|v| Err(v.kind_name())),
+            _ => match d.token()? {
+                Token::Ext(3, b) => Ok(Ok(b)),
+                Token::Bin(b) => Ok(Ok(b)),
+                // A Python bool is an int: `aux_buffers[True]`.
+                Token::Bool(b) => match frames.get(usize::from(b)) {
+                    Some(f) => Ok(Ok(*f)),
+                    None => Err(index_err(i64::from(b), frames.len())),
+                },
+                Token::Int(i) => {
+                    // A negative index is refused: vLLM indexes a Python list,
+                    // where -1 is the last frame, but an engine never writes
+                    // one, and honouring it would let an appended frame change
+                    // what a message means (docs/limits.md).
+                    if i < 0 || i as usize >= frames.len() {
+                        return Err(index_err(i, frames.len()));
+                    }
+                    Ok(Ok(frames[i as usize]))
+                }
+                Token::Ext(t, _) => Err(err(RejectClass::Type, format!("tensor data has ext type {t}, expected 3"))),
+                t => Err(err(
+                    RejectClass::Type,
+                    format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()),
+                )),
+            },
+        })?;
+        let which = if kind == TensorKind::Numpy { "numpy" } else { "torch" };
+        let data = data.map_err(|k| {
+            err(RejectClass::Validation, format!("{which} cannot read a buffer from a {k} (tensor data)")).under("[2]")
+        })?;
+        let dtype = dtype
+            .map_err(|k| err(RejectClass::Validation, format!("{which} cannot read a {k} as a dtype")).under("[0]"))?;
+        let parsed = match kind {
+            TensorKind::Numpy => numpy_dtype(&dtype),
+            TensorKind::Torch => torch_dtype(&dtype),
+        }
+        .ok_or_else(|| err(RejectClass::Validation, format!("unknown {which} dtype {dtype:?}")).under("[0]"))?;
+        let shape = match shape {
+            Ok(shape) => shape,
+            Err(k) => {
+                let size = parsed.elem.size();
+                if !data.len().is_multiple_of(size) {
+                    return Err(err(
+                        RejectClass::Frames,
+                        format!("buffer of {} bytes is not a multiple of the item size {size}", data.len()),
+                    )
+                    .under("[2]"));
+                }
+                return Err(
+                    err(RejectClass::Validation, format!("{which} cannot read a shape holding a {k}")).under("[1]")
+                );
+            }
+        };
+        self.tensor_checked(kind, dtype, parsed, shape, data)
+    }
+
+    /// TokenSpeed's tensors, judged in the order their elements are read
+    /// (its receive path: docs/tokenspeed-wire.md).
+    fn tensor_in_read_order(&mut self, kind: TensorKind) -> R<Tensor> {
         let (dtype, parsed) = self.at(Seg::Index(0), |d| {
             let dtype = match d.token()? {
                 Token::Str(b) => utf8(b)?,
@@ -933,13 +1041,11 @@ impl<'a> Decoder<'a, '_> {
             };
             let parsed = match kind {
                 TensorKind::Numpy => numpy_dtype(&dtype),
-                TensorKind::Torch if d.tokenspeed => torch_dtype(&dtype).or_else(|| numpy_dtype(&dtype)),
-                TensorKind::Torch => torch_dtype(&dtype),
+                TensorKind::Torch => torch_dtype(&dtype).or_else(|| numpy_dtype(&dtype)),
             };
             match parsed {
                 Some(p) => Ok((dtype, p)),
                 None => {
-                    // numpy / torch reject the name inside vLLM's decode hook.
                     let which = if kind == TensorKind::Numpy { "numpy" } else { "torch" };
                     Err(err(RejectClass::Validation, format!("unknown {which} dtype {dtype:?}")))
                 }
@@ -952,8 +1058,6 @@ impl<'a> Decoder<'a, '_> {
             let mut shape = Vec::with_capacity(d.prealloc(dims));
             for i in 0..dims {
                 match d.token()? {
-                    // Negative dimensions are judged with the buffer below
-                    // (numpy and torch infer one unknown dimension).
                     Token::Int(x) => shape.push(x),
                     t => return Err(type_err(&Ty::Int, &t).under(&Seg::Index(i).render())),
                 }
@@ -961,24 +1065,16 @@ impl<'a> Decoder<'a, '_> {
             Ok(shape)
         })?;
         let frames = self.frames;
-        let from_end = self.tokenspeed;
         let data: &[u8] = self.at(Seg::Index(2), |d| match d.token()? {
             Token::Ext(3, b) => Ok(b),
             Token::Bin(b) => Ok(b),
-            Token::Int(i) if i < 0 && from_end && i.unsigned_abs() <= frames.len() as u64 => {
+            Token::Int(i) if i < 0 && i.unsigned_abs() <= frames.len() as u64 => {
                 // TokenSpeed indexes its frame list from the end.
                 Ok(frames[frames.len() - i.unsigned_abs() as usize])
             }
             Token::Int(i) => {
-                // A negative index is refused: vLLM indexes a Python list,
-                // where -1 is the last frame, but an engine never writes
-                // one, and honouring it would let an appended frame change
-                // what a message means (docs/limits.md).
                 if i < 0 || i as usize >= frames.len() {
-                    return Err(err(
-                        RejectClass::Frames,
-                        format!("aux frame index {i} out of range ({} frames)", frames.len()),
-                    ));
+                    return Err(index_err(i, frames.len()));
                 }
                 Ok(frames[i as usize])
             }
@@ -988,6 +1084,19 @@ impl<'a> Decoder<'a, '_> {
                 format!("expected tensor data (ext 3 or frame index), got {}", t.type_name()),
             )),
         })?;
+        self.tensor_checked(kind, dtype, parsed, shape, data)
+    }
+
+    /// The checks on a tensor whose elements have their types: the shape
+    /// against the buffer, the tensor budget; the tensor.
+    fn tensor_checked(
+        &mut self,
+        kind: TensorKind,
+        dtype: String,
+        parsed: DType,
+        shape: Vec<i64>,
+        data: &[u8],
+    ) -> R<Tensor> {
         if let Err((class, seg, detail)) = check_tensor_shape(kind, &shape, data.len(), parsed.elem.size()) {
             return Err(err(class, format!("{detail} (dtype {dtype}, shape {shape:?})")).under(seg));
         }
@@ -1006,6 +1115,11 @@ impl<'a> Decoder<'a, '_> {
         self.depth -= 1;
         Ok(Tensor { dtype, shape, data: data.to_vec() })
     }
+}
+
+/// An aux-frame index out of the message's frames (vLLM's `IndexError`).
+fn index_err(i: i64, frames: usize) -> Box<Error> {
+    err(RejectClass::Frames, format!("aux frame index {i} out of range ({frames} frames)"))
 }
 
 /// The dimensions `shape` stands for when the buffer holds `elements`

@@ -146,6 +146,19 @@ pub enum ServingProblem {
     /// No `_eos_token_id` (and no `ignore_eos`): the engine never stops on
     /// EOS. Served; a warning.
     NoEosTokenId,
+    /// A prompt array (vLLM 0.34.0 on) whose dtype is not a 4-byte
+    /// integer: the engine's `TokenBuffer` asserts one, and the request
+    /// finishes with ERROR.
+    PromptNotInt32 {
+        /// The dtype as sent.
+        dtype: String,
+    },
+    /// A big-endian prompt array (`>i4`, `>u4`): the engine copies its
+    /// bytes as they are, so it serves other token ids than were sent.
+    PromptBigEndian {
+        /// The dtype as sent.
+        dtype: String,
+    },
 }
 
 impl ServingProblem {
@@ -159,7 +172,10 @@ impl ServingProblem {
     pub fn path(&self) -> &'static str {
         match self {
             ServingProblem::EmptyRequestId => "EngineCoreRequest.request_id",
-            ServingProblem::NoPrompt | ServingProblem::PromptTooLong { .. } => "EngineCoreRequest.prompt_token_ids",
+            ServingProblem::NoPrompt
+            | ServingProblem::PromptTooLong { .. }
+            | ServingProblem::PromptNotInt32 { .. }
+            | ServingProblem::PromptBigEndian { .. } => "EngineCoreRequest.prompt_token_ids",
             ServingProblem::NoParams => "EngineCoreRequest.sampling_params",
             ServingProblem::NoMaxTokens => "EngineCoreRequest.sampling_params.max_tokens",
             ServingProblem::ConstraintWithoutBackend => "EngineCoreRequest.sampling_params.structured_outputs._backend",
@@ -187,6 +203,14 @@ impl fmt::Display for ServingProblem {
             ServingProblem::NoEosTokenId => {
                 "nil and ignore_eos false: the engine never stops on EOS (served; a warning)".to_string()
             }
+            ServingProblem::PromptNotInt32 { dtype } => format!(
+                "an array of dtype {dtype}: the engine copies the prompt into an int32 buffer, asserting a \
+                 4-byte integer dtype, and finishes the request with ERROR"
+            ),
+            ServingProblem::PromptBigEndian { dtype } => format!(
+                "an array of dtype {dtype}: the engine copies its bytes as they are and reads them \
+                 little-endian, other token ids than were sent"
+            ),
         };
         write!(f, "{}: {why}", self.path())
     }

@@ -35,6 +35,16 @@ impl RequestType {
         self as u8
     }
 
+    /// The request-type frame: its one byte, as a static slice.
+    pub fn frame(self) -> &'static [u8] {
+        match self {
+            RequestType::Add => &[0],
+            RequestType::Abort => &[1],
+            RequestType::StartDpWave => &[2],
+            RequestType::Utility => &[3],
+        }
+    }
+
     /// vLLM's name for it (`ADD`, ...).
     pub fn name(self) -> &'static str {
         match self {

@@ -1,30 +1,95 @@
 //! A gateway's walk through the protocol, end to end, every step a doctest:
-//! pick the release, build a request the engine serves, encode it, send it,
-//! read the outputs, abort, and handle errors. What the engine requires at
-//! each step is said where it applies, with where the `translate` feature
-//! does it for you.
+//! learn the engine's release from its registration, build a request the
+//! engine serves, encode it for that release, send it, read the outputs,
+//! abort, and handle errors. What the engine requires at each step is said
+//! where it applies, with where the `translate` feature does it for you.
 //!
-//! Wire facts (docs/wire-protocol.md §2-§4, §7, §8): a gateway's ROUTER
-//! socket sends `[engine identity, request type, payload, aux...]` to an
-//! engine (the identity is the engine index, 2 bytes little-endian); the
-//! engine pushes `[payload, aux...]` batches of `EngineCoreOutputs` back on
-//! a PULL socket, or the single frame `ENGINE_CORE_DEAD` when it dies. The
-//! engine's release comes from its registration; a gateway must encode for
-//! it, since releases append fields.
+//! Wire facts (docs/wire-protocol.md §2-§4, §6.9, §7, §8): a gateway's
+//! ROUTER socket sends `[engine identity, request type, payload, aux...]`
+//! to an engine (the identity is the engine index, 2 bytes little-endian);
+//! the engine pushes `[payload, aux...]` batches of `EngineCoreOutputs`
+//! back on a PULL socket, or the single frame `ENGINE_CORE_DEAD` when it
+//! dies. The engine's release comes from its registration (the first
+//! message on each input socket); a gateway must encode for it, since
+//! releases append fields and 0.34.0 retyped the prompt (an int32 array
+//! its decoder requires where older engines took a list of ints).
 //!
-//! # 1. The table of the engine's release
+//! # 1. The engine's release, from its registration
+//!
+//! [`crate::Registration::read`] takes the registration's bytes and says
+//! which release the engine speaks (by its `vllm_version`, or for a build
+//! without a table here by the fields it sent); [`crate::EngineCodec`]
+//! then encodes and decodes for it, so the same gateway code serves every
+//! release the typed API covers. One doctest per release:
+//!
+//! ```
+//! use engine_protocol::typed::{EngineCoreReadyResponse, EngineCoreRequest, Eos};
+//! use engine_protocol::{EngineCodec, Registration, ReleaseMatch, VLLM_0_32_0};
+//!
+//! // What a 0.32.0 engine sends first on the input socket (made here with
+//! // the typed API).
+//! let registration = EngineCoreReadyResponse { vllm_version: "0.32.0".into(), max_model_len: 2048, ..Default::default() };
+//! let payload = registration.encode(VLLM_0_32_0)?.remove(0);
+//! let read = Registration::read(&payload)?;
+//! assert!(std::ptr::eq(read.release, VLLM_0_32_0));
+//! assert_eq!((read.matched, read.ready.max_model_len), (ReleaseMatch::Version, 2048));
+//!
+//! let codec = EngineCodec::new(read.release)?;
+//! let request = EngineCoreRequest::builder("req-1", vec![1_i32, 450], 8, Eos::token(2)).build()?;
+//! let frames = codec.encode_request(&request)?;
+//! // [ADD, payload]: a 22-element array, the prompt a list of ints.
+//! assert_eq!((frames.len(), &frames[1][..3]), (2, &[0xdc, 0x00, 0x16][..]));
+//! # Ok::<(), engine_protocol::Error>(())
+//! ```
+//!
+//! ```
+//! use engine_protocol::typed::{EngineCoreReadyResponse, EngineCoreRequest, Eos};
+//! use engine_protocol::{EngineCodec, VLLM_0_33_0};
+//!
+//! let registration = EngineCoreReadyResponse { vllm_version: "0.33.0".into(), ..Default::default() };
+//! let codec = EngineCodec::from_registration(&registration.encode(VLLM_0_33_0)?[0])?;
+//! assert_eq!(codec.release().version, "0.33.0");
+//! let request = EngineCoreRequest::builder("req-1", vec![1_i32, 450], 8, Eos::token(2)).build()?;
+//! let frames = codec.encode_request(&request)?;
+//! assert_eq!(&frames[1][..3], &[0xdc, 0x00, 0x16]); // 22 elements, as 0.32.0
+//! # Ok::<(), engine_protocol::Error>(())
+//! ```
+//!
+//! ```
+//! use engine_protocol::typed::{EngineCoreReadyResponse, EngineCoreRequest, Eos};
+//! use engine_protocol::{EngineCodec, VLLM_0_34_0};
+//!
+//! // A 0.34.0 engine's registration (33 keys; here a local build tag).
+//! let registration = EngineCoreReadyResponse { vllm_version: "0.34.0+cu129".into(), ..Default::default() };
+//! let codec = EngineCodec::from_registration(&registration.encode(VLLM_0_34_0)?[0])?;
+//! assert_eq!(codec.release().version, "0.34.0");
+//!
+//! // The same request code: 23 elements, the prompt the int32 array
+//! // `["<i4", [n], data]`, inline up to 63 ids, an aux frame from 64 on
+//! // (`VLLM_MSGPACK_ZERO_COPY_THRESHOLD`, 256 bytes), shared with the
+//! // request, not copied.
+//! let short = EngineCoreRequest::builder("req-1", vec![1_i32, 450], 8, Eos::token(2)).build()?;
+//! let frames = codec.encode_request(&short)?;
+//! assert_eq!((frames.len(), &frames[1][..3]), (2, &[0xdc, 0x00, 0x17][..]));
+//! let long = EngineCoreRequest::builder("req-2", (1..=64).collect::<Vec<i32>>(), 8, Eos::token(2)).build()?;
+//! let frames = codec.encode_request(&long)?;
+//! assert_eq!((frames.len(), frames[2].len()), (3, 256));
+//! # Ok::<(), engine_protocol::Error>(())
+//! ```
+//!
+//! A table for any release, typed or not, is also at hand by version
+//! ([`crate::release`]), for the value codec and `verify`:
 //!
 //! ```
 //! use engine_protocol::{release, Dialect, UnknownRelease, VLLM_0_33_0};
 //!
-//! // The version the engine registered with, or a constant.
 //! let v033 = release(Dialect::Vllm, "0.33.0")?;
 //! assert!(std::ptr::eq(v033, VLLM_0_33_0));
 //! // A version without a table is a typed error naming the supported ones.
 //! let e: UnknownRelease = release(Dialect::Vllm, "0.21.0").unwrap_err();
 //! assert!(e.to_string().contains("0.22.0, 0.22.1, 0.23.0"), "{e}");
 //! // Every release from 0.22 on has a table (the value codec and `verify`
-//! // take any of them); the typed API covers 0.32.0 and 0.33.0.
+//! // take any of them); the typed API covers 0.32.0, 0.33.0 and 0.34.0.
 //! assert_eq!(release(Dialect::Vllm, "0.29.0")?.version, "0.29.0");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -93,7 +158,9 @@
 //! The per-token path borrows from the frames (any `AsRef<[u8]>`: a
 //! socket library's message frames go in as they are); the rare fields
 //! are read by name, typed, and the whole batch converts to the owned
-//! typed struct.
+//! typed struct. [`crate::EngineCodec::decode_outputs`] reads a batch of
+//! the codec's release the same way; a 0.34.0 batch carries
+//! `watermarking` on an output's first batch when the engine watermarks.
 //!
 //! ```
 //! use engine_protocol::typed::{EngineCoreOutput, EngineCoreOutputs, FinishReason};

@@ -152,6 +152,7 @@
 mod arbitrary;
 mod decode;
 mod encode;
+mod engine;
 mod error;
 mod frames;
 pub mod guide;
@@ -166,15 +167,20 @@ pub mod validate;
 mod value;
 pub mod view;
 
+/// The shared-buffer type of this crate's API (`bytes::Bytes`: frames
+/// from [`typed::EngineCoreRequest::encode_shared`], an array's bytes in
+/// [`typed::TokenArray`]), so that a user's buffers are of the same version.
+pub use bytes;
 pub use decode::{decode_payload, Decoded, Limits, VLLM_ENGINE_MAX_DEPTH};
 pub use encode::{encode_into, encode_payload, ZERO_COPY_THRESHOLD};
+pub use engine::{EngineCodec, Registration, ReleaseMatch};
 pub use error::{Error, Outcome, RejectClass, ServingProblem, Violation};
 pub use frames::{engine_identity, engine_index, is_engine_dead, RequestType, ENGINE_CORE_DEAD};
 pub use hot::{decode_outputs, decode_request};
 pub use message::{decode_message, decode_message_with, encode_message, MessageKind};
 pub use schema::{
     release, Dialect, ReleaseSchema, UnknownDialect, UnknownRelease, TOKENSPEED_0_1_1, TOKENSPEED_GIT_57B49061,
-    VLLM_0_32_0, VLLM_0_33_0,
+    VLLM_0_32_0, VLLM_0_33_0, VLLM_0_34_0,
 };
 /// The JSON library of this crate's API ([`typed::JsonSchema::from_json`],
 /// the translation layer's requests, [`view`]), so that a user's values

@@ -368,7 +368,8 @@ pub fn engine_core_request_value(
     let schema = release.engine_core_request.as_struct().expect("request root is a struct");
     let mut r = StructValue::with_defaults(schema);
     r.set("request_id", Value::Str(request_id.into()));
-    r.set("prompt_token_ids", Value::IntArray(prompt_token_ids));
+    let prompt_ty = schema.index_of("prompt_token_ids").map_or(&Ty::Any, |i| schema.fields[i].ty);
+    r.set("prompt_token_ids", crate::value::token_ids_value(prompt_ty, prompt_token_ids));
     r.set("sampling_params", Value::Struct(sampling_params));
     r.set("arrival_time", Value::Float(arrival_time));
     Value::Struct(r)

@@ -4,7 +4,7 @@
 #![warn(missing_docs)]
 
 use crate::registry::PerStruct;
-use crate::schema::{Default, StructSchema};
+use crate::schema::{Default, StructSchema, Ty};
 
 /// A decoded MessagePack value; structs typed by their schema.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +38,24 @@ pub enum Value {
 }
 
 impl Value {
+    /// The token ids a prompt or token field holds, whichever form a
+    /// release sends them in: a list of ints (`IntArray`, or an array of
+    /// `Int`s), or an integer ndarray (vLLM 0.34.0's prompt, read as sent:
+    /// any integer dtype and byte order, flattened). `None` for anything
+    /// else, or an id that does not fit `i64`.
+    pub fn token_ids(&self) -> Option<Vec<i64>> {
+        match self {
+            Value::IntArray(xs) => Some(xs.clone()),
+            Value::Array(xs) => xs.iter().map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect(),
+            Value::Tensor(t) => match t.numbers()? {
+                Numbers::Ints(xs) => Some(xs),
+                Numbers::UInts(xs) => xs.into_iter().map(|x| i64::try_from(x).ok()).collect(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The MessagePack kind of this value as error details name it
     /// (`null`, `int`, `array`, `object`, ...).
     pub fn kind_name(&self) -> &'static str {
@@ -334,6 +352,28 @@ pub fn is_default(v: &Value, d: &Default) -> bool {
         (Default::EmptyDict, Value::Map(m)) => m.is_empty(),
         _ => false,
     }
+}
+
+/// The value of a prompt's token ids for a field of type `ty`: a list of
+/// ints, or for an ndarray field (vLLM 0.34.0 on, docs/wire-protocol.md
+/// §6.9) the one-dimensional array vLLM's frontend sends, `<i4`
+/// (little-endian; `<i8` should an id not fit int32, which no frontend
+/// sends).
+pub fn token_ids_value(ty: &Ty, ids: Vec<i64>) -> Value {
+    let ty = match ty {
+        Ty::Optional(t) => t,
+        t => t,
+    };
+    if !matches!(ty, Ty::Tensor(_)) {
+        return Value::IntArray(ids);
+    }
+    let shape = vec![ids.len() as i64];
+    let (dtype, data) = if ids.iter().all(|&x| i32::try_from(x).is_ok()) {
+        ("<i4", ids.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect())
+    } else {
+        ("<i8", ids.iter().flat_map(|&x| x.to_le_bytes()).collect())
+    };
+    Value::Tensor(Box::new(Tensor { dtype: dtype.into(), shape, data }))
 }
 
 /// An element type of a tensor, from its dtype string.

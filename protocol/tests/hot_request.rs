@@ -16,8 +16,11 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::Unstructured;
 use common::*;
+use engine_protocol::bytes::Bytes;
 use engine_protocol::hot::decode_request;
+use engine_protocol::hot::decode_request_shared;
 use engine_protocol::internal::decode_request_direct;
+use engine_protocol::schema::VLLM_RELEASES;
 use engine_protocol::typed::{decode_typed, decode_typed_via_value, EngineCoreRequest};
 use engine_protocol::{decode_message, encode_message, Limits, MessageKind, RejectClass, ReleaseSchema};
 use proptest::prelude::*;
@@ -87,6 +90,13 @@ fn differential(rel: &'static ReleaseSchema, frames: &[&[u8]], limits: &Limits) 
     if format!("{full:?}") != format!("{typed:?}") {
         return Err("decode_typed is not decode_request".into());
     }
+    // On frames held as shared buffers: the same verdict, struct and drift
+    // (a 0.34.0 prompt array a view of its frame instead of a copy).
+    let shared: Vec<Bytes> = frames.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+    let viewed = decode_request_shared(rel, &shared, limits);
+    if format!("{viewed:?}") != format!("{full:?}") {
+        return Err(format!("decode_request_shared {viewed:?} is not decode_request {full:?}"));
+    }
     match (&reference, &full) {
         (Ok((a, da)), Ok((b, db))) => {
             if da != db {
@@ -124,7 +134,7 @@ fn direct_request_decoder_gives_the_verdict_drift_and_struct_of_the_reference_on
     let mut failures = Vec::new();
     for (id, frames) in &cases {
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        for rel in [v032(), v033()] {
+        for &rel in VLLM_RELEASES {
             match differential(rel, &refs, &Limits::default()) {
                 Ok(Seen::Direct) => direct += 1,
                 Ok(Seen::HandedOver) => handed_over += 1,
@@ -148,9 +158,24 @@ fn direct_request_decoder_gives_the_verdict_drift_and_struct_of_the_reference_on
 }
 
 #[test]
-fn the_bench_request_takes_the_direct_path() {
-    for (version, rel) in [("0.32.0", v032()), ("0.33.0", v033())] {
-        for id in ["request/prompt_512_tokens", "request/add_default"] {
+fn the_bench_requests_take_the_direct_path() {
+    for (version, rel, ids) in [
+        ("0.32.0", v032(), &["request/prompt_512_tokens", "request/add_default"][..]),
+        ("0.33.0", v033(), &["request/prompt_512_tokens", "request/add_default"][..]),
+        (
+            "0.34.0",
+            v034(),
+            &[
+                "request/prompt_512_tokens",
+                "request/add_default",
+                "request/prompt_array_63",
+                "request/prompt_array_64",
+                "request/prompt_array_70000",
+                "request/prompt_array_uint32",
+            ][..],
+        ),
+    ] {
+        for &id in ids {
             let frames = golden_frames(version, id);
             let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
             let d = decode_request_direct(rel, &refs, &Limits::default());
@@ -220,17 +245,18 @@ proptest! {
     #[test]
     fn direct_request_decoder_agrees_with_the_reference_on_arbitrary_requests(
         seed in proptest::collection::vec(any::<u8>(), 0..4096),
-        newer in any::<bool>(),
+        which in 0..3usize,
     ) {
-        let rel = if newer { v033() } else { v032() };
+        let rel = VLLM_RELEASES[which];
         if let Some(frames) = arbitrary_request(&seed, rel) {
             let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
             let r = differential(rel, &refs, &Limits::default());
             prop_assert!(r.is_ok(), "{:?}", r);
-            // Read with the other release's table too.
-            let other = if newer { v032() } else { v033() };
-            let r = differential(other, &refs, &Limits::default());
-            prop_assert!(r.is_ok(), "read with the other table: {:?}", r);
+            // Read with the other releases' tables too.
+            for &other in VLLM_RELEASES.iter().filter(|r| !std::ptr::eq(**r, rel)) {
+                let r = differential(other, &refs, &Limits::default());
+                prop_assert!(r.is_ok(), "read with {}'s table: {:?}", other.version, r);
+            }
             for limits in tight_limits() {
                 let r = differential(rel, &refs, &limits);
                 prop_assert!(r.is_ok(), "under {:?}: {:?}", limits, r);
@@ -274,7 +300,7 @@ fn arbitrary_requests_are_read_by_the_direct_path_too() {
     let (mut made, mut direct) = (0, 0);
     for i in 0..300 {
         let seed: Vec<u8> = (0..64 + (i * 13) % 2048).map(|_| next()).collect();
-        let rel = if i % 2 == 0 { v033() } else { v032() };
+        let rel = VLLM_RELEASES[i % VLLM_RELEASES.len()];
         let Some(frames) = arbitrary_request(&seed, rel) else { continue };
         made += 1;
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
@@ -386,5 +412,70 @@ fn regression_an_unknown_field_holding_invalid_utf8_is_drift_not_an_error() {
         assert_eq!(drift, d.drift);
         assert!(req.sampling_params.expect("sampling params").unknown.is_empty());
         assert_eq!(differential(rel, &refs, &Limits::default()).map(|_| ()), Ok(()));
+    }
+}
+
+/// vLLM 0.34.0 reads a long prompt as a view of its aux frame and writes
+/// it back from the array's memory (docs/wire-protocol.md §6.9): so do
+/// the shared decoder and the shared encoder, byte-identical to vLLM's
+/// frames, the 280 000 bytes never copied.
+#[test]
+fn a_70000_token_prompt_is_read_and_written_in_place() {
+    use engine_protocol::typed::EncodeOptions;
+    let frames = golden_frames("0.34.0", "request/prompt_array_70000");
+    assert_eq!(frames.len(), 3, "ADD, payload, the prompt's aux frame");
+    assert_eq!(frames[2].len(), 280_000);
+    let shared: Vec<Bytes> = frames.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+    let (request, drift) = decode_request_shared(v034(), &shared, &Limits::default()).expect("accepted");
+    assert!(drift.is_empty());
+    let ids = request.prompt_token_ids.as_ref().expect("a prompt");
+    let array = ids.array().expect("an array");
+    assert_eq!((array.dtype(), array.shape(), ids.len()), ("<i4", &[70_000][..], 70_000));
+    assert_eq!(array.bytes().as_ptr(), shared[2].as_ptr(), "a view of the received frame");
+    let again = request.encode_shared(v034(), &EncodeOptions::default()).expect("encodes");
+    assert_eq!(again.iter().map(|f| f.to_vec()).collect::<Vec<_>>(), frames, "vLLM's bytes");
+    assert_eq!(again[2].as_ptr(), shared[2].as_ptr(), "the aux frame is the array's memory");
+}
+
+/// The threshold is vLLM's `VLLM_MSGPACK_ZERO_COPY_THRESHOLD`: 63 ids
+/// (252 bytes) inline, 64 (256 bytes) in an aux frame, as vLLM's encoder
+/// wrote the goldens; another threshold moves the boundary.
+#[test]
+fn the_inline_or_aux_choice_follows_the_zero_copy_threshold() {
+    use engine_protocol::typed::EncodeOptions;
+    for (id, frames_sent) in
+        [("request/prompt_array_63", 2), ("request/prompt_array_64", 3), ("request/prompt_array_65", 3)]
+    {
+        let frames = golden_frames("0.34.0", id);
+        assert_eq!(frames.len(), frames_sent, "{id}");
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let (request, _) = decode_request(v034(), &refs, &Limits::default()).expect("accepted");
+        let ours = request.encode(v034()).expect("encodes");
+        assert_eq!(ours, frames, "{id}");
+        // With a threshold of 1 KiB every one of them goes inline, and the
+        // engine reads the same request.
+        let inline = request.encode_shared(v034(), &EncodeOptions::default().with_zero_copy_threshold(1024)).unwrap();
+        assert_eq!(inline.len(), 2, "{id}");
+        let (back, _) = decode_request_shared(v034(), &inline, &Limits::default()).expect("accepted");
+        assert_eq!(back, request, "{id}");
+    }
+}
+
+/// What a 0.33 gateway sends is refused by a 0.34.0 engine (vLLM 0.34.0's
+/// decoder on the 0.33.0 tree's bytes: `mutant/req_033_*`), while the same
+/// typed request encoded for 0.34.0 is accepted.
+#[test]
+fn a_0_33_add_is_refused_by_0_34_and_the_same_request_encoded_for_0_34_is_not() {
+    for id in ["request/all_request_fields", "request/add_frontend_like"] {
+        let old = golden_frames("0.33.0", id);
+        let refs: Vec<&[u8]> = old.iter().map(Vec::as_slice).collect();
+        let e = decode_request(v034(), &refs, &Limits::default()).expect_err("a list prompt");
+        assert!(matches!(e.class, RejectClass::Frames | RejectClass::Type), "{id}: {e}");
+        let (request, _) = decode_request(v033(), &refs, &Limits::default()).expect("a 0.33.0 request");
+        let new = request.encode(v034()).expect("encodes for 0.34.0");
+        let refs: Vec<&[u8]> = new.iter().map(Vec::as_slice).collect();
+        let (back, drift) = decode_request(v034(), &refs, &Limits::default()).expect("accepted by 0.34.0");
+        assert!(drift.is_empty());
+        assert_eq!(back, request, "{id}");
     }
 }

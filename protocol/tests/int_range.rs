@@ -23,7 +23,8 @@ use engine_protocol::internal::{decode_batch_direct, decode_request_direct};
 use engine_protocol::typed::tokenspeed::BatchTokenIDOutSlim;
 use engine_protocol::typed::{
     decode_typed, decode_typed_via_value, EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest, IntList, LoRARequest,
-    Message, SamplingParams, StartDpWave, StopReason, UtilityOutput, UtilityRequest, WIRE_INT_MAX, WIRE_INT_MIN,
+    Message, SamplingParams, StartDpWave, StopReason, TokenIds, UtilityOutput, UtilityRequest, WIRE_INT_MAX,
+    WIRE_INT_MIN,
 };
 use engine_protocol::{decode_message, release, Error, Limits, MessageKind, ReleaseSchema, StructValue, Value};
 use proptest::prelude::*;
@@ -94,7 +95,7 @@ struct Kind<M> {
 fn base_request() -> EngineCoreRequest {
     EngineCoreRequest {
         request_id: "r".into(),
-        prompt_token_ids: Some(IntList::from(vec![1, 2, 3])),
+        prompt_token_ids: Some(IntList::from(vec![1, 2, 3]).into()),
         sampling_params: Some(SamplingParams { max_tokens: Some(8), ..SamplingParams::default() }),
         arrival_time: 1.5,
         ..EngineCoreRequest::default()
@@ -129,9 +130,11 @@ macro_rules! kind {
 
 fn request_kinds() -> Vec<Kind<EngineCoreRequest>> {
     vec![
-        kind!("prompt_token_ids", ["prompt_token_ids"], |r, v| r.prompt_token_ids = Some(list(v)), |r| ids(
-            &r.prompt_token_ids
-        )),
+        kind!("prompt_token_ids", ["prompt_token_ids"], |r, v| r.prompt_token_ids = Some(list(v).into()), |r| r
+            .prompt_token_ids
+            .as_ref()
+            .map(TokenIds::to_vec)
+            .unwrap_or_default()),
         kind!("data_parallel_rank", ["data_parallel_rank"], |r, v| r.data_parallel_rank = Some(v), |r| opt(
             r.data_parallel_rank
         )),
@@ -462,7 +465,7 @@ fn every_integer_field_kind_gets_the_same_verdict_and_value_from_every_path_at_t
 fn a_token_id_above_i64_max_is_accepted_and_kept_by_the_typed_request_decoder() {
     for rel in [v032(), v033()] {
         let mut r = base_request();
-        r.prompt_token_ids = Some(IntList::try_from(vec![1, WIRE_INT_MAX, I64_MAX + 1]).expect("wire integers"));
+        r.prompt_token_ids = Some(IntList::try_from(vec![1, WIRE_INT_MAX, I64_MAX + 1]).expect("wire integers").into());
         let frames = r.encode(rel).expect("encodes");
         let (back, drift) = decode_typed::<EngineCoreRequest>(rel, &frames_of(&frames), &Limits::default())
             .expect("msgspec takes any uint 64 for list[int]");
@@ -561,7 +564,7 @@ fn the_typed_structs_write_back_the_values_they_read_at_the_boundaries() {
     for rel in [v032(), v033()] {
         for v in BOUNDS {
             let mut r = base_request();
-            r.prompt_token_ids = Some(list(v));
+            r.prompt_token_ids = Some(list(v).into());
             r.client_index = v;
             let frames = r.encode(rel).expect("encodes");
             let d = decode_message(rel, MessageKind::EngineCoreRequest, &frames_of(&frames), &Limits::default())
@@ -601,7 +604,7 @@ fn the_intrange_goldens_get_vllms_verdict_from_the_value_typed_and_hot_paths() {
     use engine_testkit::corpus::{golden_dir, message_cases, Expect};
     let mut seen = 0;
     let mut failures = Vec::new();
-    for version in ["0.32.0", "0.33.0"] {
+    for version in ["0.32.0", "0.33.0", "0.34.0"] {
         let dir = golden_dir().join("vllm").join(version).join("intrange");
         let cases = engine_testkit::on_large_stack(move || message_cases(&dir).expect("intrange goldens load"));
         let mut here = 0;

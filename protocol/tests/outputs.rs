@@ -133,7 +133,7 @@ fn shape_view(version: &str, id: &str, kind: MessageKind) -> serde_json::Value {
 
 #[test]
 fn a_minus_one_dimension_is_inferred_and_the_view_keeps_the_shape_as_sent() {
-    for version in ["0.32.0", "0.33.0"] {
+    for version in ["0.32.0", "0.33.0", "0.34.0"] {
         let v = shape_view(version, "mutant/lp_shape_minus_one", MessageKind::EngineCoreOutputs);
         let ids = &v["outputs"][0]["new_logprobs"]["logprob_token_ids"];
         assert_eq!(ids["shape"], serde_json::json!([1, -1]));

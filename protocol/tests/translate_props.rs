@@ -22,7 +22,7 @@ use engine_protocol::{decode_message, encode_message, release, Limits, MessageKi
 use engine_protocol::{StructValue, Value};
 use proptest::prelude::*;
 
-const VERSIONS: [&str; 2] = ["0.32.0", "0.33.0"];
+const VERSIONS: [&str; 3] = ["0.32.0", "0.33.0", "0.34.0"];
 
 fn draw(bytes: &[u8], version: &str, kind: MessageKind) -> Option<Value> {
     let rel = release(Dialect::Vllm, version).ok()?;
@@ -75,7 +75,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct("proptest-regressions/translate_props.txt"))), ..ProptestConfig::default() })]
 
     #[test]
-    fn roundtrip_every_message_type(bytes in prop::collection::vec(any::<u8>(), 16..2048), k in 0usize..10, ver in 0usize..2) {
+    fn roundtrip_every_message_type(bytes in prop::collection::vec(any::<u8>(), 16..2048), k in 0usize..10, ver in 0usize..VERSIONS.len()) {
         let kind = MessageKind::ALL[k];
         let rel = release(Dialect::Vllm, VERSIONS[ver]).unwrap();
         let Some(v) = draw(&bytes, VERSIONS[ver], kind) else { return Ok(()) };
@@ -91,7 +91,7 @@ proptest! {
     }
 
     #[test]
-    fn sampling_params_are_sparse_and_positional_structs_full(bytes in prop::collection::vec(any::<u8>(), 64..2048), ver in 0usize..2) {
+    fn sampling_params_are_sparse_and_positional_structs_full(bytes in prop::collection::vec(any::<u8>(), 64..2048), ver in 0usize..VERSIONS.len()) {
         let rel = release(Dialect::Vllm, VERSIONS[ver]).unwrap();
         let kind = MessageKind::EngineCoreRequest;
         let Some(v) = draw(&bytes, VERSIONS[ver], kind) else { return Ok(()) };
@@ -123,7 +123,7 @@ proptest! {
     fn constraint_count_other_than_one_is_rejected_on_encode_and_decode_naming_the_fields(
         bytes in prop::collection::vec(any::<u8>(), 64..1024),
         mask in 0u8..64,
-        ver in 0usize..2,
+        ver in 0usize..VERSIONS.len(),
     ) {
         let rel = release(Dialect::Vllm, VERSIONS[ver]).unwrap();
         let kind = MessageKind::EngineCoreRequest;

@@ -50,6 +50,31 @@ struct UField {
     mask: u32,
     /// Its position in each release's struct (0 where absent).
     pos: Vec<usize>,
+    /// Its type in each release's struct (`None` where absent).
+    tys: Vec<Option<&'static Ty>>,
+}
+
+impl UField {
+    /// A field some release retypes from `list[int]` to an ndarray (the
+    /// prompt's token ids in 0.34.0): held as `TokenIds`, which writes
+    /// either form, each release's type picked at encode time.
+    fn retyped(&self) -> bool {
+        let mut tys = self.tys.iter().flatten();
+        let first = tys.next().map(|t| python_type(t));
+        tys.any(|t| Some(python_type(t)) != first)
+    }
+}
+
+/// Whether a type is one of the two forms token ids take.
+fn is_token_ids(ty: &Ty) -> bool {
+    matches!(strip_ref(ty), Ty::List(Ty::Int) | Ty::Tensor(engine_protocol::schema::TensorKind::Numpy))
+}
+
+fn strip_ref(ty: &Ty) -> &Ty {
+    match ty {
+        Ty::Optional(t) => t,
+        t => t,
+    }
 }
 
 struct UStruct {
@@ -125,10 +150,19 @@ fn merge(u: &mut UStruct, s: &'static StructSchema, ri: usize) {
         match u.fields.get_mut(i) {
             Some(uf) => {
                 assert_eq!(uf.name, f.name, "{}: field {i} renamed between releases", s.name);
-                assert_eq!(rust_ty(uf.ty), rust_ty(f.ty), "{}.{}: Rust type changes between releases", s.name, f.name);
+                let token_ids = is_token_ids(uf.ty) && is_token_ids(f.ty) && is_optional(uf.ty) == is_optional(f.ty);
+                assert!(
+                    rust_ty(uf.ty) == rust_ty(f.ty) || token_ids,
+                    "{}.{}: Rust type changes between releases ({} to {}): give the pair a Rust type that writes both",
+                    s.name,
+                    f.name,
+                    python_type(uf.ty),
+                    python_type(f.ty)
+                );
                 assert_eq!(uf.default, f.default, "{}.{}: default changes between releases", s.name, f.name);
                 uf.mask |= 1 << ri;
                 uf.pos[ri] = i;
+                uf.tys[ri] = Some(f.ty);
             }
             None => u.fields.push(new_field(f, u.rels.len(), ri, i)),
         }
@@ -138,7 +172,9 @@ fn merge(u: &mut UStruct, s: &'static StructSchema, ri: usize) {
 fn new_field(f: &'static engine_protocol::schema::Field, n: usize, ri: usize, i: usize) -> UField {
     let mut pos = vec![0; n];
     pos[ri] = i;
-    UField { name: f.name, ty: f.ty, default: f.default, mask: 1 << ri, pos }
+    let mut tys = vec![None; n];
+    tys[ri] = Some(f.ty);
+    UField { name: f.name, ty: f.ty, default: f.default, mask: 1 << ri, pos, tys }
 }
 
 /// Adds a release's fields to a map struct, matched by name: the keys are
@@ -158,6 +194,7 @@ fn merge_by_name(u: &mut UStruct, s: &'static StructSchema, ri: usize) {
                 assert!(after.is_none_or(|a| a < at), "{}.{}: key order changes between releases", s.name, f.name);
                 uf.mask |= 1 << ri;
                 uf.pos[ri] = i;
+                uf.tys[ri] = Some(f.ty);
                 at
             }
             None => {
@@ -200,7 +237,8 @@ fn rust_ty(ty: &Ty) -> String {
         Ty::Int => "i128".into(),
         Ty::Float => "f64".into(),
         Ty::Str | Ty::StrLiteral(_) => "String".into(),
-        Ty::Bytes => panic!("no typed form for bytes fields yet"),
+        // Shared, as arrays are: `bytes::Bytes`.
+        Ty::Bytes => "Bytes".into(),
         Ty::IntEnum(e) => match e.name {
             "FinishReason" | "RequestOutputKind" | "EngineCoreEventType" | "Modality" => e.name.into(),
             other => panic!("no typed enum for {other}: add one to typed/mod.rs"),
@@ -280,6 +318,9 @@ impl UStruct {
         if is_rid_union(f) {
             return "Option<Rid>".into();
         }
+        if f.retyped() {
+            return if is_optional(f.ty) { "Option<TokenIds>".into() } else { "TokenIds".into() };
+        }
         if self.wrapped(f) {
             format!("Option<{}>", rust_ty(f.ty))
         } else {
@@ -327,6 +368,7 @@ fn zero(ty: &Ty) -> String {
         Ty::Struct(s) => format!("{}::default()", rust_name(s.name)),
         Ty::Tensor(_) => "empty_tensor()".into(),
         Ty::UtilityResult => "UtilityResult::default()".into(),
+        Ty::Bytes => "Bytes::new()".into(),
         other => panic!("no zero value for {}", python_type(other)),
     }
 }
@@ -414,8 +456,47 @@ fn counts_lit(u: &UStruct) -> String {
     format!("&{:?}", u.counts)
 }
 
+/// The Rust expression of a retyped field's type (leaf types, lists and
+/// options: what token ids are typed as).
+fn ty_code(ty: &Ty) -> String {
+    match ty {
+        Ty::Int => "Ty::Int".into(),
+        Ty::Optional(t) => format!("Ty::Optional(&{})", ty_code(t)),
+        Ty::List(t) => format!("Ty::List(&{})", ty_code(t)),
+        Ty::Tensor(engine_protocol::schema::TensorKind::Numpy) => "Ty::Tensor(TensorKind::Numpy)".into(),
+        other => panic!("no code for the retyped type {}", python_type(other)),
+    }
+}
+
+/// The static holding a retyped field's type per release.
+fn tys_static(u: &UStruct, f: &UField) -> String {
+    let mut o = String::new();
+    for (i, c) in u.rust.chars().enumerate() {
+        if i > 0 && c.is_ascii_uppercase() {
+            o.push('_');
+        }
+        o.push(c.to_ascii_uppercase());
+    }
+    format!("{o}_{}_TYS", f.name.trim_start_matches('_').to_uppercase())
+}
+
 fn doc_type(u: &UStruct, f: &UField) -> String {
-    let mut d = format!("`{}: {}`", f.name, python_type(f.ty));
+    let mut d = if f.retyped() {
+        // Each type once, with the releases that have it.
+        let mut per: Vec<(String, Vec<&str>)> = Vec::new();
+        for (ri, t) in f.tys.iter().enumerate() {
+            let Some(t) = t else { continue };
+            let py = python_type(t);
+            match per.iter_mut().find(|(p, _)| *p == py) {
+                Some((_, vs)) => vs.push(u.rels[ri].version),
+                None => per.push((py, vec![u.rels[ri].version])),
+            }
+        }
+        let per: Vec<String> = per.iter().map(|(py, vs)| format!("`{py}` ({})", vs.join(", "))).collect();
+        format!("`{}`: {}", f.name, per.join(", "))
+    } else {
+        format!("`{}: {}`", f.name, python_type(f.ty))
+    };
     match f.default {
         D::Required => d.push_str(", required"),
         D::NewStruct => d.push_str(", default a fresh instance"),
@@ -496,8 +577,9 @@ pub fn generate() -> String {
          use super::*;\n\
          use crate::error::Error;\n\
          use crate::msgpack::write;\n\
-         use crate::schema::{Default as D, Ty};\n\
-         use crate::value::{StructValue, Tensor, Value};\n",
+         use crate::schema::{Default as D, TensorKind, Ty};\n\
+         use crate::value::{StructValue, Tensor, Value};\n\
+         use bytes::Bytes;\n",
     );
     gen_structs(&mut o, &structs);
     o
@@ -601,6 +683,19 @@ fn gen_struct(o: &mut String, u: &UStruct) {
     }
     o.push_str("        }\n    }\n}\n");
 
+    for f in u.fields.iter().filter(|f| f.retyped()) {
+        let tys: Vec<String> =
+            f.tys.iter().map(|t| t.map_or("&Ty::Any".to_string(), |t| format!("&{}", ty_code(t)))).collect();
+        let _ = writeln!(
+            o,
+            "\n/// `{}.{}`'s type in each release, for `encode_as`.\nstatic {}: [&Ty; {}] = [{}];",
+            u.name,
+            f.name,
+            tys_static(u, f),
+            tys.len(),
+            tys.join(", ")
+        );
+    }
     let _ = writeln!(o, "\nimpl WireType for {n} {{");
     if u.layout == Layout::OpenMap {
         gen_open_map(o, u);
@@ -775,7 +870,10 @@ fn gen_encode_field(o: &mut String, u: &UStruct, f: &UField) {
     let id = ident(f.name);
     let seg = format!(".{}", f.name);
     let key = if u.is_map() { format!("e.raw({}); ", key_lit(f.name)) } else { String::new() };
-    let write_value = if u.wrapped(f) {
+    let write_value = if f.retyped() {
+        assert!(!u.wrapped(f), "{}.{}: a retyped field held as a default-able Option", u.name, f.name);
+        format!("WireType::encode_as(&self.{id}, {}[rel.index()], rel, e).at({seg:?})?", tys_static(u, f))
+    } else if u.wrapped(f) {
         format!(
             "match &self.{id} {{ Some(x) => WireType::encode(x, rel, e).at({seg:?})?, None => e.raw({}) }}",
             bytes_lit(&default_bytes(&f.default))

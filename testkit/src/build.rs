@@ -59,9 +59,8 @@ impl Request {
             sampling: StructValue::with_defaults(release.sampling_params),
         };
         r.request.set("request_id", Value::Str("r".into()));
-        r.request.set("prompt_token_ids", Value::IntArray(vec![1]));
         r.request.set("arrival_time", Value::Float(0.5));
-        r
+        r.prompt(vec![1])
     }
 
     /// Sets the request id.
@@ -70,9 +69,12 @@ impl Request {
         self
     }
 
-    /// Sets the prompt token ids.
+    /// Sets the prompt token ids, as the release's table types them: a
+    /// list up to 0.33.0, an int32 ndarray (`<i4`) from 0.34.0.
     pub fn prompt(mut self, ids: impl Into<Vec<i64>>) -> Request {
-        self.request.set("prompt_token_ids", Value::IntArray(ids.into()));
+        let ids = engine_protocol::typed::TokenIds::from(ids.into());
+        let v = ids.value_in(self.release).expect("the prompt fits the release's prompt type");
+        self.request.set("prompt_token_ids", v);
         self
     }
 

@@ -219,18 +219,8 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
     let client_gave_up = obs.error.as_ref().is_some_and(NoResponse::client_gave_up);
     let body = obs.body.clone().unwrap_or(Json::Null);
     let expected_sp = obs.adds.first().map(|(_, a)| {
-        let prompt: Vec<i64> = match a.get("prompt_token_ids") {
-            Some(Value::IntArray(xs)) => xs.clone(),
-            Some(Value::Array(xs)) => xs
-                .iter()
-                .filter_map(|x| match x {
-                    Value::Int(i) => Some(*i),
-                    Value::UInt(u) => Some(*u as i64),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        // A list up to 0.33.0, an int32 array from 0.34.0.
+        let prompt: Vec<i64> = a.get("prompt_token_ids").and_then(Value::token_ids).unwrap_or_default();
         vllm_expected(req, &prompt, ctx)
     });
     let first_add = obs.adds.first().map(|(_, a)| a);
@@ -281,11 +271,8 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
             }
             Check::PromptTokens {} => {
                 let got = body.get("usage").and_then(|u| u.get("prompt_tokens")).and_then(Json::as_i64);
-                let want = first_add.map(|a| match a.get("prompt_token_ids") {
-                    Some(Value::IntArray(x)) => x.len() as i64,
-                    Some(Value::Array(x)) => x.len() as i64,
-                    _ => 0,
-                });
+                let want = first_add
+                    .map(|a| a.get("prompt_token_ids").and_then(Value::token_ids).map_or(0, |x| x.len() as i64));
                 res.push(
                     name,
                     got.is_some() && got == want,
@@ -298,11 +285,7 @@ pub fn check_request(req: &GwRequest, obs: &Observed, ctx: &CheckCtx<'_>) -> Vec
                 let got = body.get("usage").and_then(|u| u.get("completion_tokens")).and_then(Json::as_i64);
                 let want = match (is, first_add) {
                     (Count::Room(_), Some(a)) => {
-                        let p = match a.get("prompt_token_ids") {
-                            Some(Value::IntArray(x)) => x.len(),
-                            Some(Value::Array(x)) => x.len(),
-                            _ => 0,
-                        } as i64;
+                        let p = a.get("prompt_token_ids").and_then(Value::token_ids).map_or(0, |x| x.len()) as i64;
                         Some(ctx.facts.max_model_len - p)
                     }
                     (Count::N(n), _) => i64::try_from(*n).ok(),

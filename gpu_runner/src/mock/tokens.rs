@@ -28,13 +28,8 @@ pub fn sampled_token(prompt: &[i64], position: usize, seed: Option<i64>, vocab_s
     5 + (h % (vocab_size.max(6) - 5) as u64) as i64
 }
 
-/// Integers of an int list value (`IntArray` or an array of ints).
+/// Integers of a token-id value: a list (`IntArray` or an array of ints)
+/// or an integer ndarray (vLLM 0.34.0's prompt); empty for anything else.
 pub fn ints(v: Option<&Value>) -> Vec<i64> {
-    match v {
-        Some(Value::IntArray(xs)) => xs.clone(),
-        Some(Value::Array(xs)) => {
-            xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-        }
-        _ => Vec::new(),
-    }
+    v.and_then(Value::token_ids).unwrap_or_default()
 }

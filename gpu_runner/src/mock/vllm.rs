@@ -431,7 +431,7 @@ impl Mock<'_> {
         let sampling = sp.temperature > 0.0;
         Some(Running {
             id: r.request_id,
-            prompt: list(r.prompt_token_ids),
+            prompt: r.prompt_token_ids.and_then(|ids| ids.to_i64_vec()).unwrap_or_default(),
             out: Vec::new(),
             max_tokens,
             min_tokens: int(Some(sp.min_tokens)).unwrap_or(0),

@@ -8,6 +8,8 @@
 //!   typed struct (for an engine, a mock engine or a recorder reading ADDs;
 //!   `typed::decode_typed::<EngineCoreRequest>` runs it), with the verdicts
 //!   of `decode_message` plus the typed conversion (module `request`);
+//!   [`decode_request_shared`] the same on frames held as `bytes::Bytes`,
+//!   a 0.34.0 prompt array then a view of its received frame (zero copy);
 //! - [`tokenspeed::decode_batch`]: TokenSpeed's output batch straight into
 //!   the typed `BatchTokenIDOutSlim`, with the result of the typed
 //!   TokenSpeed API's `decode_typed`.
@@ -69,7 +71,7 @@ pub mod tokenspeed {
     pub use super::tokenspeed_direct::decode_batch;
 }
 
-pub use request::decode_request;
+pub use request::{decode_request, decode_request_shared};
 
 /// How `typed::decode_typed` reads each message: the direct decoder for
 /// `EngineCoreRequest`, the reference path (`decode_typed_via_value`) for
@@ -882,8 +884,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn both_vllm_tables_have_the_layout_the_fast_decoder_reads() {
-        for v in ["0.32.0", "0.33.0"] {
+    fn every_typed_vllm_table_has_the_layout_the_fast_decoder_reads() {
+        for v in ["0.32.0", "0.33.0", "0.34.0"] {
             let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
             let batch = rel.engine_core_outputs.as_struct().expect("struct");
             assert!(layout_ok(batch, rel.engine_core_output), "{v}");

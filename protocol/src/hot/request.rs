@@ -45,14 +45,21 @@
 //! winning; `stop` is `str | list[str]`; `_all_stop_token_ids` is a Python
 //! set (duplicates collapse, first occurrence kept).
 
-use crate::decode::{decode_sub, Limits};
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+use crate::decode::{check_tensor_shape, decode_sub, Limits};
 use crate::error::Error;
 use crate::frames::RequestType;
-use crate::schema::{vllm, ReleaseSchema, StructSchema, Ty};
+use crate::registry::PerStruct;
+use crate::schema::{python_type, vllm, ReleaseSchema, StructSchema, TensorKind, Ty};
 use crate::typed::wire::{Rel, WireType};
 use crate::typed::{
-    decode_typed_via_value, EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopStrings,
+    decode_typed_via_value, EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopStrings, TokenArray,
+    TokenIds, INT32_DTYPE, UINT32_DTYPE,
 };
+use crate::value::numpy_dtype;
 
 /// Decodes the frames (`[type byte, payload, aux...]`) of one ADD of
 /// `release` into the typed struct, with the verdict, struct and drift of
@@ -75,10 +82,48 @@ pub(crate) fn decode_request_refs(
     // Built in place: the struct is over a kilobyte, and each move of it
     // costs a tenth of reading a short request.
     let mut request = EngineCoreRequest::default();
-    if fast(release, frames, limits, &mut request).is_some() {
+    if fast(release, frames, None, limits, &mut request).is_some() {
         return Ok((request, Vec::new()));
     }
     decode_typed_via_value::<EngineCoreRequest>(release, frames, limits)
+}
+
+/// [`decode_request`] on frames held as shared buffers (what a ZeroMQ
+/// binding hands over, `bytes::Bytes`): a 0.34.0 prompt array is a view of
+/// the frame it arrived in (its aux frame, or the payload for an inline
+/// one), not a copy, as vLLM's decoder reads it (`np.frombuffer` of the
+/// received frame). Same verdicts, struct and drift as [`decode_request`].
+///
+/// ```
+/// use bytes::Bytes;
+/// use engine_protocol::hot::decode_request_shared;
+/// use engine_protocol::typed::{EncodeOptions, EngineCoreRequest, Eos};
+/// use engine_protocol::{Limits, VLLM_0_34_0};
+///
+/// let ids: Vec<i32> = (0..70_000).collect();
+/// let request = EngineCoreRequest::builder("req-1", ids, 16, Eos::token(2)).build()?;
+/// let frames: Vec<Bytes> = request.encode_shared(VLLM_0_34_0, &EncodeOptions::default())?;
+/// assert_eq!(frames.len(), 3); // ADD, payload, the prompt's 280 000 bytes
+/// let (decoded, drift) = decode_request_shared(VLLM_0_34_0, &frames, &Limits::default())?;
+/// assert!(drift.is_empty());
+/// let array = decoded.prompt_token_ids.as_ref().and_then(|p| p.array()).expect("an array");
+/// // The same memory as the received frame: no copy.
+/// assert_eq!(array.bytes().as_ptr(), frames[2].as_ptr());
+/// assert_eq!(decoded, request);
+/// # Ok::<(), engine_protocol::Error>(())
+/// ```
+pub fn decode_request_shared(
+    release: &'static ReleaseSchema,
+    frames: &[Bytes],
+    limits: &Limits,
+) -> Result<(EngineCoreRequest, Vec<String>), Error> {
+    crate::frames::with_frame_refs(frames, |refs| {
+        let mut request = EngineCoreRequest::default();
+        if fast(release, refs, frames.get(1..), limits, &mut request).is_some() {
+            return Ok((request, Vec::new()));
+        }
+        decode_typed_via_value::<EngineCoreRequest>(release, refs, limits)
+    })
 }
 
 /// The direct path alone: the struct when it reads the message itself,
@@ -91,7 +136,7 @@ pub fn decode_request_direct(
     limits: &Limits,
 ) -> Option<EngineCoreRequest> {
     let mut request = EngineCoreRequest::default();
-    fast(release, frames, limits, &mut request).map(|()| request)
+    fast(release, frames, None, limits, &mut request).map(|()| request)
 }
 
 /// The fast path, reading into `request` (a default one): `None` hands
@@ -99,10 +144,11 @@ pub fn decode_request_direct(
 fn fast(
     release: &'static ReleaseSchema,
     frames: &[&[u8]],
+    shared: Option<&[Bytes]>,
     limits: &Limits,
     request: &mut EngineCoreRequest,
 ) -> Option<()> {
-    let schema = table(release)?;
+    let (schema, prompt) = table(release)?;
     let rel = Rel::of(release).ok()?;
     let (first, data) = frames.split_first()?;
     if !matches!(RequestType::from_frame(first), Ok(RequestType::Add)) {
@@ -116,27 +162,66 @@ fn fast(
         buf: payload,
         pos: 0,
         frames: data,
+        shared,
         limits,
         depth: 0,
         tensor_budget: data.iter().map(|f| f.len()).sum(),
         rel,
+        prompt,
     };
     p.request(schema, request).ok()?;
     (p.pos == payload.len()).then_some(())
 }
 
-/// The request table, when it is one of the two whose layout is read here
-/// (checked by identity; `both_vllm_request_tables_have_the_layout_read_here`
-/// checks the layout).
-fn table(release: &'static ReleaseSchema) -> Option<&'static StructSchema> {
+/// How a table types the prompt: what the reader reads at field 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prompt {
+    /// `list[int] | None` (up to 0.33.0).
+    List,
+    /// `numpy.ndarray | None` (0.34.0 on): an int array, read in place.
+    Array,
+}
+
+/// The request table and how it types the prompt, when its layout is the
+/// one read here: the fields of [`REQUEST_FIELDS`] in that order (the 22
+/// of 0.32.0 and 0.33.0, `block_hashes` appended in 0.34.0), the ones read
+/// directly of the types read here, the sampling parameters of
+/// `vllm::SAMPLING_PARAMS`. Checked once per table (cached), so a new
+/// release whose table keeps the layout is read here without code.
+fn table(release: &'static ReleaseSchema) -> Option<(&'static StructSchema, Prompt)> {
+    static LAYOUT: PerStruct<Option<Prompt>> = PerStruct::new();
     let s = release.engine_core_request.as_struct()?;
-    let known = std::ptr::eq(s, &vllm::ENGINE_CORE_REQUEST_0_32) || std::ptr::eq(s, &vllm::ENGINE_CORE_REQUEST_0_33);
-    known.then_some(s)
+    let prompt = *LAYOUT.get(s, || layout(s, release));
+    prompt.map(|p| (s, p))
+}
+
+fn layout(s: &'static StructSchema, release: &'static ReleaseSchema) -> Option<Prompt> {
+    let names: Vec<&str> = s.fields.iter().map(|f| f.name).collect();
+    if names.len() < 22 || names.len() > REQUEST_FIELDS.len() || names[..] != REQUEST_FIELDS[..names.len()] {
+        return None;
+    }
+    if s.min_len() != 9 || !std::ptr::eq(release.sampling_params, &vllm::SAMPLING_PARAMS) {
+        return None;
+    }
+    let reference = &vllm::ENGINE_CORE_REQUEST_0_33;
+    // The fields read directly keep their types; the others go through the
+    // schema-driven decoder with whatever type the table gives.
+    let direct = [0, 3, 5, 7, 8, 11, 12, 13, 15, 16, 17, 19, 20];
+    let same = |i: usize| python_type(s.fields[i].ty) == python_type(reference.fields[i].ty);
+    if !direct.iter().all(|&i| same(i))
+        || !matches!(s.fields[3].ty, Ty::Optional(Ty::Struct(sp)) if std::ptr::eq(*sp, &vllm::SAMPLING_PARAMS))
+    {
+        return None;
+    }
+    match s.fields[1].ty {
+        Ty::Optional(Ty::List(Ty::Int)) => Some(Prompt::List),
+        Ty::Optional(Ty::Tensor(TensorKind::Numpy)) => Some(Prompt::Array),
+        _ => None,
+    }
 }
 
 /// The request fields, by position, as read here.
-#[cfg(test)]
-const REQUEST_FIELDS: [&str; 22] = [
+const REQUEST_FIELDS: [&str; 23] = [
     "request_id",
     "prompt_token_ids",
     "mm_features",
@@ -159,6 +244,7 @@ const REQUEST_FIELDS: [&str; 22] = [
     "abort_immediately",
     "session_id",
     "kv_hints",
+    "block_hashes",
 ];
 
 /// "Not read here": the message goes to the reference path.
@@ -171,10 +257,14 @@ struct Parser<'a, 'f, 'l> {
     pos: usize,
     /// The data frames (payload first), for aux-frame tensors.
     frames: &'f [&'a [u8]],
+    /// The same frames as shared buffers, when the caller holds them so:
+    /// a prompt array is then a view of its frame.
+    shared: Option<&'f [Bytes]>,
     limits: &'l Limits,
     depth: usize,
     tensor_budget: usize,
     rel: Rel,
+    prompt: Prompt,
 }
 
 #[inline]
@@ -382,6 +472,105 @@ impl Parser<'_, '_, '_> {
         self.int_list().map(|xs| Some(IntList::from(xs)))
     }
 
+    /// An ndarray prompt (`[dtype, shape, data]`), or nil, with the
+    /// checks of vLLM's decode hook as the schema-driven decoder applies
+    /// them (a dtype numpy parses, a shape the bytes fit, an aux index in
+    /// range, the tensor budget); what it refuses is handed over. The ids
+    /// are the frame's own bytes when the frames are shared, else copied
+    /// once.
+    fn opt_token_array(&mut self) -> P<Option<TokenIds>> {
+        if self.nil_next() {
+            return Ok(None);
+        }
+        if self.array_len()? != 3 {
+            return Err(Bail);
+        }
+        self.enter()?;
+        let dtype_bytes = self.str_bytes()?;
+        let dtype: Cow<'static, str> = match dtype_bytes {
+            b"<i4" => Cow::Borrowed(INT32_DTYPE),
+            b"=u4" => Cow::Borrowed(UINT32_DTYPE),
+            other => Cow::Owned(std::str::from_utf8(other).map_err(|_| Bail)?.to_owned()),
+        };
+        let parsed = numpy_dtype(&dtype).ok_or(Bail)?;
+        let dims = self.array_len()?;
+        let mut shape = Vec::with_capacity(dims);
+        for _ in 0..dims {
+            shape.push(self.int64()?);
+        }
+        let (frame, range) = match self.peek()? {
+            0xc7..=0xc9 | 0xd4..=0xd8 => {
+                let (ty, body) = self.ext()?;
+                if ty != 3 {
+                    return Err(Bail);
+                }
+                (0, body)
+            }
+            0xc4..=0xc6 => (0, self.bin()?),
+            _ => {
+                let i = self.int64()?;
+                let frame = usize::try_from(i).map_err(|_| Bail)?;
+                let f = *self.frames.get(frame).ok_or(Bail)?;
+                (frame, 0..f.len())
+            }
+        };
+        let nbytes = range.len();
+        if check_tensor_shape(TensorKind::Numpy, &shape, nbytes, parsed.elem.size()).is_err()
+            || nbytes > self.tensor_budget
+        {
+            return Err(Bail);
+        }
+        self.tensor_budget -= nbytes;
+        let data = match self.shared {
+            Some(frames) => frames[frame].slice(range),
+            None => Bytes::copy_from_slice(&self.frames[frame][range]),
+        };
+        self.depth -= 1;
+        Ok(Some(TokenIds::from_array(TokenArray::checked(dtype, parsed, shape, data))))
+    }
+
+    /// An ext value: its type and where its body lies in the payload.
+    fn ext(&mut self) -> P<(i8, std::ops::Range<usize>)> {
+        let b = self.peek()?;
+        let (n, k) = match b {
+            0xd4 => (1, 1),
+            0xd5 => (2, 1),
+            0xd6 => (4, 1),
+            0xd7 => (8, 1),
+            0xd8 => (16, 1),
+            0xc7 => (be::<1>(self.buf, self.pos + 1)?[0] as usize, 2),
+            0xc8 => (u16::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 3),
+            0xc9 => (u32::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 5),
+            _ => return Err(Bail),
+        };
+        let ty = be::<1>(self.buf, self.pos + k)?[0] as i8;
+        let at = self.pos + k + 1;
+        let end = at.checked_add(n).ok_or(Bail)?;
+        if end > self.buf.len() {
+            return Err(Bail);
+        }
+        self.pos = end;
+        Ok((ty, at..end))
+    }
+
+    /// A `bin` value: where its bytes lie in the payload.
+    fn bin(&mut self) -> P<std::ops::Range<usize>> {
+        let b = self.peek()?;
+        let (n, k) = match b {
+            0xc4 => (be::<1>(self.buf, self.pos + 1)?[0] as usize, 2),
+            0xc5 => (u16::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 3),
+            0xc6 => (u32::from_be_bytes(be(self.buf, self.pos + 1)?) as usize, 5),
+            _ => return Err(Bail),
+        };
+        let at = self.pos + k;
+        let end = at.checked_add(n).ok_or(Bail)?;
+        if end > self.buf.len() {
+            return Err(Bail);
+        }
+        self.pos = end;
+        Ok(at..end)
+    }
+
     /// A `list[str]` one level down.
     fn str_list(&mut self) -> P<Vec<String>> {
         let n = self.array_len()?;
@@ -429,7 +618,12 @@ impl Parser<'_, '_, '_> {
         for i in 0..n {
             match i {
                 0 => r.request_id = self.string()?,
-                1 => r.prompt_token_ids = self.opt_int_list()?,
+                1 => {
+                    r.prompt_token_ids = match self.prompt {
+                        Prompt::List => self.opt_int_list()?.map(TokenIds::from_list),
+                        Prompt::Array => self.opt_token_array()?,
+                    }
+                }
                 2 => r.mm_features = self.opt_sub(ty(i))?,
                 3 => {
                     if !self.nil_next() {
@@ -454,6 +648,7 @@ impl Parser<'_, '_, '_> {
                 19 => r.abort_immediately = self.bool()?,
                 20 => r.session_id = self.opt_string()?,
                 21 => r.kv_hints = self.opt_sub(ty(i))?,
+                22 => r.block_hashes = self.opt_sub(ty(i))?,
                 _ => return Err(Bail),
             }
         }
@@ -648,14 +843,20 @@ mod tests {
     use crate::schema::Default as D;
 
     #[test]
-    fn both_vllm_request_tables_have_the_layout_read_here() {
-        for v in ["0.32.0", "0.33.0"] {
+    fn every_typed_vllm_request_table_has_the_layout_read_here() {
+        for (v, prompt) in [("0.32.0", Prompt::List), ("0.33.0", Prompt::List), ("0.34.0", Prompt::Array)] {
             let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
-            let s = table(rel).expect("a known request table");
+            let (s, read_as) = table(rel).expect("a known request table");
+            assert_eq!(read_as, prompt, "{v}");
             let names: Vec<&str> = s.fields.iter().map(|f| f.name).collect();
-            assert_eq!(names, REQUEST_FIELDS, "{v}");
+            assert_eq!(names, REQUEST_FIELDS[..names.len()], "{v}");
             assert_eq!(s.min_len(), 9, "{v}");
             assert!(std::ptr::eq(rel.sampling_params, &vllm::SAMPLING_PARAMS), "{v}");
+        }
+        // Older tables differ in the fields read directly: the reference path.
+        for v in ["0.22.0", "0.26.0", "0.31.0"] {
+            let rel = crate::release(crate::schema::Dialect::Vllm, v).expect("table");
+            assert!(table(rel).is_none(), "{v}");
         }
         // The sampling fields read through the schema-driven decoder, by
         // position.

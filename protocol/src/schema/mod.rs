@@ -368,13 +368,16 @@ impl Ty {
 /// ```
 /// use engine_protocol::{release, Dialect, VLLM_0_33_0};
 /// assert!(std::ptr::eq(VLLM_0_33_0, release(Dialect::Vllm, "0.33.0").unwrap()));
-/// let e = release(Dialect::Vllm, "0.34.0").unwrap_err();
-/// assert!(e.to_string().starts_with("no schema table for vllm 0.34.0 (tables: 0.22.0, 0.22.1,"), "{e}");
-/// assert!(e.to_string().ends_with("0.31.0, 0.32.0, 0.33.0)"), "{e}");
+/// let e = release(Dialect::Vllm, "0.35.0").unwrap_err();
+/// assert!(e.to_string().starts_with("no schema table for vllm 0.35.0 (tables: 0.22.0, 0.22.1,"), "{e}");
+/// assert!(e.to_string().ends_with("0.31.0, 0.32.0, 0.33.0, 0.34.0)"), "{e}");
 /// ```
 pub static VLLM_0_32_0: &ReleaseSchema = &vllm::V0_32_0;
 /// vLLM 0.33.0's table.
 pub static VLLM_0_33_0: &ReleaseSchema = &vllm::V0_33_0;
+/// vLLM 0.34.0's table (generated from its schema dump): the prompt's
+/// token ids as an int32 ndarray (docs/wire-protocol.md §6.9).
+pub static VLLM_0_34_0: &ReleaseSchema = &vllm::V0_34_0;
 /// TokenSpeed 0.1.1's table.
 pub static TOKENSPEED_0_1_1: &ReleaseSchema = &tokenspeed::V0_1_1;
 /// The table of TokenSpeed's main branch at git 57b49061 (its 08-03 wire).
@@ -382,12 +385,12 @@ pub static TOKENSPEED_GIT_57B49061: &ReleaseSchema = &tokenspeed::GIT_57B49061;
 
 /// The vLLM EngineCore releases the typed API, `arbitrary` and the fuzzers
 /// cover, oldest first (every release with a table: [`VLLM_TABLES`]).
-pub static VLLM_RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0];
+pub static VLLM_RELEASES: &[&ReleaseSchema] = &[&vllm::V0_32_0, &vllm::V0_33_0, &vllm::V0_34_0];
 
 /// Every vLLM EngineCore release this crate has a table for, oldest first:
-/// 0.32.0 and 0.33.0 written by hand, the releases before them generated
-/// from their schema dumps (`vllm::V0_22_1` ...). The value codec, `verify`
-/// and the runner take any of them.
+/// 0.32.0 and 0.33.0 written by hand, every other generated from its
+/// schema dump (`vllm::V0_22_1` ..., `vllm::V0_34_0`). The value codec,
+/// `verify` and the runner take any of them.
 pub static VLLM_TABLES: &[&ReleaseSchema] = &vllm::TABLES;
 
 /// Every TokenSpeed release this crate has a table for, oldest first.

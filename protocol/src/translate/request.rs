@@ -19,7 +19,7 @@ use super::tokenizer::GatewayTokenizer;
 use crate::schema::ReleaseSchema;
 use crate::typed::{
     Constraint, EngineCoreRequest, IntList, JsonSchema, RequestOutputKind, SamplingParams, StopIds, StopStrings,
-    StructuredOutputsParams, WIRE_INT_MAX, WIRE_INT_MIN,
+    StructuredOutputsParams, TokenIds, WIRE_INT_MAX, WIRE_INT_MIN,
 };
 use crate::validate::{self, ConstraintCount};
 use crate::value::{StructValue, Value};
@@ -825,7 +825,9 @@ pub fn fan_out(
 ) -> Result<Vec<EngineRequest>, TranslateError> {
     let n = req.n.unwrap_or(1);
     let seed = req.seed.filter(|&s| s != -1);
-    let prompt: IntList = req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect();
+    // The int32 array vLLM's frontend packs (0.34.0 on; a list to older
+    // releases): its bytes shared by every child.
+    let prompt = TokenIds::from_u32(&req.prompt_token_ids);
     let child = |request_id: String, seed: Option<i128>, index: usize| -> Result<EngineRequest, TranslateError> {
         let typed = EngineCoreRequest {
             request_id: request_id.clone(),

@@ -5,7 +5,9 @@
 //!
 //! What the engine requires (docs/wire-protocol.md §10, §13.4; the live
 //! captures of `golden/vllm/0.32.0/live/`, tests/serving_problems.rs):
-//! a request id (the outputs name requests by it), a prompt, `max_tokens`
+//! a request id (the outputs name requests by it), a prompt (held as the
+//! int32 array vLLM 0.34.0's frontend sends, [`TokenIds`], and written as
+//! each release takes it), `max_tokens`
 //! (nil decodes, then the engine asserts), the EOS facts (without
 //! `_eos_token_id` the engine never stops on EOS), and a `_backend` for a
 //! structured-output constraint (without it a 0.33 engine finishes the
@@ -23,7 +25,7 @@
 use std::collections::BTreeSet;
 
 use super::{
-    Constraint, EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopStrings, StructuredOutputsParams,
+    Constraint, EngineCoreRequest, RequestOutputKind, SamplingParams, StopStrings, StructuredOutputsParams, TokenIds,
 };
 use crate::error::{Error, RejectClass};
 use crate::validate::{first_violation, SAMPLING_PARAMS_RULES};
@@ -189,7 +191,7 @@ impl EngineCoreRequest {
     /// ```
     pub fn builder(
         request_id: impl Into<String>,
-        prompt_token_ids: impl Into<IntList>,
+        prompt_token_ids: impl Into<TokenIds>,
         max_tokens: u32,
         eos: Eos,
     ) -> RequestBuilder {
@@ -312,7 +314,17 @@ impl RequestBuilder {
         sp.eos_token_id = ids.eos_token_id.map(i128::from);
         sp.all_stop_token_ids = ids.all_stop_token_ids.into_iter().collect();
         sp.stop_token_ids = (!ids.stop_token_ids.is_empty()).then(|| ids.stop_token_ids.into());
-        let request = self.request;
+        let mut request = self.request;
+        // The prompt as the int32 array vLLM's frontend sends (0.34.0 on),
+        // written as a list to releases that take lists: an id outside
+        // int32 is in no vocabulary, and vLLM's frontend cannot send it.
+        if let Some(ids) = request.prompt_token_ids.as_mut() {
+            if ids.list().is_some() {
+                *ids = TokenIds::from_array(
+                    ids.to_int32_array().map_err(|e| e.under("EngineCoreRequest.prompt_token_ids"))?,
+                );
+            }
+        }
         if let Some(problem) = request.first_fatal_problem(self.max_model_len) {
             return Err(Error::unservable(problem));
         }

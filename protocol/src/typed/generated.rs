@@ -2,7 +2,7 @@
 // (src/schema/vllm.rs); do not edit. Regenerate with
 // ENGINE_PROTOCOL_BLESS=1 cargo test -p engine-protocol --test typed_generated
 //! Typed wire structs, one per struct of the schema tables, with the
-//! union of their fields over the releases 0.32.0, 0.33.0.
+//! union of their fields over the releases 0.32.0, 0.33.0, 0.34.0.
 //!
 //! Each converts from a decoded [`Value`], to a [`Value`] of a chosen
 //! release, and encodes straight to MessagePack bytes (docs/wire-protocol.md §5).
@@ -13,16 +13,17 @@ use super::wire::*;
 use super::*;
 use crate::error::Error;
 use crate::msgpack::write;
-use crate::schema::{Default as D, Ty};
+use crate::schema::{Default as D, TensorKind, Ty};
 use crate::value::{StructValue, Tensor, Value};
+use bytes::Bytes;
 
 /// `EngineCoreRequest`: an array of every field in order (msgspec `array_like`); unknown trailing elements are kept in `unknown`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineCoreRequest {
     /// `request_id: str`, required.
     pub request_id: String,
-    /// `prompt_token_ids: list[int] | None`, required.
-    pub prompt_token_ids: Option<IntList>,
+    /// `prompt_token_ids`: `list[int] | None` (0.32.0, 0.33.0), `numpy.ndarray | None` (0.34.0), required.
+    pub prompt_token_ids: Option<TokenIds>,
     /// `mm_features: list[MultiModalFeatureSpec] | None`, required.
     pub mm_features: Option<Vec<MultiModalFeatureSpec>>,
     /// `sampling_params: SamplingParams | None`, required.
@@ -63,6 +64,8 @@ pub struct EngineCoreRequest {
     pub session_id: Option<String>,
     /// `kv_hints: KvHintsEnvelope | None`, default `Nil`.
     pub kv_hints: Option<KvHintsEnvelope>,
+    /// `block_hashes: list[bytes] | None`, default `Nil`. Since 0.34.0 (releases: 0.34.0).
+    pub block_hashes: Option<Vec<Bytes>>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,
@@ -93,16 +96,20 @@ impl Default for EngineCoreRequest {
             abort_immediately: false,
             session_id: None,
             kv_hints: None,
+            block_hashes: None,
             unknown: Vec::new(),
         }
     }
 }
 
+/// `EngineCoreRequest.prompt_token_ids`'s type in each release, for `encode_as`.
+static ENGINE_CORE_REQUEST_PROMPT_TOKEN_IDS_TYS: [&Ty; 3] = [&Ty::Optional(&Ty::List(&Ty::Int)), &Ty::Optional(&Ty::List(&Ty::Int)), &Ty::Optional(&Ty::Tensor(TensorKind::Numpy))];
+
 impl WireType for EngineCoreRequest {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineCoreRequest")?;
-        if sv.schema.fields.len() != rel.pick(&[22, 22]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[22, 22])));
+        if sv.schema.fields.len() != rel.pick(&[22, 22, 23]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[22, 22, 23])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineCoreRequest {
@@ -128,13 +135,14 @@ impl WireType for EngineCoreRequest {
             abort_immediately: WireType::from_value(next_field(&mut it, "abort_immediately")?, raw_at(raw, 19), rel).at(".abort_immediately")?,
             session_id: WireType::from_value(next_field(&mut it, "session_id")?, raw_at(raw, 20), rel).at(".session_id")?,
             kv_hints: WireType::from_value(next_field(&mut it, "kv_hints")?, raw_at(raw, 21), rel).at(".kv_hints")?,
+            block_hashes: if rel.is(0b100) { WireType::from_value(next_field(&mut it, "block_hashes")?, raw_at(raw, 22), rel).at(".block_hashes")? } else { None },
             unknown: raw_extra_elements(raw, sv.schema.fields.len()),
         })
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineCoreRequest")?;
-        if s.fields.len() != rel.pick(&[22, 22]) {
-            return Err(count_mismatch(s, rel.pick(&[22, 22])));
+        if s.fields.len() != rel.pick(&[22, 22, 23]) {
+            return Err(count_mismatch(s, rel.pick(&[22, 22, 23])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.request_id, s.fields[0].ty, rel).at(".request_id")?);
@@ -159,10 +167,15 @@ impl WireType for EngineCoreRequest {
         f.push(WireType::to_value(&self.abort_immediately, s.fields[19].ty, rel).at(".abort_immediately")?);
         f.push(WireType::to_value(&self.session_id, s.fields[20].ty, rel).at(".session_id")?);
         f.push(WireType::to_value(&self.kv_hints, s.fields[21].ty, rel).at(".kv_hints")?);
+        if rel.is(0b100) {
+            f.push(WireType::to_value(&self.block_hashes, s.fields[22].ty, rel).at(".block_hashes")?);
+        } else if !self.block_hashes.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "block_hashes").into());
+        }
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[22, 22]);
+        let n = rel.pick(&[22, 22, 23]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.request_id, rel, e).at(".request_id")?;
         if self.prompt_token_ids.is_none()
@@ -171,7 +184,7 @@ impl WireType for EngineCoreRequest {
             && self.pooling_params.is_none() {
             e.raw(b"\xc0\xc0\xc0\xc0");
         } else {
-            WireType::encode(&self.prompt_token_ids, rel, e).at(".prompt_token_ids")?;
+            WireType::encode_as(&self.prompt_token_ids, ENGINE_CORE_REQUEST_PROMPT_TOKEN_IDS_TYS[rel.index()], rel, e).at(".prompt_token_ids")?;
             WireType::encode(&self.mm_features, rel, e).at(".mm_features")?;
             WireType::encode(&self.sampling_params, rel, e).at(".sampling_params")?;
             WireType::encode(&self.pooling_params, rel, e).at(".pooling_params")?;
@@ -211,6 +224,11 @@ impl WireType for EngineCoreRequest {
         } else {
             WireType::encode(&self.session_id, rel, e).at(".session_id")?;
             WireType::encode(&self.kv_hints, rel, e).at(".kv_hints")?;
+        }
+        if rel.is(0b100) {
+            WireType::encode(&self.block_hashes, rel, e).at(".block_hashes")?;
+        } else if !self.block_hashes.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "block_hashes").into());
         }
         for x in &self.unknown {
             e.any(x)?;
@@ -253,8 +271,8 @@ impl Default for MultiModalFeatureSpec {
 impl WireType for MultiModalFeatureSpec {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "MultiModalFeatureSpec")?;
-        if sv.schema.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5])));
+        if sv.schema.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5, 5])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(MultiModalFeatureSpec {
@@ -268,8 +286,8 @@ impl WireType for MultiModalFeatureSpec {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "MultiModalFeatureSpec")?;
-        if s.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(s, rel.pick(&[5, 5])));
+        if s.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(s, rel.pick(&[5, 5, 5])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.data, s.fields[0].ty, rel).at(".data")?);
@@ -280,7 +298,7 @@ impl WireType for MultiModalFeatureSpec {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[5, 5]);
+        let n = rel.pick(&[5, 5, 5]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa4data"); WireType::encode(&self.data, rel, e).at(".data")?;
         e.raw(b"\xa8modality"); WireType::encode(&self.modality, rel, e).at(".modality")?;
@@ -336,8 +354,8 @@ impl WireType for MultiModalFieldElem {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "MultiModalFieldElem")?;
-        if s.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(s, rel.pick(&[2, 2])));
+        if s.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(s, rel.pick(&[2, 2, 2])));
         }
         let mut sv = StructValue::with_defaults(s);
         let m = sv.open_entries_mut();
@@ -390,8 +408,8 @@ impl Default for PlaceholderRange {
 impl WireType for PlaceholderRange {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "PlaceholderRange")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(PlaceholderRange {
@@ -403,8 +421,8 @@ impl WireType for PlaceholderRange {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "PlaceholderRange")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.offset, s.fields[0].ty, rel).at(".offset")?);
@@ -413,7 +431,7 @@ impl WireType for PlaceholderRange {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa6offset"); WireType::encode(&self.offset, rel, e).at(".offset")?;
         e.raw(b"\xa6length"); WireType::encode(&self.length, rel, e).at(".length")?;
@@ -571,8 +589,8 @@ impl Default for SamplingParams {
 impl WireType for SamplingParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SamplingParams")?;
-        if sv.schema.fields.len() != rel.pick(&[43, 43]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[43, 43])));
+        if sv.schema.fields.len() != rel.pick(&[43, 43, 43]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[43, 43, 43])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SamplingParams {
@@ -624,8 +642,8 @@ impl WireType for SamplingParams {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SamplingParams")?;
-        if s.fields.len() != rel.pick(&[43, 43]) {
-            return Err(count_mismatch(s, rel.pick(&[43, 43])));
+        if s.fields.len() != rel.pick(&[43, 43, 43]) {
+            return Err(count_mismatch(s, rel.pick(&[43, 43, 43])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.n, s.fields[0].ty, rel).at(".n")?);
@@ -674,7 +692,7 @@ impl WireType for SamplingParams {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[43, 43]);
+        let n = rel.pick(&[43, 43, 43]);
         let header = e.struct_map_placeholder(n);
         let mut count = self.unknown.len();
         if !self.n.is_default(&D::Int(1)) { e.raw(b"\xa1n"); WireType::encode(&self.n, rel, e).at(".n")?; count += 1; }
@@ -754,8 +772,8 @@ impl Default for RepetitionDetectionParams {
 impl WireType for RepetitionDetectionParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "RepetitionDetectionParams")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(RepetitionDetectionParams {
@@ -767,8 +785,8 @@ impl WireType for RepetitionDetectionParams {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "RepetitionDetectionParams")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.max_pattern_size, s.fields[0].ty, rel).at(".max_pattern_size")?);
@@ -777,7 +795,7 @@ impl WireType for RepetitionDetectionParams {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb0max_pattern_size"); WireType::encode(&self.max_pattern_size, rel, e).at(".max_pattern_size")?;
         e.raw(b"\xb0min_pattern_size"); WireType::encode(&self.min_pattern_size, rel, e).at(".min_pattern_size")?;
@@ -810,7 +828,7 @@ pub struct PoolingParams {
     pub extra_kwargs: Option<Vec<(String, Value)>>,
     /// `output_kind: enum RequestOutputKind`, default `Int(2)`.
     pub output_kind: RequestOutputKind,
-    /// `late_chunking_params: LateChunkingParams | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0).
+    /// `late_chunking_params: LateChunkingParams | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0, 0.34.0).
     pub late_chunking_params: Option<LateChunkingParams>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
@@ -839,8 +857,8 @@ impl Default for PoolingParams {
 impl WireType for PoolingParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "PoolingParams")?;
-        if sv.schema.fields.len() != rel.pick(&[10, 11]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[10, 11])));
+        if sv.schema.fields.len() != rel.pick(&[10, 11, 11]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[10, 11, 11])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(PoolingParams {
@@ -854,14 +872,14 @@ impl WireType for PoolingParams {
             late_interaction_params: WireType::from_value(next_field(&mut it, "late_interaction_params")?, raw_at(raw, 7), rel).at(".late_interaction_params")?,
             extra_kwargs: WireType::from_value(next_field(&mut it, "extra_kwargs")?, raw_at(raw, 8), rel).at(".extra_kwargs")?,
             output_kind: WireType::from_value(next_field(&mut it, "output_kind")?, raw_at(raw, 9), rel).at(".output_kind")?,
-            late_chunking_params: if rel.is(0b10) { WireType::from_value(next_field(&mut it, "late_chunking_params")?, raw_at(raw, 10), rel).at(".late_chunking_params")? } else { None },
+            late_chunking_params: if rel.is(0b110) { WireType::from_value(next_field(&mut it, "late_chunking_params")?, raw_at(raw, 10), rel).at(".late_chunking_params")? } else { None },
             unknown: raw_extra_elements(raw, sv.schema.fields.len()),
         })
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "PoolingParams")?;
-        if s.fields.len() != rel.pick(&[10, 11]) {
-            return Err(count_mismatch(s, rel.pick(&[10, 11])));
+        if s.fields.len() != rel.pick(&[10, 11, 11]) {
+            return Err(count_mismatch(s, rel.pick(&[10, 11, 11])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.use_activation, s.fields[0].ty, rel).at(".use_activation")?);
@@ -874,7 +892,7 @@ impl WireType for PoolingParams {
         f.push(WireType::to_value(&self.late_interaction_params, s.fields[7].ty, rel).at(".late_interaction_params")?);
         f.push(WireType::to_value(&self.extra_kwargs, s.fields[8].ty, rel).at(".extra_kwargs")?);
         f.push(WireType::to_value(&self.output_kind, s.fields[9].ty, rel).at(".output_kind")?);
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             f.push(WireType::to_value(&self.late_chunking_params, s.fields[10].ty, rel).at(".late_chunking_params")?);
         } else if !self.late_chunking_params.is_default(&D::Nil) {
             return Err(not_in_release(rel, "late_chunking_params").into());
@@ -882,7 +900,7 @@ impl WireType for PoolingParams {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[10, 11]);
+        let n = rel.pick(&[10, 11, 11]);
         check_literal(self.task.as_deref(), &["classify", "embed", "embed&token_classify", "plugin", "token_classify", "token_embed"]).at(".task")?;
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         if self.use_activation.is_none()
@@ -909,7 +927,7 @@ impl WireType for PoolingParams {
             WireType::encode(&self.extra_kwargs, rel, e).at(".extra_kwargs")?;
         }
         WireType::encode(&self.output_kind, rel, e).at(".output_kind")?;
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             WireType::encode(&self.late_chunking_params, rel, e).at(".late_chunking_params")?;
         } else if !self.late_chunking_params.is_default(&D::Nil) {
             return Err(not_in_release(rel, "late_chunking_params").into());
@@ -949,8 +967,8 @@ impl Default for LateInteractionParams {
 impl WireType for LateInteractionParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "LateInteractionParams")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(LateInteractionParams {
@@ -962,8 +980,8 @@ impl WireType for LateInteractionParams {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "LateInteractionParams")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.mode, s.fields[0].ty, rel).at(".mode")?);
@@ -972,7 +990,7 @@ impl WireType for LateInteractionParams {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.mode, rel, e).at(".mode")?;
         WireType::encode(&self.query_key, rel, e).at(".query_key")?;
@@ -1021,8 +1039,8 @@ impl Default for LoRARequest {
 impl WireType for LoRARequest {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "LoRARequest")?;
-        if sv.schema.fields.len() != rel.pick(&[6, 6]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[6, 6])));
+        if sv.schema.fields.len() != rel.pick(&[6, 6, 6]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[6, 6, 6])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(LoRARequest {
@@ -1037,8 +1055,8 @@ impl WireType for LoRARequest {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "LoRARequest")?;
-        if s.fields.len() != rel.pick(&[6, 6]) {
-            return Err(count_mismatch(s, rel.pick(&[6, 6])));
+        if s.fields.len() != rel.pick(&[6, 6, 6]) {
+            return Err(count_mismatch(s, rel.pick(&[6, 6, 6])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.lora_name, s.fields[0].ty, rel).at(".lora_name")?);
@@ -1050,7 +1068,7 @@ impl WireType for LoRARequest {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[6, 6]);
+        let n = rel.pick(&[6, 6, 6]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.lora_name, rel, e).at(".lora_name")?;
         WireType::encode(&self.lora_int_id, rel, e).at(".lora_int_id")?;
@@ -1093,8 +1111,8 @@ impl Default for KvHintsEnvelope {
 impl WireType for KvHintsEnvelope {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "KvHintsEnvelope")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(KvHintsEnvelope {
@@ -1106,8 +1124,8 @@ impl WireType for KvHintsEnvelope {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "KvHintsEnvelope")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.protocol_version, s.fields[0].ty, rel).at(".protocol_version")?);
@@ -1116,7 +1134,7 @@ impl WireType for KvHintsEnvelope {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb0protocol_version"); WireType::encode(&self.protocol_version, rel, e).at(".protocol_version")?;
         e.raw(b"\xaamessage_id"); WireType::encode(&self.message_id, rel, e).at(".message_id")?;
@@ -1157,8 +1175,8 @@ impl Default for KvHintAction {
 impl WireType for KvHintAction {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "KvHintAction")?;
-        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(KvHintAction {
@@ -1171,8 +1189,8 @@ impl WireType for KvHintAction {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "KvHintAction")?;
-        if s.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(s, rel.pick(&[4, 4])));
+        if s.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.action_id, s.fields[0].ty, rel).at(".action_id")?);
@@ -1182,7 +1200,7 @@ impl WireType for KvHintAction {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4, 4]);
+        let n = rel.pick(&[4, 4, 4]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa9action_id"); WireType::encode(&self.action_id, rel, e).at(".action_id")?;
         e.raw(b"\xabaction_type"); WireType::encode(&self.action_type, rel, e).at(".action_type")?;
@@ -1239,8 +1257,8 @@ impl Default for EngineCoreOutputs {
 impl WireType for EngineCoreOutputs {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineCoreOutputs")?;
-        if sv.schema.fields.len() != rel.pick(&[9, 9]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[9, 9])));
+        if sv.schema.fields.len() != rel.pick(&[9, 9, 9]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[9, 9, 9])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineCoreOutputs {
@@ -1258,8 +1276,8 @@ impl WireType for EngineCoreOutputs {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineCoreOutputs")?;
-        if s.fields.len() != rel.pick(&[9, 9]) {
-            return Err(count_mismatch(s, rel.pick(&[9, 9])));
+        if s.fields.len() != rel.pick(&[9, 9, 9]) {
+            return Err(count_mismatch(s, rel.pick(&[9, 9, 9])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.engine_index, s.fields[0].ty, rel).at(".engine_index")?);
@@ -1274,7 +1292,7 @@ impl WireType for EngineCoreOutputs {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[9, 9]);
+        let n = rel.pick(&[9, 9, 9]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.engine_index, rel, e).at(".engine_index")?;
         WireType::encode(&self.outputs, rel, e).at(".outputs")?;
@@ -1339,8 +1357,10 @@ pub struct EngineCoreOutput {
     pub spec_decode_metrics: Option<RequestSpecDecodeMetrics>,
     /// `prompt_token_id_logprobs: torch.Tensor | None`, default `Nil`.
     pub prompt_token_id_logprobs: Option<Tensor>,
-    /// `error: RequestError | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0).
+    /// `error: RequestError | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0, 0.34.0).
     pub error: Option<RequestError>,
+    /// `watermarking: bool | None`, default `Nil`. Since 0.34.0 (releases: 0.34.0).
+    pub watermarking: Option<bool>,
     /// Trailing elements this crate's tables do not know (a newer
     /// release's fields); written back after the known ones.
     pub unknown: Vec<Value>,
@@ -1368,6 +1388,7 @@ impl Default for EngineCoreOutput {
             spec_decode_metrics: None,
             prompt_token_id_logprobs: None,
             error: None,
+            watermarking: None,
             unknown: Vec::new(),
         }
     }
@@ -1376,8 +1397,8 @@ impl Default for EngineCoreOutput {
 impl WireType for EngineCoreOutput {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineCoreOutput")?;
-        if sv.schema.fields.len() != rel.pick(&[18, 19]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[18, 19])));
+        if sv.schema.fields.len() != rel.pick(&[18, 19, 20]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[18, 19, 20])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineCoreOutput {
@@ -1399,14 +1420,15 @@ impl WireType for EngineCoreOutput {
             new_sampling_mask: WireType::from_value(next_field(&mut it, "new_sampling_mask")?, raw_at(raw, 15), rel).at(".new_sampling_mask")?,
             spec_decode_metrics: WireType::from_value(next_field(&mut it, "spec_decode_metrics")?, raw_at(raw, 16), rel).at(".spec_decode_metrics")?,
             prompt_token_id_logprobs: WireType::from_value(next_field(&mut it, "prompt_token_id_logprobs")?, raw_at(raw, 17), rel).at(".prompt_token_id_logprobs")?,
-            error: if rel.is(0b10) { WireType::from_value(next_field(&mut it, "error")?, raw_at(raw, 18), rel).at(".error")? } else { None },
+            error: if rel.is(0b110) { WireType::from_value(next_field(&mut it, "error")?, raw_at(raw, 18), rel).at(".error")? } else { None },
+            watermarking: if rel.is(0b100) { WireType::from_value(next_field(&mut it, "watermarking")?, raw_at(raw, 19), rel).at(".watermarking")? } else { None },
             unknown: raw_extra_elements(raw, sv.schema.fields.len()),
         })
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineCoreOutput")?;
-        if s.fields.len() != rel.pick(&[18, 19]) {
-            return Err(count_mismatch(s, rel.pick(&[18, 19])));
+        if s.fields.len() != rel.pick(&[18, 19, 20]) {
+            return Err(count_mismatch(s, rel.pick(&[18, 19, 20])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.request_id, s.fields[0].ty, rel).at(".request_id")?);
@@ -1427,15 +1449,20 @@ impl WireType for EngineCoreOutput {
         f.push(WireType::to_value(&self.new_sampling_mask, s.fields[15].ty, rel).at(".new_sampling_mask")?);
         f.push(WireType::to_value(&self.spec_decode_metrics, s.fields[16].ty, rel).at(".spec_decode_metrics")?);
         f.push(WireType::to_value(&self.prompt_token_id_logprobs, s.fields[17].ty, rel).at(".prompt_token_id_logprobs")?);
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             f.push(WireType::to_value(&self.error, s.fields[18].ty, rel).at(".error")?);
         } else if !self.error.is_default(&D::Nil) {
             return Err(not_in_release(rel, "error").into());
         }
+        if rel.is(0b100) {
+            f.push(WireType::to_value(&self.watermarking, s.fields[19].ty, rel).at(".watermarking")?);
+        } else if !self.watermarking.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "watermarking").into());
+        }
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[18, 19]);
+        let n = rel.pick(&[18, 19, 20]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.request_id, rel, e).at(".request_id")?;
         WireType::encode(&self.new_token_ids, rel, e).at(".new_token_ids")?;
@@ -1476,10 +1503,15 @@ impl WireType for EngineCoreOutput {
             WireType::encode(&self.spec_decode_metrics, rel, e).at(".spec_decode_metrics")?;
             WireType::encode(&self.prompt_token_id_logprobs, rel, e).at(".prompt_token_id_logprobs")?;
         }
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             WireType::encode(&self.error, rel, e).at(".error")?;
         } else if !self.error.is_default(&D::Nil) {
             return Err(not_in_release(rel, "error").into());
+        }
+        if rel.is(0b100) {
+            WireType::encode(&self.watermarking, rel, e).at(".watermarking")?;
+        } else if !self.watermarking.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "watermarking").into());
         }
         for x in &self.unknown {
             e.any(x)?;
@@ -1515,8 +1547,8 @@ impl Default for LogprobsLists {
 impl WireType for LogprobsLists {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "LogprobsLists")?;
-        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(LogprobsLists {
@@ -1528,8 +1560,8 @@ impl WireType for LogprobsLists {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "LogprobsLists")?;
-        if s.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(s, rel.pick(&[4, 4])));
+        if s.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.logprob_token_ids, s.fields[0].ty, rel).at(".logprob_token_ids")?);
@@ -1539,7 +1571,7 @@ impl WireType for LogprobsLists {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4, 4]);
+        let n = rel.pick(&[4, 4, 4]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.logprob_token_ids, rel, e).at(".logprob_token_ids")?;
         WireType::encode(&self.logprobs, rel, e).at(".logprobs")?;
@@ -1579,8 +1611,8 @@ impl Default for LogprobsTensors {
 impl WireType for LogprobsTensors {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "LogprobsTensors")?;
-        if sv.schema.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5])));
+        if sv.schema.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5, 5])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(LogprobsTensors {
@@ -1593,8 +1625,8 @@ impl WireType for LogprobsTensors {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "LogprobsTensors")?;
-        if s.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(s, rel.pick(&[5, 5])));
+        if s.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(s, rel.pick(&[5, 5, 5])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.logprob_token_ids, s.fields[0].ty, rel).at(".logprob_token_ids")?);
@@ -1605,7 +1637,7 @@ impl WireType for LogprobsTensors {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[5, 5]);
+        let n = rel.pick(&[5, 5, 5]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.logprob_token_ids, rel, e).at(".logprob_token_ids")?;
         WireType::encode(&self.logprobs, rel, e).at(".logprobs")?;
@@ -1646,8 +1678,8 @@ impl Default for EngineCoreEvent {
 impl WireType for EngineCoreEvent {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineCoreEvent")?;
-        if sv.schema.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2])));
+        if sv.schema.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2, 2])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineCoreEvent {
@@ -1658,8 +1690,8 @@ impl WireType for EngineCoreEvent {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineCoreEvent")?;
-        if s.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(s, rel.pick(&[2, 2])));
+        if s.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(s, rel.pick(&[2, 2, 2])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.r#type, s.fields[0].ty, rel).at(".type")?);
@@ -1667,7 +1699,7 @@ impl WireType for EngineCoreEvent {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[2, 2]);
+        let n = rel.pick(&[2, 2, 2]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa4type"); WireType::encode(&self.r#type, rel, e).at(".type")?;
         e.raw(b"\xa9timestamp"); WireType::encode(&self.timestamp, rel, e).at(".timestamp")?;
@@ -1713,8 +1745,8 @@ impl Default for PrefillStats {
 impl WireType for PrefillStats {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "PrefillStats")?;
-        if sv.schema.fields.len() != rel.pick(&[6, 6]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[6, 6])));
+        if sv.schema.fields.len() != rel.pick(&[6, 6, 6]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[6, 6, 6])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(PrefillStats {
@@ -1729,8 +1761,8 @@ impl WireType for PrefillStats {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "PrefillStats")?;
-        if s.fields.len() != rel.pick(&[6, 6]) {
-            return Err(count_mismatch(s, rel.pick(&[6, 6])));
+        if s.fields.len() != rel.pick(&[6, 6, 6]) {
+            return Err(count_mismatch(s, rel.pick(&[6, 6, 6])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.num_prompt_tokens, s.fields[0].ty, rel).at(".num_prompt_tokens")?);
@@ -1742,7 +1774,7 @@ impl WireType for PrefillStats {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[6, 6]);
+        let n = rel.pick(&[6, 6, 6]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb1num_prompt_tokens"); WireType::encode(&self.num_prompt_tokens, rel, e).at(".num_prompt_tokens")?;
         e.raw(b"\xb3num_computed_tokens"); WireType::encode(&self.num_computed_tokens, rel, e).at(".num_computed_tokens")?;
@@ -1779,8 +1811,8 @@ impl Default for SamplingMaskLists {
 impl WireType for SamplingMaskLists {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SamplingMaskLists")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SamplingMaskLists {
@@ -1791,8 +1823,8 @@ impl WireType for SamplingMaskLists {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SamplingMaskLists")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.token_ids, s.fields[0].ty, rel).at(".token_ids")?);
@@ -1801,7 +1833,7 @@ impl WireType for SamplingMaskLists {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.token_ids, rel, e).at(".token_ids")?;
         if self.offsets.is_none()
@@ -1849,8 +1881,8 @@ impl Default for RequestSpecDecodeMetrics {
 impl WireType for RequestSpecDecodeMetrics {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "RequestSpecDecodeMetrics")?;
-        if sv.schema.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5])));
+        if sv.schema.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5, 5])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(RequestSpecDecodeMetrics {
@@ -1864,8 +1896,8 @@ impl WireType for RequestSpecDecodeMetrics {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "RequestSpecDecodeMetrics")?;
-        if s.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(s, rel.pick(&[5, 5])));
+        if s.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(s, rel.pick(&[5, 5, 5])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.num_spec_tokens, s.fields[0].ty, rel).at(".num_spec_tokens")?);
@@ -1876,7 +1908,7 @@ impl WireType for RequestSpecDecodeMetrics {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[5, 5]);
+        let n = rel.pick(&[5, 5, 5]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xafnum_spec_tokens"); WireType::encode(&self.num_spec_tokens, rel, e).at(".num_spec_tokens")?;
         e.raw(b"\xa9histogram"); WireType::encode(&self.histogram, rel, e).at(".histogram")?;
@@ -1961,8 +1993,8 @@ impl Default for SchedulerStats {
 impl WireType for SchedulerStats {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SchedulerStats")?;
-        if sv.schema.fields.len() != rel.pick(&[18, 18]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[18, 18])));
+        if sv.schema.fields.len() != rel.pick(&[18, 18, 18]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[18, 18, 18])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SchedulerStats {
@@ -1989,8 +2021,8 @@ impl WireType for SchedulerStats {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SchedulerStats")?;
-        if s.fields.len() != rel.pick(&[18, 18]) {
-            return Err(count_mismatch(s, rel.pick(&[18, 18])));
+        if s.fields.len() != rel.pick(&[18, 18, 18]) {
+            return Err(count_mismatch(s, rel.pick(&[18, 18, 18])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.num_running_reqs, s.fields[0].ty, rel).at(".num_running_reqs")?);
@@ -2014,7 +2046,7 @@ impl WireType for SchedulerStats {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[18, 18]);
+        let n = rel.pick(&[18, 18, 18]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb0num_running_reqs"); WireType::encode(&self.num_running_reqs, rel, e).at(".num_running_reqs")?;
         e.raw(b"\xb0num_waiting_reqs"); WireType::encode(&self.num_waiting_reqs, rel, e).at(".num_waiting_reqs")?;
@@ -2085,8 +2117,8 @@ impl Default for SchedulerIterationDetails {
 impl WireType for SchedulerIterationDetails {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SchedulerIterationDetails")?;
-        if sv.schema.fields.len() != rel.pick(&[9, 9]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[9, 9])));
+        if sv.schema.fields.len() != rel.pick(&[9, 9, 9]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[9, 9, 9])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SchedulerIterationDetails {
@@ -2104,8 +2136,8 @@ impl WireType for SchedulerIterationDetails {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SchedulerIterationDetails")?;
-        if s.fields.len() != rel.pick(&[9, 9]) {
-            return Err(count_mismatch(s, rel.pick(&[9, 9])));
+        if s.fields.len() != rel.pick(&[9, 9, 9]) {
+            return Err(count_mismatch(s, rel.pick(&[9, 9, 9])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.iteration_index, s.fields[0].ty, rel).at(".iteration_index")?);
@@ -2120,7 +2152,7 @@ impl WireType for SchedulerIterationDetails {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[9, 9]);
+        let n = rel.pick(&[9, 9, 9]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xafiteration_index"); WireType::encode(&self.iteration_index, rel, e).at(".iteration_index")?;
         e.raw(b"\xb0num_ctx_requests"); WireType::encode(&self.num_ctx_requests, rel, e).at(".num_ctx_requests")?;
@@ -2179,8 +2211,8 @@ impl Default for PrefixCacheStats {
 impl WireType for PrefixCacheStats {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "PrefixCacheStats")?;
-        if sv.schema.fields.len() != rel.pick(&[8, 8]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[8, 8])));
+        if sv.schema.fields.len() != rel.pick(&[8, 8, 8]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[8, 8, 8])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(PrefixCacheStats {
@@ -2197,8 +2229,8 @@ impl WireType for PrefixCacheStats {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "PrefixCacheStats")?;
-        if s.fields.len() != rel.pick(&[8, 8]) {
-            return Err(count_mismatch(s, rel.pick(&[8, 8])));
+        if s.fields.len() != rel.pick(&[8, 8, 8]) {
+            return Err(count_mismatch(s, rel.pick(&[8, 8, 8])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.reset, s.fields[0].ty, rel).at(".reset")?);
@@ -2212,7 +2244,7 @@ impl WireType for PrefixCacheStats {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[8, 8]);
+        let n = rel.pick(&[8, 8, 8]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa5reset"); WireType::encode(&self.reset, rel, e).at(".reset")?;
         e.raw(b"\xa8requests"); WireType::encode(&self.requests, rel, e).at(".requests")?;
@@ -2255,8 +2287,8 @@ impl Default for KVCacheEvictionEvent {
 impl WireType for KVCacheEvictionEvent {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "KVCacheEvictionEvent")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(KVCacheEvictionEvent {
@@ -2268,8 +2300,8 @@ impl WireType for KVCacheEvictionEvent {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "KVCacheEvictionEvent")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.lifetime_seconds, s.fields[0].ty, rel).at(".lifetime_seconds")?);
@@ -2278,7 +2310,7 @@ impl WireType for KVCacheEvictionEvent {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb0lifetime_seconds"); WireType::encode(&self.lifetime_seconds, rel, e).at(".lifetime_seconds")?;
         e.raw(b"\xacidle_seconds"); WireType::encode(&self.idle_seconds, rel, e).at(".idle_seconds")?;
@@ -2325,8 +2357,8 @@ impl Default for SpecDecodingStats {
 impl WireType for SpecDecodingStats {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "SpecDecodingStats")?;
-        if sv.schema.fields.len() != rel.pick(&[6, 6]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[6, 6])));
+        if sv.schema.fields.len() != rel.pick(&[6, 6, 6]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[6, 6, 6])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(SpecDecodingStats {
@@ -2341,8 +2373,8 @@ impl WireType for SpecDecodingStats {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "SpecDecodingStats")?;
-        if s.fields.len() != rel.pick(&[6, 6]) {
-            return Err(count_mismatch(s, rel.pick(&[6, 6])));
+        if s.fields.len() != rel.pick(&[6, 6, 6]) {
+            return Err(count_mismatch(s, rel.pick(&[6, 6, 6])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.num_spec_tokens, s.fields[0].ty, rel).at(".num_spec_tokens")?);
@@ -2354,7 +2386,7 @@ impl WireType for SpecDecodingStats {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[6, 6]);
+        let n = rel.pick(&[6, 6, 6]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xafnum_spec_tokens"); WireType::encode(&self.num_spec_tokens, rel, e).at(".num_spec_tokens")?;
         e.raw(b"\xaanum_drafts"); WireType::encode(&self.num_drafts, rel, e).at(".num_drafts")?;
@@ -2398,8 +2430,8 @@ impl Default for CUDAGraphStat {
 impl WireType for CUDAGraphStat {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "CUDAGraphStat")?;
-        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(CUDAGraphStat {
@@ -2412,8 +2444,8 @@ impl WireType for CUDAGraphStat {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "CUDAGraphStat")?;
-        if s.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(s, rel.pick(&[4, 4])));
+        if s.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.num_unpadded_tokens, s.fields[0].ty, rel).at(".num_unpadded_tokens")?);
@@ -2423,7 +2455,7 @@ impl WireType for CUDAGraphStat {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4, 4]);
+        let n = rel.pick(&[4, 4, 4]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb3num_unpadded_tokens"); WireType::encode(&self.num_unpadded_tokens, rel, e).at(".num_unpadded_tokens")?;
         e.raw(b"\xb1num_padded_tokens"); WireType::encode(&self.num_padded_tokens, rel, e).at(".num_padded_tokens")?;
@@ -2465,8 +2497,8 @@ impl Default for PerfStats {
 impl WireType for PerfStats {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "PerfStats")?;
-        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(PerfStats {
@@ -2479,8 +2511,8 @@ impl WireType for PerfStats {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "PerfStats")?;
-        if s.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(s, rel.pick(&[4, 4])));
+        if s.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.num_flops_per_gpu, s.fields[0].ty, rel).at(".num_flops_per_gpu")?);
@@ -2490,7 +2522,7 @@ impl WireType for PerfStats {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4, 4]);
+        let n = rel.pick(&[4, 4, 4]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb1num_flops_per_gpu"); WireType::encode(&self.num_flops_per_gpu, rel, e).at(".num_flops_per_gpu")?;
         e.raw(b"\xb6num_read_bytes_per_gpu"); WireType::encode(&self.num_read_bytes_per_gpu, rel, e).at(".num_read_bytes_per_gpu")?;
@@ -2541,8 +2573,8 @@ impl Default for DebugPerfStats {
 impl WireType for DebugPerfStats {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "DebugPerfStats")?;
-        if sv.schema.fields.len() != rel.pick(&[7, 7]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[7, 7])));
+        if sv.schema.fields.len() != rel.pick(&[7, 7, 7]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[7, 7, 7])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(DebugPerfStats {
@@ -2558,8 +2590,8 @@ impl WireType for DebugPerfStats {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "DebugPerfStats")?;
-        if s.fields.len() != rel.pick(&[7, 7]) {
-            return Err(count_mismatch(s, rel.pick(&[7, 7])));
+        if s.fields.len() != rel.pick(&[7, 7, 7]) {
+            return Err(count_mismatch(s, rel.pick(&[7, 7, 7])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.calc_duration, s.fields[0].ty, rel).at(".calc_duration")?);
@@ -2572,7 +2604,7 @@ impl WireType for DebugPerfStats {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[7, 7]);
+        let n = rel.pick(&[7, 7, 7]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xadcalc_duration"); WireType::encode(&self.calc_duration, rel, e).at(".calc_duration")?;
         e.raw(b"\xb4num_prefill_requests"); WireType::encode(&self.num_prefill_requests, rel, e).at(".num_prefill_requests")?;
@@ -2614,8 +2646,8 @@ impl Default for UtilityOutput {
 impl WireType for UtilityOutput {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "UtilityOutput")?;
-        if sv.schema.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3])));
+        if sv.schema.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[3, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(UtilityOutput {
@@ -2627,8 +2659,8 @@ impl WireType for UtilityOutput {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "UtilityOutput")?;
-        if s.fields.len() != rel.pick(&[3, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[3, 3])));
+        if s.fields.len() != rel.pick(&[3, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[3, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.call_id, s.fields[0].ty, rel).at(".call_id")?);
@@ -2637,7 +2669,7 @@ impl WireType for UtilityOutput {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[3, 3]);
+        let n = rel.pick(&[3, 3, 3]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.call_id, rel, e).at(".call_id")?;
         if self.failure_message.is_none()
@@ -2681,8 +2713,8 @@ impl Default for UtilityRequest {
 impl WireType for UtilityRequest {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "UtilityRequest")?;
-        if sv.schema.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4])));
+        if sv.schema.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[4, 4, 4])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(UtilityRequest {
@@ -2694,8 +2726,8 @@ impl WireType for UtilityRequest {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "UtilityRequest")?;
-        if s.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(s, rel.pick(&[4, 4])));
+        if s.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4, 4])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.client_index, s.fields[0].ty, rel).at(".client_index")?);
@@ -2705,7 +2737,7 @@ impl WireType for UtilityRequest {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[4, 4]);
+        let n = rel.pick(&[4, 4, 4]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.client_index, rel, e).at(".client_index")?;
         WireType::encode(&self.call_id, rel, e).at(".call_id")?;
@@ -2736,8 +2768,8 @@ impl Default for StartDpWave {
 impl WireType for StartDpWave {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "StartDpWave")?;
-        if sv.schema.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2])));
+        if sv.schema.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2, 2])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(StartDpWave {
@@ -2747,8 +2779,8 @@ impl WireType for StartDpWave {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "StartDpWave")?;
-        if s.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(s, rel.pick(&[2, 2])));
+        if s.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(s, rel.pick(&[2, 2, 2])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.wave, s.fields[0].ty, rel).at(".wave")?);
@@ -2756,7 +2788,7 @@ impl WireType for StartDpWave {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[2, 2]);
+        let n = rel.pick(&[2, 2, 2]);
         write::array_len(&mut e.out, n as u32);
         WireType::encode(&self.wave, rel, e).at(".wave")?;
         WireType::encode(&self.exclude_engine_index, rel, e).at(".exclude_engine_index")?;
@@ -2817,12 +2849,22 @@ pub struct EngineCoreReadyResponse {
     pub supports_draft_weight_updates: bool,
     /// `effective_attention_block_size: int | None`, default `Nil`.
     pub effective_attention_block_size: Option<i128>,
-    /// `coord_store_port: int`, default `Int(0)`. Since 0.33.0 (releases: 0.33.0). `None`: the default (or absent).
+    /// `coord_store_port: int`, default `Int(0)`. Since 0.33.0 (releases: 0.33.0, 0.34.0). `None`: the default (or absent).
     pub coord_store_port: Option<i128>,
-    /// `coordinator_input_address: str | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0).
+    /// `coordinator_input_address: str | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0, 0.34.0).
     pub coordinator_input_address: Option<String>,
-    /// `coordinator_output_address: str | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0).
+    /// `coordinator_output_address: str | None`, default `Nil`. Since 0.33.0 (releases: 0.33.0, 0.34.0).
     pub coordinator_output_address: Option<String>,
+    /// `vllm_config: dict[str, any] | None`, default `Nil`. Since 0.34.0 (releases: 0.34.0). A dict: its entries in wire order.
+    pub vllm_config: Option<Vec<(String, Value)>>,
+    /// `prefix_hash_config: PrefixHashConfig | None`, default `Nil`. Since 0.34.0 (releases: 0.34.0).
+    pub prefix_hash_config: Option<PrefixHashConfig>,
+    /// `cache_config_info: dict[str, str] | None`, default `Nil`. Since 0.34.0 (releases: 0.34.0). A dict: its entries in wire order.
+    pub cache_config_info: Option<Vec<(String, String)>>,
+    /// `config_hash: str | None`, default `Nil`. Since 0.34.0 (releases: 0.34.0).
+    pub config_hash: Option<String>,
+    /// `enable_expert_parallel: bool`, default `Bool(false)`. Since 0.34.0 (releases: 0.34.0). `None`: the default (or absent).
+    pub enable_expert_parallel: Option<bool>,
     /// Keys this crate's tables do not know (a newer release's fields),
     /// in wire order; written back after the known ones.
     pub unknown: Vec<(String, Value)>,
@@ -2859,6 +2901,11 @@ impl Default for EngineCoreReadyResponse {
             coord_store_port: None,
             coordinator_input_address: None,
             coordinator_output_address: None,
+            vllm_config: None,
+            prefix_hash_config: None,
+            cache_config_info: None,
+            config_hash: None,
+            enable_expert_parallel: None,
             unknown: Vec::new(),
         }
     }
@@ -2867,8 +2914,8 @@ impl Default for EngineCoreReadyResponse {
 impl WireType for EngineCoreReadyResponse {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineCoreReadyResponse")?;
-        if sv.schema.fields.len() != rel.pick(&[25, 28]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[25, 28])));
+        if sv.schema.fields.len() != rel.pick(&[25, 28, 33]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[25, 28, 33])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineCoreReadyResponse {
@@ -2897,16 +2944,21 @@ impl WireType for EngineCoreReadyResponse {
             enable_sleep_mode: WireType::from_value(next_field(&mut it, "enable_sleep_mode")?, raw_key(raw, "enable_sleep_mode"), rel).at(".enable_sleep_mode")?,
             supports_draft_weight_updates: WireType::from_value(next_field(&mut it, "supports_draft_weight_updates")?, raw_key(raw, "supports_draft_weight_updates"), rel).at(".supports_draft_weight_updates")?,
             effective_attention_block_size: WireType::from_value(next_field(&mut it, "effective_attention_block_size")?, raw_key(raw, "effective_attention_block_size"), rel).at(".effective_attention_block_size")?,
-            coord_store_port: if rel.is(0b10) { Some(WireType::from_value(next_field(&mut it, "coord_store_port")?, raw_key(raw, "coord_store_port"), rel).at(".coord_store_port")?) } else { None },
-            coordinator_input_address: if rel.is(0b10) { WireType::from_value(next_field(&mut it, "coordinator_input_address")?, raw_key(raw, "coordinator_input_address"), rel).at(".coordinator_input_address")? } else { None },
-            coordinator_output_address: if rel.is(0b10) { WireType::from_value(next_field(&mut it, "coordinator_output_address")?, raw_key(raw, "coordinator_output_address"), rel).at(".coordinator_output_address")? } else { None },
+            coord_store_port: if rel.is(0b110) { Some(WireType::from_value(next_field(&mut it, "coord_store_port")?, raw_key(raw, "coord_store_port"), rel).at(".coord_store_port")?) } else { None },
+            coordinator_input_address: if rel.is(0b110) { WireType::from_value(next_field(&mut it, "coordinator_input_address")?, raw_key(raw, "coordinator_input_address"), rel).at(".coordinator_input_address")? } else { None },
+            coordinator_output_address: if rel.is(0b110) { WireType::from_value(next_field(&mut it, "coordinator_output_address")?, raw_key(raw, "coordinator_output_address"), rel).at(".coordinator_output_address")? } else { None },
+            vllm_config: if rel.is(0b100) { WireType::from_value(next_field(&mut it, "vllm_config")?, raw_key(raw, "vllm_config"), rel).at(".vllm_config")? } else { None },
+            prefix_hash_config: if rel.is(0b100) { WireType::from_value(next_field(&mut it, "prefix_hash_config")?, raw_key(raw, "prefix_hash_config"), rel).at(".prefix_hash_config")? } else { None },
+            cache_config_info: if rel.is(0b100) { WireType::from_value(next_field(&mut it, "cache_config_info")?, raw_key(raw, "cache_config_info"), rel).at(".cache_config_info")? } else { None },
+            config_hash: if rel.is(0b100) { WireType::from_value(next_field(&mut it, "config_hash")?, raw_key(raw, "config_hash"), rel).at(".config_hash")? } else { None },
+            enable_expert_parallel: if rel.is(0b100) { Some(WireType::from_value(next_field(&mut it, "enable_expert_parallel")?, raw_key(raw, "enable_expert_parallel"), rel).at(".enable_expert_parallel")?) } else { None },
             unknown: raw_extra_keys(raw, sv.schema),
         })
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineCoreReadyResponse")?;
-        if s.fields.len() != rel.pick(&[25, 28]) {
-            return Err(count_mismatch(s, rel.pick(&[25, 28])));
+        if s.fields.len() != rel.pick(&[25, 28, 33]) {
+            return Err(count_mismatch(s, rel.pick(&[25, 28, 33])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.max_model_len, s.fields[0].ty, rel).at(".max_model_len")?);
@@ -2934,25 +2986,50 @@ impl WireType for EngineCoreReadyResponse {
         f.push(WireType::to_value(&self.enable_sleep_mode, s.fields[22].ty, rel).at(".enable_sleep_mode")?);
         f.push(WireType::to_value(&self.supports_draft_weight_updates, s.fields[23].ty, rel).at(".supports_draft_weight_updates")?);
         f.push(WireType::to_value(&self.effective_attention_block_size, s.fields[24].ty, rel).at(".effective_attention_block_size")?);
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             f.push(match &self.coord_store_port { Some(x) => WireType::to_value(x, s.fields[25].ty, rel).at(".coord_store_port")?, None => crate::value::default_for(&s.fields[25]) });
         } else if matches!(&self.coord_store_port, Some(x) if !x.is_default(&D::Int(0))) {
             return Err(not_in_release(rel, "coord_store_port").into());
         }
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             f.push(WireType::to_value(&self.coordinator_input_address, s.fields[26].ty, rel).at(".coordinator_input_address")?);
         } else if !self.coordinator_input_address.is_default(&D::Nil) {
             return Err(not_in_release(rel, "coordinator_input_address").into());
         }
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             f.push(WireType::to_value(&self.coordinator_output_address, s.fields[27].ty, rel).at(".coordinator_output_address")?);
         } else if !self.coordinator_output_address.is_default(&D::Nil) {
             return Err(not_in_release(rel, "coordinator_output_address").into());
         }
+        if rel.is(0b100) {
+            f.push(WireType::to_value(&self.vllm_config, s.fields[28].ty, rel).at(".vllm_config")?);
+        } else if !self.vllm_config.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "vllm_config").into());
+        }
+        if rel.is(0b100) {
+            f.push(WireType::to_value(&self.prefix_hash_config, s.fields[29].ty, rel).at(".prefix_hash_config")?);
+        } else if !self.prefix_hash_config.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "prefix_hash_config").into());
+        }
+        if rel.is(0b100) {
+            f.push(WireType::to_value(&self.cache_config_info, s.fields[30].ty, rel).at(".cache_config_info")?);
+        } else if !self.cache_config_info.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "cache_config_info").into());
+        }
+        if rel.is(0b100) {
+            f.push(WireType::to_value(&self.config_hash, s.fields[31].ty, rel).at(".config_hash")?);
+        } else if !self.config_hash.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "config_hash").into());
+        }
+        if rel.is(0b100) {
+            f.push(match &self.enable_expert_parallel { Some(x) => WireType::to_value(x, s.fields[32].ty, rel).at(".enable_expert_parallel")?, None => crate::value::default_for(&s.fields[32]) });
+        } else if matches!(&self.enable_expert_parallel, Some(x) if !x.is_default(&D::Bool(false))) {
+            return Err(not_in_release(rel, "enable_expert_parallel").into());
+        }
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[25, 28]);
+        let n = rel.pick(&[25, 28, 33]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xadmax_model_len"); WireType::encode(&self.max_model_len, rel, e).at(".max_model_len")?;
         e.raw(b"\xaenum_gpu_blocks"); WireType::encode(&self.num_gpu_blocks, rel, e).at(".num_gpu_blocks")?;
@@ -2979,20 +3056,45 @@ impl WireType for EngineCoreReadyResponse {
         e.raw(b"\xb1enable_sleep_mode"); WireType::encode(&self.enable_sleep_mode, rel, e).at(".enable_sleep_mode")?;
         e.raw(b"\xbdsupports_draft_weight_updates"); WireType::encode(&self.supports_draft_weight_updates, rel, e).at(".supports_draft_weight_updates")?;
         e.raw(b"\xbeeffective_attention_block_size"); WireType::encode(&self.effective_attention_block_size, rel, e).at(".effective_attention_block_size")?;
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             e.raw(b"\xb0coord_store_port"); match &self.coord_store_port { Some(x) => WireType::encode(x, rel, e).at(".coord_store_port")?, None => e.raw(b"\x00") };
         } else if matches!(&self.coord_store_port, Some(x) if !x.is_default(&D::Int(0))) {
             return Err(not_in_release(rel, "coord_store_port").into());
         }
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             e.raw(b"\xb9coordinator_input_address"); WireType::encode(&self.coordinator_input_address, rel, e).at(".coordinator_input_address")?;
         } else if !self.coordinator_input_address.is_default(&D::Nil) {
             return Err(not_in_release(rel, "coordinator_input_address").into());
         }
-        if rel.is(0b10) {
+        if rel.is(0b110) {
             e.raw(b"\xbacoordinator_output_address"); WireType::encode(&self.coordinator_output_address, rel, e).at(".coordinator_output_address")?;
         } else if !self.coordinator_output_address.is_default(&D::Nil) {
             return Err(not_in_release(rel, "coordinator_output_address").into());
+        }
+        if rel.is(0b100) {
+            e.raw(b"\xabvllm_config"); WireType::encode(&self.vllm_config, rel, e).at(".vllm_config")?;
+        } else if !self.vllm_config.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "vllm_config").into());
+        }
+        if rel.is(0b100) {
+            e.raw(b"\xb2prefix_hash_config"); WireType::encode(&self.prefix_hash_config, rel, e).at(".prefix_hash_config")?;
+        } else if !self.prefix_hash_config.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "prefix_hash_config").into());
+        }
+        if rel.is(0b100) {
+            e.raw(b"\xb1cache_config_info"); WireType::encode(&self.cache_config_info, rel, e).at(".cache_config_info")?;
+        } else if !self.cache_config_info.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "cache_config_info").into());
+        }
+        if rel.is(0b100) {
+            e.raw(b"\xabconfig_hash"); WireType::encode(&self.config_hash, rel, e).at(".config_hash")?;
+        } else if !self.config_hash.is_default(&D::Nil) {
+            return Err(not_in_release(rel, "config_hash").into());
+        }
+        if rel.is(0b100) {
+            e.raw(b"\xb6enable_expert_parallel"); match &self.enable_expert_parallel { Some(x) => WireType::encode(x, rel, e).at(".enable_expert_parallel")?, None => e.raw(b"\xc2") };
+        } else if matches!(&self.enable_expert_parallel, Some(x) if !x.is_default(&D::Bool(false))) {
+            return Err(not_in_release(rel, "enable_expert_parallel").into());
         }
         encode_extra_keys(&self.unknown, e)?;
         Ok(())
@@ -3042,8 +3144,8 @@ impl Default for KVEventsConfig {
 impl WireType for KVEventsConfig {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "KVEventsConfig")?;
-        if sv.schema.fields.len() != rel.pick(&[8, 8]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[8, 8])));
+        if sv.schema.fields.len() != rel.pick(&[8, 8, 8]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[8, 8, 8])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(KVEventsConfig {
@@ -3060,8 +3162,8 @@ impl WireType for KVEventsConfig {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "KVEventsConfig")?;
-        if s.fields.len() != rel.pick(&[8, 8]) {
-            return Err(count_mismatch(s, rel.pick(&[8, 8])));
+        if s.fields.len() != rel.pick(&[8, 8, 8]) {
+            return Err(count_mismatch(s, rel.pick(&[8, 8, 8])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.enable_kv_cache_events, s.fields[0].ty, rel).at(".enable_kv_cache_events")?);
@@ -3075,7 +3177,7 @@ impl WireType for KVEventsConfig {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[8, 8]);
+        let n = rel.pick(&[8, 8, 8]);
         check_literal(self.publisher.as_deref(), &["null", "zmq"]).at(".publisher")?;
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xb6enable_kv_cache_events"); WireType::encode(&self.enable_kv_cache_events, rel, e).at(".enable_kv_cache_events")?;
@@ -3116,8 +3218,8 @@ impl Default for EngineHandshakeMetadata {
 impl WireType for EngineHandshakeMetadata {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineHandshakeMetadata")?;
-        if sv.schema.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2])));
+        if sv.schema.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[2, 2, 2])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineHandshakeMetadata {
@@ -3128,8 +3230,8 @@ impl WireType for EngineHandshakeMetadata {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineHandshakeMetadata")?;
-        if s.fields.len() != rel.pick(&[2, 2]) {
-            return Err(count_mismatch(s, rel.pick(&[2, 2])));
+        if s.fields.len() != rel.pick(&[2, 2, 2]) {
+            return Err(count_mismatch(s, rel.pick(&[2, 2, 2])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.addresses, s.fields[0].ty, rel).at(".addresses")?);
@@ -3137,7 +3239,7 @@ impl WireType for EngineHandshakeMetadata {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[2, 2]);
+        let n = rel.pick(&[2, 2, 2]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa9addresses"); WireType::encode(&self.addresses, rel, e).at(".addresses")?;
         e.raw(b"\xafparallel_config"); WireType::encode(&self.parallel_config, rel, e).at(".parallel_config")?;
@@ -3180,8 +3282,8 @@ impl Default for EngineZmqAddresses {
 impl WireType for EngineZmqAddresses {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "EngineZmqAddresses")?;
-        if sv.schema.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5])));
+        if sv.schema.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[5, 5, 5])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(EngineZmqAddresses {
@@ -3195,8 +3297,8 @@ impl WireType for EngineZmqAddresses {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "EngineZmqAddresses")?;
-        if s.fields.len() != rel.pick(&[5, 5]) {
-            return Err(count_mismatch(s, rel.pick(&[5, 5])));
+        if s.fields.len() != rel.pick(&[5, 5, 5]) {
+            return Err(count_mismatch(s, rel.pick(&[5, 5, 5])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.inputs, s.fields[0].ty, rel).at(".inputs")?);
@@ -3207,7 +3309,7 @@ impl WireType for EngineZmqAddresses {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[5, 5]);
+        let n = rel.pick(&[5, 5, 5]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa6inputs"); WireType::encode(&self.inputs, rel, e).at(".inputs")?;
         e.raw(b"\xa7outputs"); WireType::encode(&self.outputs, rel, e).at(".outputs")?;
@@ -3275,8 +3377,8 @@ impl WireType for HandshakeStatus {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "HandshakeStatus")?;
-        if s.fields.len() != rel.pick(&[4, 4]) {
-            return Err(count_mismatch(s, rel.pick(&[4, 4])));
+        if s.fields.len() != rel.pick(&[4, 4, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[4, 4, 4])));
         }
         let mut sv = StructValue::with_defaults(s);
         let m = sv.open_entries_mut();
@@ -3315,7 +3417,7 @@ impl WireType for HandshakeStatus {
 
 /// `LateChunkingParams`: an array of every field in order (msgspec `array_like`); unknown trailing elements are kept in `unknown`.
 ///
-/// Releases: 0.33.0.
+/// Releases: 0.33.0, 0.34.0.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LateChunkingParams {
     /// `chunk_size: int`, required.
@@ -3337,8 +3439,8 @@ impl Default for LateChunkingParams {
 impl WireType for LateChunkingParams {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "LateChunkingParams")?;
-        if sv.schema.fields.len() != rel.pick(&[0, 1]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[0, 1])));
+        if sv.schema.fields.len() != rel.pick(&[0, 1, 1]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[0, 1, 1])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(LateChunkingParams {
@@ -3348,15 +3450,15 @@ impl WireType for LateChunkingParams {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "LateChunkingParams")?;
-        if s.fields.len() != rel.pick(&[0, 1]) {
-            return Err(count_mismatch(s, rel.pick(&[0, 1])));
+        if s.fields.len() != rel.pick(&[0, 1, 1]) {
+            return Err(count_mismatch(s, rel.pick(&[0, 1, 1])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.chunk_size, s.fields[0].ty, rel).at(".chunk_size")?);
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[0, 1]);
+        let n = rel.pick(&[0, 1, 1]);
         write::array_len(&mut e.out, (n + self.unknown.len()) as u32);
         WireType::encode(&self.chunk_size, rel, e).at(".chunk_size")?;
         for x in &self.unknown {
@@ -3368,7 +3470,7 @@ impl WireType for LateChunkingParams {
 
 /// `RequestError`: a map of every field, in declaration order.
 ///
-/// Releases: 0.33.0.
+/// Releases: 0.33.0, 0.34.0.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestError {
     /// `code: str`, required.
@@ -3396,8 +3498,8 @@ impl Default for RequestError {
 impl WireType for RequestError {
     fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
         let sv = struct_value(v, "RequestError")?;
-        if sv.schema.fields.len() != rel.pick(&[0, 3]) {
-            return Err(count_mismatch(sv.schema, rel.pick(&[0, 3])));
+        if sv.schema.fields.len() != rel.pick(&[0, 3, 3]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[0, 3, 3])));
         }
         let mut it = sv.schema.fields.iter().zip(sv.fields());
         Ok(RequestError {
@@ -3409,8 +3511,8 @@ impl WireType for RequestError {
     }
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
         let s = struct_schema(ty, "RequestError")?;
-        if s.fields.len() != rel.pick(&[0, 3]) {
-            return Err(count_mismatch(s, rel.pick(&[0, 3])));
+        if s.fields.len() != rel.pick(&[0, 3, 3]) {
+            return Err(count_mismatch(s, rel.pick(&[0, 3, 3])));
         }
         let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
         f.push(WireType::to_value(&self.code, s.fields[0].ty, rel).at(".code")?);
@@ -3419,11 +3521,80 @@ impl WireType for RequestError {
         Ok(Value::Struct(StructValue::new(s, f)))
     }
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
-        let n = rel.pick(&[0, 3]);
+        let n = rel.pick(&[0, 3, 3]);
         e.struct_map(n, n + self.unknown.len());
         e.raw(b"\xa4code"); WireType::encode(&self.code, rel, e).at(".code")?;
         e.raw(b"\xa7message"); WireType::encode(&self.message, rel, e).at(".message")?;
         e.raw(b"\xa9retryable"); WireType::encode(&self.retryable, rel, e).at(".retryable")?;
+        encode_extra_keys(&self.unknown, e)?;
+        Ok(())
+    }
+}
+
+/// `PrefixHashConfig`: a map of every field, in declaration order.
+///
+/// Releases: 0.34.0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefixHashConfig {
+    /// `hash_algo: str`, required.
+    pub hash_algo: String,
+    /// `hash_block_size: int`, required.
+    pub hash_block_size: i128,
+    /// `none_hash: bytes`, required.
+    pub none_hash: Bytes,
+    /// `num_lookahead_tokens: int`, default `Int(0)`.
+    pub num_lookahead_tokens: i128,
+    /// Keys this crate's tables do not know (a newer release's fields),
+    /// in wire order; written back after the known ones.
+    pub unknown: Vec<(String, Value)>,
+}
+
+impl Default for PrefixHashConfig {
+    fn default() -> Self {
+        PrefixHashConfig {
+            hash_algo: String::new(),
+            hash_block_size: 0,
+            none_hash: Bytes::new(),
+            num_lookahead_tokens: 0,
+            unknown: Vec::new(),
+        }
+    }
+}
+
+impl WireType for PrefixHashConfig {
+    fn from_value(v: &Value, raw: Option<&Value>, rel: Rel) -> Result<Self, Error> {
+        let sv = struct_value(v, "PrefixHashConfig")?;
+        if sv.schema.fields.len() != rel.pick(&[0, 0, 4]) {
+            return Err(count_mismatch(sv.schema, rel.pick(&[0, 0, 4])));
+        }
+        let mut it = sv.schema.fields.iter().zip(sv.fields());
+        Ok(PrefixHashConfig {
+            hash_algo: WireType::from_value(next_field(&mut it, "hash_algo")?, raw_key(raw, "hash_algo"), rel).at(".hash_algo")?,
+            hash_block_size: WireType::from_value(next_field(&mut it, "hash_block_size")?, raw_key(raw, "hash_block_size"), rel).at(".hash_block_size")?,
+            none_hash: WireType::from_value(next_field(&mut it, "none_hash")?, raw_key(raw, "none_hash"), rel).at(".none_hash")?,
+            num_lookahead_tokens: WireType::from_value(next_field(&mut it, "num_lookahead_tokens")?, raw_key(raw, "num_lookahead_tokens"), rel).at(".num_lookahead_tokens")?,
+            unknown: raw_extra_keys(raw, sv.schema),
+        })
+    }
+    fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error> {
+        let s = struct_schema(ty, "PrefixHashConfig")?;
+        if s.fields.len() != rel.pick(&[0, 0, 4]) {
+            return Err(count_mismatch(s, rel.pick(&[0, 0, 4])));
+        }
+        let mut f: Vec<Value> = Vec::with_capacity(s.fields.len());
+        f.push(WireType::to_value(&self.hash_algo, s.fields[0].ty, rel).at(".hash_algo")?);
+        f.push(WireType::to_value(&self.hash_block_size, s.fields[1].ty, rel).at(".hash_block_size")?);
+        f.push(WireType::to_value(&self.none_hash, s.fields[2].ty, rel).at(".none_hash")?);
+        f.push(WireType::to_value(&self.num_lookahead_tokens, s.fields[3].ty, rel).at(".num_lookahead_tokens")?);
+        Ok(Value::Struct(StructValue::new(s, f)))
+    }
+    fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult {
+        let n = rel.pick(&[0, 0, 4]);
+        e.struct_map(n, n + self.unknown.len());
+        e.raw(b"\xa9hash_algo"); WireType::encode(&self.hash_algo, rel, e).at(".hash_algo")?;
+        e.raw(b"\xafhash_block_size"); WireType::encode(&self.hash_block_size, rel, e).at(".hash_block_size")?;
+        e.raw(b"\xa9none_hash"); WireType::encode(&self.none_hash, rel, e).at(".none_hash")?;
+        e.raw(b"\xb4num_lookahead_tokens"); WireType::encode(&self.num_lookahead_tokens, rel, e).at(".num_lookahead_tokens")?;
         encode_extra_keys(&self.unknown, e)?;
         Ok(())
     }

@@ -99,6 +99,35 @@ mod structured;
 pub use structured::{Constraint, StructuredOutputsParams};
 mod builder;
 pub use builder::{Eos, RequestBuilder, StopIds};
+mod token_ids;
+pub use token_ids::{ArrayIds, Ids as TokenIdsIter, TokenArray, TokenIds, INT32_DTYPE, UINT32_DTYPE};
+
+/// What the typed encoder takes from the sender's environment, as vLLM's
+/// encoder does: the size from which an array goes to an aux frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EncodeOptions {
+    /// vLLM's `VLLM_MSGPACK_ZERO_COPY_THRESHOLD` (default 256): an array or
+    /// tensor of fewer bytes is written inline (ext 3), a larger one to an
+    /// aux frame of the message.
+    pub zero_copy_threshold: usize,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions { zero_copy_threshold: crate::encode::ZERO_COPY_THRESHOLD }
+    }
+}
+
+impl EncodeOptions {
+    /// With another zero-copy threshold (an engine started with
+    /// `VLLM_MSGPACK_ZERO_COPY_THRESHOLD` set: vLLM's frontends read the
+    /// same variable).
+    pub fn with_zero_copy_threshold(mut self, bytes: usize) -> Self {
+        self.zero_copy_threshold = bytes;
+        self
+    }
+}
 
 use crate::decode::{decode_payload, Limits};
 use crate::message::{decode_message, MessageKind};
@@ -480,7 +509,9 @@ macro_rules! message {
 
             /// The frames of this message for `release`, written straight
             /// from the struct (request-type byte first for input-socket
-            /// messages, aux frames after the payload).
+            /// messages, aux frames after the payload), as owned vectors
+            /// (an aux frame's bytes copied: [`Self::encode_shared`]
+            /// shares them).
             pub fn encode(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
                 let mut payload = Vec::with_capacity(<Self as WireSize>::wire_size(self));
                 let mut aux = Vec::new();
@@ -494,6 +525,30 @@ macro_rules! message {
                 Ok(frames)
             }
 
+            /// The frames of this message for `release` as shared buffers,
+            /// in one call: request-type byte, payload, then every aux
+            /// frame, an array held as [`bytes::Bytes`] (a 0.34.0 prompt,
+            /// [`TokenIds`]) shared with the struct, not copied. `options`
+            /// sets what vLLM's encoder reads from its environment (the
+            /// zero-copy threshold).
+            pub fn encode_shared(
+                &self,
+                release: &'static ReleaseSchema,
+                options: &EncodeOptions,
+            ) -> Result<Vec<bytes::Bytes>, Error> {
+                let rel = Rel::of(release)?;
+                let mut e = Enc::new(Vec::with_capacity(<Self as WireSize>::wire_size(self)));
+                e.zero_copy_threshold = options.zero_copy_threshold;
+                <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME))?;
+                let mut frames = Vec::with_capacity(2 + e.aux.len());
+                if let Some(t) = MessageKind::$kind.request_type() {
+                    frames.push(bytes::Bytes::from_static(t.frame()));
+                }
+                frames.push(bytes::Bytes::from(e.out));
+                frames.extend(e.aux);
+                Ok(frames)
+            }
+
             /// Writes the payload into `out` (appending) and its aux frames
             /// into `aux`, for callers that reuse buffers. On error `out`
             /// may hold a partial payload.
@@ -504,10 +559,11 @@ macro_rules! message {
                 aux: &mut Vec<Vec<u8>>,
             ) -> Result<(), Error> {
                 let rel = Rel::of(release)?;
-                let mut e = Enc { out: std::mem::take(out), aux: std::mem::take(aux) };
+                let mut e = Enc::new(std::mem::take(out));
+                e.aux = std::mem::take(aux).into_iter().map(bytes::Bytes::from).collect();
                 let r = <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME));
                 *out = e.out;
-                *aux = e.aux;
+                *aux = e.aux.into_iter().map(Vec::from).collect();
                 r
             }
         }
@@ -609,6 +665,25 @@ impl EngineCoreRequest {
     /// assert_eq!(request.serving_problems(None), [ServingProblem::NoEosTokenId]);
     /// ```
     pub fn encode_checked(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
+        self.check_sendable(release)?;
+        self.encode(release)
+    }
+
+    /// [`EngineCoreRequest::encode_checked`] with the frames as shared
+    /// buffers ([`EngineCoreRequest::encode_shared`]): one call gives the
+    /// whole multi-frame ADD, a long 0.34.0 prompt's array as its aux frame
+    /// without a copy.
+    pub fn encode_checked_shared(
+        &self,
+        release: &'static ReleaseSchema,
+        options: &EncodeOptions,
+    ) -> Result<Vec<bytes::Bytes>, Error> {
+        self.check_sendable(release)?;
+        self.encode_shared(release, options)
+    }
+
+    /// What [`EngineCoreRequest::encode_checked`] refuses.
+    fn check_sendable(&self, release: &'static ReleaseSchema) -> Result<(), Error> {
         let plain = self.lora_request.is_none()
             && self.sampling_params.as_ref().is_none_or(|sp| {
                 sp.structured_outputs.is_none() && sp.repetition_detection.is_none() && plainly_valid(sp)
@@ -619,7 +694,7 @@ impl EngineCoreRequest {
         if let Some(problem) = self.first_fatal_problem(None) {
             return Err(Error::unservable(problem));
         }
-        self.encode(release)
+        Ok(())
     }
 }
 

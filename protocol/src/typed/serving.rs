@@ -21,7 +21,13 @@
 //!   runs to `max_tokens`. Served, so a warning, not an error;
 //! - a request is a sampling request (`sampling_params`) or a pooling one
 //!   (`pooling_params`), and it has a prompt (token ids or embeddings) and
-//!   an id the outputs name it by.
+//!   an id the outputs name it by;
+//! - from vLLM 0.34.0 the prompt is an ndarray the engine copies into an
+//!   int32 `TokenBuffer` (`vllm/v1/token_buffer.py`), asserting a 4-byte
+//!   integer dtype: any other dtype raises in `preprocess_add_request`, and
+//!   the engine finishes the request with ERROR
+//!   (`_handle_request_preproc_error`, `vllm/v1/engine/core.py`); the bytes
+//!   are copied as they are, so a big-endian array gives other ids.
 
 use super::EngineCoreRequest;
 pub use crate::error::ServingProblem;
@@ -114,6 +120,20 @@ impl EngineCoreRequest {
                 if let Some(m) = max_model_len.filter(|&m| ids.len() as i64 > m) {
                     if !f(ServingProblem::PromptTooLong { prompt: ids.len(), max_model_len: m }) {
                         return;
+                    }
+                }
+                if let Some(a) = ids.array() {
+                    let problem = if !a.is_int32() {
+                        Some(ServingProblem::PromptNotInt32 { dtype: a.dtype().to_owned() })
+                    } else if a.element().big_endian {
+                        Some(ServingProblem::PromptBigEndian { dtype: a.dtype().to_owned() })
+                    } else {
+                        None
+                    };
+                    if let Some(p) = problem {
+                        if !f(p) {
+                            return;
+                        }
                     }
                 }
             }

@@ -219,14 +219,14 @@ macro_rules! message {
             /// messages, aux frames after the payload).
             pub fn encode(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
                 let rel = rel(release)?;
-                let mut e = Enc { out: Vec::with_capacity(256), aux: Vec::new() };
+                let mut e = Enc::new(Vec::with_capacity(256));
                 <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME))?;
                 let mut frames = Vec::with_capacity(2 + e.aux.len());
                 if let Some(t) = MessageKind::$kind.request_type() {
                     frames.push(vec![t.byte()]);
                 }
                 frames.push(e.out);
-                frames.extend(e.aux);
+                frames.extend(e.aux.into_iter().map(Vec::from));
                 Ok(frames)
             }
         }

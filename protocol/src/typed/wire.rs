@@ -11,6 +11,8 @@
 //! Not part of the public API: the generated code calls it.
 #![allow(missing_docs)]
 
+use bytes::Bytes;
+
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
 use crate::schema::{Default as FieldDefault, ReleaseSchema, StructSchema, Ty, VLLM_RELEASES};
@@ -53,16 +55,38 @@ impl Rel {
     pub fn is(self, mask: u32) -> bool {
         self.bit & mask != 0
     }
+
+    /// Its position in [`VLLM_RELEASES`].
+    #[inline(always)]
+    pub fn index(self) -> usize {
+        self.bit.trailing_zeros() as usize
+    }
 }
 
-/// The byte writer of the direct encoder: the payload and its aux frames.
-#[derive(Debug, Default)]
+/// The byte writer of the direct encoder: the payload, its aux frames
+/// (shared buffers: an array the caller holds as [`Bytes`] becomes a frame
+/// without a copy), and the size from which an array goes to an aux frame.
+#[derive(Debug)]
 pub struct Enc {
     pub out: Vec<u8>,
-    pub aux: Vec<Vec<u8>>,
+    pub aux: Vec<Bytes>,
+    /// vLLM's `VLLM_MSGPACK_ZERO_COPY_THRESHOLD`: an array of fewer bytes
+    /// is written inline.
+    pub zero_copy_threshold: usize,
+}
+
+impl Default for Enc {
+    fn default() -> Self {
+        Enc::new(Vec::new())
+    }
 }
 
 impl Enc {
+    /// A writer appending to `out`, with vLLM's default threshold.
+    pub fn new(out: Vec<u8>) -> Enc {
+        Enc { out, aux: Vec::new(), zero_copy_threshold: crate::encode::ZERO_COPY_THRESHOLD }
+    }
+
     #[inline(always)]
     pub fn raw(&mut self, bytes: &[u8]) {
         self.out.extend_from_slice(bytes);
@@ -109,13 +133,13 @@ impl Enc {
     }
 
     pub fn tensor(&mut self, t: &Tensor) {
-        crate::encode::write_tensor(&mut self.out, &mut self.aux, t);
+        crate::encode::write_tensor(&mut self.out, &mut self.aux, t, self.zero_copy_threshold);
     }
 
     /// An `Any` value, with the Value encoder's rules.
     pub fn any(&mut self, v: &Value) -> Result<(), Error> {
         static ANY: Ty = Ty::Any;
-        crate::encode::encode_into("", &ANY, v, &mut self.out, &mut self.aux)
+        crate::encode::encode_into_shared("", &ANY, v, &mut self.out, &mut self.aux)
     }
 }
 
@@ -314,6 +338,13 @@ pub trait WireType: Sized {
     fn to_value(&self, ty: &'static Ty, rel: Rel) -> Result<Value, Error>;
     /// Straight to bytes.
     fn encode(&self, rel: Rel, e: &mut Enc) -> EncodeResult;
+    /// Straight to bytes as a field of type `ty` in `rel`'s table: for the
+    /// fields a release retypes (the prompt's token ids: `list[int]` up to
+    /// 0.33.0, an ndarray from 0.34.0), whose Rust type writes either form.
+    #[inline]
+    fn encode_as(&self, _ty: &'static Ty, rel: Rel, e: &mut Enc) -> EncodeResult {
+        self.encode(rel, e)
+    }
     /// Whether this equals default `d` (what an omit-defaults map omits),
     /// with the Value encoder's rule (`value::is_default`).
     fn is_default(&self, _d: &FieldDefault) -> bool {
@@ -535,6 +566,24 @@ impl WireType for Tensor {
     }
 }
 
+/// `bytes` (a `bin` on the wire), shared.
+impl WireType for Bytes {
+    fn from_value(v: &Value, _: Option<&Value>, _: Rel) -> Result<Self, Error> {
+        match v {
+            Value::Bytes(b) => Ok(Bytes::copy_from_slice(b)),
+            other => Err(type_error("bytes", other)),
+        }
+    }
+    fn to_value(&self, _: &'static Ty, _: Rel) -> Result<Value, Error> {
+        Ok(Value::Bytes(self.to_vec()))
+    }
+    #[inline]
+    fn encode(&self, _: Rel, e: &mut Enc) -> EncodeResult {
+        write::bin(&mut e.out, self);
+        Ok(())
+    }
+}
+
 /// A tensor with no elements and no dtype (the placeholder of a required
 /// tensor field in `Default` impls).
 pub fn empty_tensor() -> Tensor {
@@ -583,6 +632,16 @@ impl<T: WireType> WireType for Option<T> {
                 Ok(())
             }
             Some(x) => x.encode(rel, e),
+        }
+    }
+    #[inline]
+    fn encode_as(&self, ty: &'static Ty, rel: Rel, e: &mut Enc) -> EncodeResult {
+        match self {
+            None => {
+                write::nil(&mut e.out);
+                Ok(())
+            }
+            Some(x) => x.encode_as(unwrap_optional(ty), rel, e),
         }
     }
     #[inline]
@@ -721,10 +780,10 @@ mod tests {
         // count past 15 (its header grows from a fixmap to a map16).
         for fields in [0, 1, 5, 15, 16, 43] {
             for n in [0, 1, 15, 16, 17, 300, 65535] {
-                let mut direct = Enc { out: vec![0x42], aux: Vec::new() };
+                let mut direct = Enc::new(vec![0x42]);
                 direct.struct_map(fields, n);
                 direct.out.extend_from_slice(b"body");
-                let mut patched = Enc { out: vec![0x42], aux: Vec::new() };
+                let mut patched = Enc::new(vec![0x42]);
                 let at = patched.struct_map_placeholder(fields);
                 patched.out.extend_from_slice(b"body");
                 patched.patch_struct_map(at, fields, n);

@@ -19,6 +19,10 @@ pub fn v032() -> &'static ReleaseSchema {
     engine_testkit::build::vllm("0.32.0")
 }
 
+pub fn v034() -> &'static ReleaseSchema {
+    engine_testkit::build::vllm("0.34.0")
+}
+
 pub fn decode(rel: &'static ReleaseSchema, kind: MessageKind, frames: &[Vec<u8>]) -> Result<Decoded, Error> {
     engine_testkit::build::decode(rel, kind, frames)
 }

@@ -1,9 +1,11 @@
-//! vLLM EngineCore schema tables: 0.32.0 and 0.33.0 written here by hand
-//! (the typed API is generated from them), every release from 0.22.0 to
-//! 0.31.0 generated from its schema dump into `history` (re-exported here:
-//! `V0_22_0` ... `V0_31_0`, and a static per struct that differs from these,
-//! named by the first release that has it). `conformance schema-diff A B`
-//! lists what changed between any two (docs/schema-diff.md).
+//! vLLM EngineCore schema tables: 0.32.0 and 0.33.0 written here by hand,
+//! every other release (0.22.0 to 0.31.0, and 0.34.0 on) generated from its
+//! schema dump into `from_dumps` (re-exported here: `V0_22_0` ...
+//! `V0_31_0`, `V0_34_0`, and a static per struct that differs from these,
+//! named by the first release that has it): a new release is its dump and
+//! a bless. The typed API is generated from the tables of
+//! [`super::VLLM_RELEASES`], hand-written or not. `conformance schema-diff A
+//! B` lists what changed between any two (docs/schema-diff.md).
 //!
 //! Sources: vLLM's own classes (`vllm.v1.engine`, `vllm.sampling_params`,
 //! `vllm.lora.request`, `vllm.v1.outputs`, `vllm.v1.engine.utils`) as
@@ -16,8 +18,8 @@
 //!   `coordinator_input_address` and `coordinator_output_address`.
 
 #[rustfmt::skip]
-mod history;
-pub use history::*;
+mod from_dumps;
+pub use from_dumps::*;
 
 use super::Default as D;
 use super::{Dialect, EnumSchema, Layout, ReleaseSchema, Rules, StructSchema, TensorKind, Ty};
