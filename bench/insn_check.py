@@ -5,8 +5,10 @@ Wall-clock baselines do not carry from one machine to another (and this
 project's machines change speed mid-run); instruction counts under
 `valgrind --tool=callgrind` do, and a loaded machine counts the same as an
 idle one. For each typed path of the bench cases (vLLM 0.33.0 goldens:
-`tdec` / `tenc` of the request, `hot` / `tenc` of the output batches; see
-`conformance/examples/prof.rs`) this runs the release-built probe for 20
+`tdec` / `tenc` of the request, `hot` / `tenc` of the output batches;
+vLLM 0.34.0's requests, named `0.34.0/<case>`: `sdec` / `senc`, the
+shared-frame paths; see `conformance/examples/prof.rs`) this runs the
+release-built probe for 20
 and for 120 calls and takes `(instructions at 120 - instructions at 20) /
 100`: the probe's set-up cancels out.
 
@@ -35,7 +37,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = os.path.join(ROOT, "bench", "insn-baseline.txt")
-GOLDEN = os.path.join(ROOT, "golden", "vllm", "0.33.0")
+GOLDEN = os.path.join(ROOT, "golden", "vllm")
+# A case named without a release is 0.33.0's.
+DEFAULT_RELEASE = "0.33.0"
 PROBE = os.path.join(ROOT, "target", "release", "examples", "prof")
 
 # (golden case, probe path): the typed paths docs/bench.md's tables time.
@@ -50,6 +54,12 @@ PATHS = [
     ("output/batch_256", "tenc"),
     ("output/batch_logprobs_aux_large", "hot"),
     ("output/batch_logprobs_aux_large", "tenc"),
+    ("0.34.0/request/prompt_512_tokens", "sdec"),
+    ("0.34.0/request/prompt_512_tokens", "senc"),
+    ("0.34.0/request/prompt_array_63", "sdec"),
+    ("0.34.0/request/prompt_array_63", "senc"),
+    ("0.34.0/request/prompt_array_70000", "sdec"),
+    ("0.34.0/request/prompt_array_70000", "senc"),
 ]
 FEW, MANY = 20, 120
 
@@ -123,8 +133,16 @@ def ensure_valgrind():
                          "(not root, or apt-get failed): install valgrind")
 
 
+def golden_file(case):
+    """The case file: `<release>/<group>/<name>` or 0.33.0's `<group>/<name>`."""
+    first = case.split("/", 1)[0]
+    if first[:1].isdigit():
+        return os.path.join(GOLDEN, case + ".json")
+    return os.path.join(GOLDEN, DEFAULT_RELEASE, case + ".json")
+
+
 def instructions(probe, case, path, calls):
-    golden = os.path.join(GOLDEN, case + ".json")
+    golden = golden_file(case)
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", probe, golden,
                         str(calls), path], capture_output=True, text=True)
     m = re.search(r"Collected : (\d+)", r.stderr)

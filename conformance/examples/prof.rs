@@ -1,8 +1,11 @@
 //! Profiling helper (not part of the suite): `prof <case.json> <iters> <path>`
-//! on one golden case of vLLM 0.33.0, printing the time per call. Paths:
+//! on one golden case of a vLLM release the typed API covers (the case's
+//! `version`), printing the time per call. Paths:
 //! `dec` / `enc` (the value decoder and encoder, `decode_message` /
 //! `encode_message`), `tdec` / `tenc` (`decode_typed` and the typed
-//! structs' direct encode), `hot` (the fast decoders:
+//! structs' direct encode), `sdec` / `senc` (a request on shared frames:
+//! `hot::decode_request_shared` and `encode_shared`, a 0.34.0 prompt array
+//! read and written without a copy), `hot` (the fast decoders:
 //! `engine_protocol::hot::decode_request` for an ADD,
 //! `engine_protocol::hot::decode_outputs` for an output batch), `conv` (the
 //! typed API's conversion of a decoded request to its struct).
@@ -16,7 +19,8 @@
 //!   target/release/examples/prof golden/vllm/0.33.0/output/batch_64.json $n tenc; done
 //! # (instructions at 120 - instructions at 20) / 100
 //! ```
-use engine_protocol::typed::{decode_typed, EngineCoreOutputs, EngineCoreRequest};
+use engine_protocol::bytes::Bytes;
+use engine_protocol::typed::{decode_typed, EncodeOptions, EngineCoreOutputs, EngineCoreRequest};
 use engine_protocol::Dialect;
 use engine_protocol::{decode_message, encode_message, release, Limits, MessageKind};
 use std::hint::black_box;
@@ -30,7 +34,9 @@ fn main() {
     let frames: Vec<Vec<u8>> =
         j["frames"].as_array().unwrap().iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect();
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
-    let rel = release(Dialect::Vllm, "0.33.0").unwrap();
+    let rel = release(Dialect::Vllm, j["version"].as_str().unwrap()).unwrap();
+    let shared: Vec<Bytes> = frames.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+    let opts = EncodeOptions::default();
     let n: usize = a[2].parse().unwrap();
     let lim = Limits::default();
     let value = decode_message(rel, kind, &refs, &lim).unwrap().value;
@@ -60,6 +66,17 @@ fn main() {
                     black_box(black_box(o).encode(rel).unwrap());
                 }
             }
+            "sdec" => {
+                black_box(engine_protocol::hot::decode_request_shared(rel, black_box(&shared), &lim).unwrap());
+            }
+            "senc" => {
+                if let Some(r) = &treq {
+                    black_box(black_box(r).encode_shared(rel, &opts).unwrap());
+                }
+                if let Some(o) = &tout {
+                    black_box(black_box(o).encode_shared(rel, &opts).unwrap());
+                }
+            }
             "hot" if is_req => {
                 black_box(engine_protocol::hot::decode_request(rel, black_box(&refs), &lim).unwrap());
             }
@@ -69,7 +86,7 @@ fn main() {
             "conv" => {
                 black_box(EngineCoreRequest::from_value(rel, black_box(&value)).unwrap());
             }
-            other => panic!("unknown path {other:?}: dec, enc, tdec, tenc, hot or conv"),
+            other => panic!("unknown path {other:?}: dec, enc, tdec, tenc, sdec, senc, hot or conv"),
         }
     }
     println!("{:?}/iter", t.elapsed() / n as u32);

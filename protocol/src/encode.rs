@@ -17,8 +17,6 @@
 //!   order) replaces the data.
 #![warn(missing_docs)]
 
-use bytes::Bytes;
-
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
 use crate::registry::PerStruct;
@@ -49,7 +47,7 @@ fn encode_with(root: &'static str, ty: &'static Ty, value: &Value, validate: boo
     e.value(ty, value).map_err(|err| err.under(root))?;
     let mut frames = Vec::with_capacity(1 + e.aux.len());
     frames.push(e.out);
-    frames.extend(e.aux.into_iter().map(Vec::from));
+    frames.extend(e.aux);
     Ok(frames)
 }
 
@@ -61,21 +59,6 @@ pub fn encode_into(
     value: &Value,
     out: &mut Vec<u8>,
     aux: &mut Vec<Vec<u8>>,
-) -> Result<(), Error> {
-    let mut shared: Vec<Bytes> = std::mem::take(aux).into_iter().map(Bytes::from).collect();
-    let r = encode_into_shared(root, ty, value, out, &mut shared);
-    *aux = shared.into_iter().map(Vec::from).collect();
-    r
-}
-
-/// [`encode_into`] with the aux frames as shared buffers (the typed
-/// encoder's `Any` values).
-pub(crate) fn encode_into_shared(
-    root: &'static str,
-    ty: &'static Ty,
-    value: &Value,
-    out: &mut Vec<u8>,
-    aux: &mut Vec<Bytes>,
 ) -> Result<(), Error> {
     let mut e = Encoder::new(std::mem::take(out), std::mem::take(aux), true);
     let r = e.value(ty, value).map_err(|err| err.under(root));
@@ -169,7 +152,7 @@ impl RecentDefaults {
 
 struct Encoder {
     out: Vec<u8>,
-    aux: Vec<Bytes>,
+    aux: Vec<Vec<u8>>,
     /// Run the schema's validators on every struct written.
     validate: bool,
     /// The structs whose defaults were looked up last, with their
@@ -196,7 +179,7 @@ impl<T> Within for Result<T, Error> {
 }
 
 impl Encoder {
-    fn new(out: Vec<u8>, aux: Vec<Bytes>, validate: bool) -> Encoder {
+    fn new(out: Vec<u8>, aux: Vec<Vec<u8>>, validate: bool) -> Encoder {
         Encoder { out, aux, validate, recent_defaults: RecentDefaults::default() }
     }
 
@@ -505,7 +488,7 @@ impl Encoder {
 /// (ext 3) under the zero-copy threshold or for a scalar, otherwise the
 /// 1-based index of a new aux frame (docs/wire-protocol.md §6). Shared by
 /// the value encoder and the typed encoder.
-pub(crate) fn write_tensor(out: &mut Vec<u8>, aux: &mut Vec<Bytes>, t: &Tensor, threshold: usize) {
+pub(crate) fn write_tensor(out: &mut Vec<u8>, aux: &mut Vec<Vec<u8>>, t: &Tensor, threshold: usize) {
     write::array_len(out, 3);
     write::str(out, &t.dtype);
     write::array_len(out, t.shape.len() as u32);
@@ -515,7 +498,7 @@ pub(crate) fn write_tensor(out: &mut Vec<u8>, aux: &mut Vec<Bytes>, t: &Tensor, 
     if t.data.len() < threshold || t.shape.is_empty() {
         write::ext(out, 3, &t.data);
     } else {
-        aux.push(Bytes::from(t.data.clone()));
+        aux.push(t.data.clone());
         write::int(out, aux.len() as i64);
     }
 }

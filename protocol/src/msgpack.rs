@@ -403,6 +403,37 @@ pub mod write {
         }
     }
 
+    /// An array of the little-endian int32s of `le` (a 0.34.0 prompt's
+    /// bytes, `<i4`), written as [`int_array`] writes the same values: the
+    /// header, then each in its smallest form, by the same branchless
+    /// writer while they are non-negative (every token id).
+    pub fn int32_array(out: &mut Vec<u8>, le: &[u8]) {
+        let n = le.len() / 4;
+        array_len(out, n as u32);
+        out.reserve(n * 5 + 8);
+        let start = out.len();
+        let base = out.as_mut_ptr();
+        let mut p = start;
+        let mut all = 0u32;
+        // Invariant: `p + 5 * (values left) + 8 <= out.capacity()`.
+        for c in le.chunks_exact(4) {
+            let u = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            all |= u;
+            // SAFETY: the invariant.
+            unsafe { p = put_uint32(base, p, u) };
+        }
+        if all >> 31 == 0 {
+            // SAFETY: the bytes up to `p` were written above.
+            unsafe { out.set_len(p) };
+        } else {
+            // A negative value (its sign was written as a magnitude above).
+            out.truncate(start);
+            for c in le.chunks_exact(4) {
+                int(out, i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            }
+        }
+    }
+
     /// Stores `u`'s smallest form at `base + p` as eight bytes (the
     /// form's length of them meaningful) and returns the position after
     /// the form.
@@ -555,6 +586,20 @@ mod tests {
             write::int(&mut one_by_one, x);
         }
         assert_eq!(written(|o| write::int_array(o, &xs)), one_by_one);
+    }
+
+    #[test]
+    fn int32_array_writes_what_int_array_writes_for_the_same_values() {
+        let edges: [i32; 12] = [0, 1, 127, 128, 255, 256, 65535, 65536, i32::MAX, -1, -129, i32::MIN];
+        for n in 0..edges.len() * 2 {
+            let xs: Vec<i32> = edges.iter().cycle().skip(n % edges.len()).take(n).copied().collect();
+            let le: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let wide: Vec<i64> = xs.iter().map(|&x| i64::from(x)).collect();
+            let (mut a, mut b) = (vec![0x42], vec![0x42]);
+            write::int32_array(&mut a, &le);
+            write::int_array(&mut b, &wide);
+            assert_eq!(a, b, "{xs:?}");
+        }
     }
 
     #[test]

@@ -835,6 +835,39 @@ fn gen_encode(o: &mut String, u: &UStruct) {
     let mut i = 0;
     while i < u.fields.len() {
         let run = if u.is_map() { 0 } else { u.fields[i..].iter().take_while(|f| u.none_bytes(f).is_some()).count() };
+        // The optional fields releases appended at the end (each release
+        // has a prefix of them): when all are absent, the release's count
+        // of nils in one go.
+        let tail = &u.fields[i..];
+        let appended_tail = !u.is_map()
+            && tail.len() >= 2
+            && tail.iter().any(|f| u.partial(f))
+            && tail.iter().all(|f| is_optional(f.ty) && f.default == D::Nil && !f.retyped())
+            && (0..u.rels.len()).all(|ri| {
+                let has: Vec<bool> = tail.iter().map(|f| f.mask & (1 << ri) != 0).collect();
+                has.windows(2).all(|w| w[0] || !w[1])
+            });
+        if appended_tail {
+            let counts: Vec<usize> =
+                (0..u.rels.len()).map(|ri| tail.iter().filter(|f| f.mask & (1 << ri) != 0).count()).collect();
+            let test: Vec<String> = tail.iter().map(|f| format!("self.{}.is_none()", ident(f.name))).collect();
+            let _ = writeln!(o, "        if {} {{", test.join("\n            && "));
+            // Every release's nils written, the ones past this release's
+            // count dropped: two stores, no length-dependent copy.
+            let _ = writeln!(o, "            e.raw({});", bytes_lit(&vec![0xc0; tail.len()]));
+            let drop: Vec<usize> = counts.iter().map(|c| tail.len() - c).collect();
+            if drop.iter().any(|&d| d > 0) {
+                let _ = writeln!(o, "            e.out.truncate(e.out.len() - rel.pick(&{drop:?}));");
+            }
+            o.push_str("        } else {\n");
+            for f in tail {
+                let mut one = String::new();
+                gen_encode_field(&mut one, u, f);
+                o.push_str(&one.replace("\n        ", "\n            ").replacen("        ", "            ", 1));
+            }
+            o.push_str("        }\n");
+            break;
+        }
         if run >= 2 {
             let fields = &u.fields[i..i + run];
             let none: Vec<u8> = fields.iter().flat_map(|f| u.none_bytes(f).unwrap_or_default()).collect();

@@ -219,16 +219,18 @@ impl WireType for EngineCoreRequest {
         }
         WireType::encode(&self.abort_immediately, rel, e).at(".abort_immediately")?;
         if self.session_id.is_none()
-            && self.kv_hints.is_none() {
-            e.raw(b"\xc0\xc0");
+            && self.kv_hints.is_none()
+            && self.block_hashes.is_none() {
+            e.raw(b"\xc0\xc0\xc0");
+            e.out.truncate(e.out.len() - rel.pick(&[1, 1, 0]));
         } else {
             WireType::encode(&self.session_id, rel, e).at(".session_id")?;
             WireType::encode(&self.kv_hints, rel, e).at(".kv_hints")?;
-        }
-        if rel.is(0b100) {
-            WireType::encode(&self.block_hashes, rel, e).at(".block_hashes")?;
-        } else if !self.block_hashes.is_default(&D::Nil) {
-            return Err(not_in_release(rel, "block_hashes").into());
+            if rel.is(0b100) {
+                WireType::encode(&self.block_hashes, rel, e).at(".block_hashes")?;
+            } else if !self.block_hashes.is_default(&D::Nil) {
+                return Err(not_in_release(rel, "block_hashes").into());
+            }
         }
         for x in &self.unknown {
             e.any(x)?;
@@ -1495,23 +1497,26 @@ impl WireType for EngineCoreOutput {
         if self.mm_cache_miss_hashes.is_none()
             && self.new_sampling_mask.is_none()
             && self.spec_decode_metrics.is_none()
-            && self.prompt_token_id_logprobs.is_none() {
-            e.raw(b"\xc0\xc0\xc0\xc0");
+            && self.prompt_token_id_logprobs.is_none()
+            && self.error.is_none()
+            && self.watermarking.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0");
+            e.out.truncate(e.out.len() - rel.pick(&[2, 1, 0]));
         } else {
             WireType::encode(&self.mm_cache_miss_hashes, rel, e).at(".mm_cache_miss_hashes")?;
             WireType::encode(&self.new_sampling_mask, rel, e).at(".new_sampling_mask")?;
             WireType::encode(&self.spec_decode_metrics, rel, e).at(".spec_decode_metrics")?;
             WireType::encode(&self.prompt_token_id_logprobs, rel, e).at(".prompt_token_id_logprobs")?;
-        }
-        if rel.is(0b110) {
-            WireType::encode(&self.error, rel, e).at(".error")?;
-        } else if !self.error.is_default(&D::Nil) {
-            return Err(not_in_release(rel, "error").into());
-        }
-        if rel.is(0b100) {
-            WireType::encode(&self.watermarking, rel, e).at(".watermarking")?;
-        } else if !self.watermarking.is_default(&D::Nil) {
-            return Err(not_in_release(rel, "watermarking").into());
+            if rel.is(0b110) {
+                WireType::encode(&self.error, rel, e).at(".error")?;
+            } else if !self.error.is_default(&D::Nil) {
+                return Err(not_in_release(rel, "error").into());
+            }
+            if rel.is(0b100) {
+                WireType::encode(&self.watermarking, rel, e).at(".watermarking")?;
+            } else if !self.watermarking.is_default(&D::Nil) {
+                return Err(not_in_release(rel, "watermarking").into());
+            }
         }
         for x in &self.unknown {
             e.any(x)?;

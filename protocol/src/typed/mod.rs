@@ -513,14 +513,15 @@ macro_rules! message {
             /// (an aux frame's bytes copied: [`Self::encode_shared`]
             /// shares them).
             pub fn encode(&self, release: &'static ReleaseSchema) -> Result<Vec<Vec<u8>>, Error> {
-                let mut payload = Vec::with_capacity(<Self as WireSize>::wire_size(self));
-                let mut aux = Vec::new();
-                self.encode_into(release, &mut payload, &mut aux)?;
-                let mut frames = Vec::with_capacity(2 + aux.len());
+                let rel = Rel::of(release)?;
+                let mut e = Enc::new(Vec::with_capacity(<Self as WireSize>::wire_size(self, rel)));
+                <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME))?;
+                let mut frames = Vec::with_capacity(2 + e.aux.len());
                 if let Some(t) = MessageKind::$kind.request_type() {
                     frames.push(vec![t.byte()]);
                 }
-                frames.push(payload);
+                let aux = if e.shared.is_empty() { std::mem::take(&mut e.aux) } else { e.aux_owned() };
+                frames.push(e.out);
                 frames.extend(aux);
                 Ok(frames)
             }
@@ -537,15 +538,16 @@ macro_rules! message {
                 options: &EncodeOptions,
             ) -> Result<Vec<bytes::Bytes>, Error> {
                 let rel = Rel::of(release)?;
-                let mut e = Enc::new(Vec::with_capacity(<Self as WireSize>::wire_size(self)));
+                let mut e = Enc::new(Vec::with_capacity(<Self as WireSize>::wire_size(self, rel)));
                 e.zero_copy_threshold = options.zero_copy_threshold;
                 <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME))?;
                 let mut frames = Vec::with_capacity(2 + e.aux.len());
                 if let Some(t) = MessageKind::$kind.request_type() {
                     frames.push(bytes::Bytes::from_static(t.frame()));
                 }
+                let aux = e.aux_shared();
                 frames.push(bytes::Bytes::from(e.out));
-                frames.extend(e.aux);
+                frames.extend(aux);
                 Ok(frames)
             }
 
@@ -560,10 +562,10 @@ macro_rules! message {
             ) -> Result<(), Error> {
                 let rel = Rel::of(release)?;
                 let mut e = Enc::new(std::mem::take(out));
-                e.aux = std::mem::take(aux).into_iter().map(bytes::Bytes::from).collect();
+                e.aux = std::mem::take(aux);
                 let r = <Self as WireType>::encode(self, rel, &mut e).map_err(|e| (*e).under(Self::NAME));
+                *aux = e.aux_owned();
                 *out = e.out;
-                *aux = e.aux.into_iter().map(Vec::from).collect();
                 r
             }
         }
@@ -574,19 +576,35 @@ macro_rules! message {
 /// writes without growing its buffer in the common case (token ids take at
 /// most 5 bytes in practice, tensors their data plus a small header).
 trait WireSize {
-    fn wire_size(&self) -> usize {
+    fn wire_size(&self, _rel: Rel) -> usize {
         256
     }
 }
 
 impl WireSize for EngineCoreRequest {
-    fn wire_size(&self) -> usize {
-        256 + self.request_id.len() + self.prompt_token_ids.as_ref().map_or(0, |t| t.len() * 5)
+    /// A prompt's ids take at most 5 bytes each in a list; an array takes
+    /// its bytes inline below the threshold and a few bytes for its aux
+    /// frame's index above it (0.34.0 on).
+    fn wire_size(&self, rel: Rel) -> usize {
+        let prompt = self.prompt_token_ids.as_ref().map_or(0, |t| {
+            let in_array = rel
+                .schema
+                .engine_core_request
+                .as_struct()
+                .and_then(|s| s.fields.get(1))
+                .is_some_and(|f| matches!(wire::unwrap_optional(f.ty), Ty::Tensor(_)));
+            match (in_array, t.array()) {
+                (false, _) => t.len() * 5,
+                (true, Some(a)) if a.bytes().len() >= crate::encode::ZERO_COPY_THRESHOLD => 24,
+                (true, _) => t.len() * 5 + 24,
+            }
+        });
+        256 + self.request_id.len() + prompt
     }
 }
 
 impl WireSize for EngineCoreOutputs {
-    fn wire_size(&self) -> usize {
+    fn wire_size(&self, _rel: Rel) -> usize {
         let tensor =
             |t: &Tensor| if t.data.len() < crate::encode::ZERO_COPY_THRESHOLD { t.data.len() + 32 } else { 40 };
         64 + self

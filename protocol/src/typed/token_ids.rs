@@ -537,14 +537,12 @@ impl TokenIds {
                             format!("an array of dtype {} holds no token ids for a list[int] field", a.dtype),
                         )));
                     };
-                    write::array_len(&mut e.out, ids.len() as u32);
-                    if let Some(le) = a.engine_ids().filter(|_| a.parsed.0.elem == Elem::I32 && !a.parsed.0.big_endian)
-                    {
-                        e.out.reserve(le.len() * 5);
-                        for x in le {
-                            write::int(&mut e.out, i64::from(x));
-                        }
+                    if a.parsed.0.elem == Elem::I32 && !a.parsed.0.big_endian {
+                        // The common case (`<i4`: from ids, or from a 0.34
+                        // frontend): the branchless run writer.
+                        write::int32_array(&mut e.out, &a.data);
                     } else {
+                        write::array_len(&mut e.out, ids.len() as u32);
                         for x in ids {
                             write_wire_int(&mut e.out, x);
                         }
@@ -574,8 +572,8 @@ fn write_array(a: &TokenArray, e: &mut Enc) {
     if a.data.len() < e.zero_copy_threshold || a.shape.is_empty() {
         write::ext(&mut e.out, 3, &a.data);
     } else {
-        e.aux.push(a.data.clone());
-        write::int(&mut e.out, e.aux.len() as i64);
+        let index = e.push_shared(a.data.clone());
+        write::int(&mut e.out, index as i64);
     }
 }
 

@@ -225,8 +225,9 @@ macro_rules! message {
                 if let Some(t) = MessageKind::$kind.request_type() {
                     frames.push(vec![t.byte()]);
                 }
+                let aux = e.aux_owned();
                 frames.push(e.out);
-                frames.extend(e.aux.into_iter().map(Vec::from));
+                frames.extend(aux);
                 Ok(frames)
             }
         }

@@ -217,8 +217,10 @@ impl WireType for TokenizedGenerateReqInput {
             && self.input_extra_infos.is_none()
             && self.input_ids_unpadded.is_none()
             && self.multimodal_inputs.is_none()
-            && self.validation_error.is_none() {
-            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0");
+            && self.validation_error.is_none()
+            && self.data_parallel_rank.is_none() {
+            e.raw(b"\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0\xc0");
+            e.out.truncate(e.out.len() - rel.pick(&[1, 0]));
         } else {
             WireType::encode(&self.bootstrap_host, rel, e).at(".bootstrap_host")?;
             WireType::encode(&self.bootstrap_port, rel, e).at(".bootstrap_port")?;
@@ -228,11 +230,11 @@ impl WireType for TokenizedGenerateReqInput {
             WireType::encode(&self.input_ids_unpadded, rel, e).at(".input_ids_unpadded")?;
             WireType::encode(&self.multimodal_inputs, rel, e).at(".multimodal_inputs")?;
             WireType::encode(&self.validation_error, rel, e).at(".validation_error")?;
-        }
-        if rel.is(0b10) {
-            WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
-        } else if !self.data_parallel_rank.is_default(&D::Nil) {
-            return Err(not_in_release(rel, "data_parallel_rank").into());
+            if rel.is(0b10) {
+                WireType::encode(&self.data_parallel_rank, rel, e).at(".data_parallel_rank")?;
+            } else if !self.data_parallel_rank.is_default(&D::Nil) {
+                return Err(not_in_release(rel, "data_parallel_rank").into());
+            }
         }
         for x in &self.unknown {
             e.any(x)?;

@@ -63,13 +63,18 @@ impl Rel {
     }
 }
 
-/// The byte writer of the direct encoder: the payload, its aux frames
-/// (shared buffers: an array the caller holds as [`Bytes`] becomes a frame
-/// without a copy), and the size from which an array goes to an aux frame.
+/// The byte writer of the direct encoder: the payload, its aux frames,
+/// and the size from which an array goes to an aux frame. An aux frame
+/// the encoder made (a tensor's data) is a `Vec` in `aux`; one it shares
+/// with the caller (an array held as [`Bytes`], written without a copy) is
+/// in `shared`, with an empty placeholder at its place in `aux`, so that
+/// the common case keeps the plain vectors.
 #[derive(Debug)]
 pub struct Enc {
     pub out: Vec<u8>,
-    pub aux: Vec<Bytes>,
+    pub aux: Vec<Vec<u8>>,
+    /// `(index in aux, bytes)` of the shared aux frames.
+    pub shared: Vec<(usize, Bytes)>,
     /// vLLM's `VLLM_MSGPACK_ZERO_COPY_THRESHOLD`: an array of fewer bytes
     /// is written inline.
     pub zero_copy_threshold: usize,
@@ -84,7 +89,34 @@ impl Default for Enc {
 impl Enc {
     /// A writer appending to `out`, with vLLM's default threshold.
     pub fn new(out: Vec<u8>) -> Enc {
-        Enc { out, aux: Vec::new(), zero_copy_threshold: crate::encode::ZERO_COPY_THRESHOLD }
+        Enc { out, aux: Vec::new(), shared: Vec::new(), zero_copy_threshold: crate::encode::ZERO_COPY_THRESHOLD }
+    }
+
+    /// Appends a shared aux frame; returns its index as the payload names
+    /// it (from 1).
+    pub fn push_shared(&mut self, b: Bytes) -> usize {
+        self.shared.push((self.aux.len(), b));
+        self.aux.push(Vec::new());
+        self.aux.len()
+    }
+
+    /// The aux frames as owned vectors (a shared one copied).
+    pub fn aux_owned(&mut self) -> Vec<Vec<u8>> {
+        let mut aux = std::mem::take(&mut self.aux);
+        for (i, b) in self.shared.drain(..) {
+            aux[i] = b.to_vec();
+        }
+        aux
+    }
+
+    /// The aux frames as shared buffers (a made one moved, a shared one
+    /// as it is).
+    pub fn aux_shared(&mut self) -> Vec<Bytes> {
+        let mut aux: Vec<Bytes> = std::mem::take(&mut self.aux).into_iter().map(Bytes::from).collect();
+        for (i, b) in self.shared.drain(..) {
+            aux[i] = b;
+        }
+        aux
     }
 
     #[inline(always)]
@@ -139,7 +171,7 @@ impl Enc {
     /// An `Any` value, with the Value encoder's rules.
     pub fn any(&mut self, v: &Value) -> Result<(), Error> {
         static ANY: Ty = Ty::Any;
-        crate::encode::encode_into_shared("", &ANY, v, &mut self.out, &mut self.aux)
+        crate::encode::encode_into("", &ANY, v, &mut self.out, &mut self.aux)
     }
 }
 
