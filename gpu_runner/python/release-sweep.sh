@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Which vLLM releases a gateway can talk to (docs/runner.md "Engine
 # releases"): `gpu-runner release-sweep` with the mock engine playing each
-# release that has a schema table (0.22.0 ... 0.33.0; the gateway's own
+# release that has a schema table (0.22.0 ... 0.34.0; the gateway's own
 # first, the baseline), readiness and golden/gateway's length_finish,
 # eos_finish and logprobs_top_k per release. Installs (or reuses) the
 # gateway's venv, writes golden/gateway/reports/releases-<gateway>.json
