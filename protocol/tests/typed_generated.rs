@@ -859,13 +859,7 @@ fn gen_encode(o: &mut String, u: &UStruct) {
             if drop.iter().any(|&d| d > 0) {
                 let _ = writeln!(o, "            e.out.truncate(e.out.len() - rel.pick(&{drop:?}));");
             }
-            o.push_str("        } else {\n");
-            for f in tail {
-                let mut one = String::new();
-                gen_encode_field(&mut one, u, f);
-                o.push_str(&one.replace("\n        ", "\n            ").replacen("        ", "            ", 1));
-            }
-            o.push_str("        }\n");
+            gen_encode_fields_otherwise(o, u, tail);
             break;
         }
         if run >= 2 {
@@ -874,13 +868,7 @@ fn gen_encode(o: &mut String, u: &UStruct) {
             let test: Vec<String> = fields.iter().map(|f| format!("self.{}.is_none()", ident(f.name))).collect();
             let _ = writeln!(o, "        if {} {{", test.join("\n            && "));
             let _ = writeln!(o, "            e.raw({});", bytes_lit(&none));
-            o.push_str("        } else {\n");
-            for f in fields {
-                let mut one = String::new();
-                gen_encode_field(&mut one, u, f);
-                o.push_str(&one.replace("\n        ", "\n            ").replacen("        ", "            ", 1));
-            }
-            o.push_str("        }\n");
+            gen_encode_fields_otherwise(o, u, fields);
             i += run;
         } else {
             gen_encode_field(o, u, &u.fields[i]);
@@ -896,6 +884,18 @@ fn gen_encode(o: &mut String, u: &UStruct) {
         _ => {}
     }
     o.push_str("        Ok(())\n    }\n");
+}
+
+/// The `else` branch of a run written in one go when all its fields are
+/// absent: each field's own encoder, one level deeper.
+fn gen_encode_fields_otherwise(o: &mut String, u: &UStruct, fields: &[UField]) {
+    o.push_str("        } else {\n");
+    for f in fields {
+        let mut one = String::new();
+        gen_encode_field(&mut one, u, f);
+        o.push_str(&one.replace("\n        ", "\n            ").replacen("        ", "            ", 1));
+    }
+    o.push_str("        }\n");
 }
 
 /// One field of a direct encoder.
