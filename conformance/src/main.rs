@@ -136,7 +136,7 @@ enum Command {
         fail_on: Option<FailOn>,
     },
     /// The cross-release matrix: every release's own messages read with
-    /// every other release's table (docs/compatibility.md).
+    /// every other release's table (docs/reports/compatibility.md).
     Compat {
         /// Directory holding one golden tree per vLLM release.
         #[arg(long, default_value = "golden/vllm")]

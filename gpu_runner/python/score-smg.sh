@@ -2,7 +2,7 @@
 # The live SMG run: installs (or reuses) the smg 1.13.0 venv, scores SMG with
 # `gpu-runner gateway` (the suite plays the engine; every scenario of
 # golden/gateway/, engine faults and streams included), and regenerates
-# docs/scoreboard.md from the JSON report. Not part of `cargo test`: it needs
+# docs/reports/scoreboard.md from the JSON report. Not part of `cargo test`: it needs
 # the wheel. Exit code: the gateway run's (0 = no unexpected result).
 # Usage: gpu_runner/python/score-smg.sh [REPORT.json]
 set -euo pipefail
@@ -18,7 +18,7 @@ rc=0
   --expectations golden/gateway/expectations/smg-1.13.0.txt \
   --report-json "$report" || rc=$?
 # With the reference run of vLLM's own frontend (kept, not rerun here:
-# docs/runner.md "The reference run"), and the engine release sweeps
+# docs/runner/gateway.md "The reference run"), and the engine release sweeps
 # (kept, not rerun here: gpu_runner/python/release-sweep.sh).
 # The generation-config defaults on a model that sets them (golden/instruct;
 # SMG reads only its tokenizer and configs, no weights).
@@ -35,8 +35,8 @@ rc=0
   --releases golden/gateway/reports/releases-vllm-rs-0.33.0.json \
   --faults golden/gateway/reports/faults-smg-1.13.0.json \
   --faults golden/gateway/reports/faults-vllm-rs-0.33.0.json \
-  --faults golden/gateway/reports/faults-vllm-0.33.0.json > docs/scoreboard.md
-echo "report: $report; scoreboard: docs/scoreboard.md"
+  --faults golden/gateway/reports/faults-vllm-0.33.0.json > docs/reports/scoreboard.md
+echo "report: $report; scoreboard: docs/reports/scoreboard.md"
 # No gateway or engine process may outlive the run.
 if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi
 exit $rc

@@ -1,6 +1,9 @@
 //! The command line: `gpu-runner run` (bind, start or attach an engine,
 //! replay the scenarios, report) and `gpu-runner mock-engine` (the mock as
-//! a process). See docs/runner.md "Command line".
+//! a process), here; the other subcommands in [`score`] (`gateway`,
+//! `scoreboard`), [`differential`], [`releases`] (`release-sweep`),
+//! [`faults`], [`gateway_bench`] and [`soak`]. See docs/runner/README.md
+//! "Command line".
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -43,16 +46,16 @@ pub enum Command {
     /// Run the mock engine: dial ADDR and serve scripted outputs.
     MockEngine(MockArgs),
     /// Score a gateway from the outside: the suite plays the engine and
-    /// drives the gateway's HTTP API (docs/runner.md "Scoring a gateway").
+    /// drives the gateway's HTTP API (docs/runner/gateway.md "Scoring a gateway").
     Gateway(Box<GatewayArgs>),
     /// Write the gateway scoreboard (markdown) from gateway reports.
     Scoreboard(ScoreboardArgs),
     /// Sweep vLLM's request space against a reference frontend and the
-    /// gateway under test, both on the mock engine (docs/runner.md "The
+    /// gateway under test, both on the mock engine (docs/runner/differential.md "The
     /// differential").
     Differential(Box<differential::DifferentialArgs>),
     /// Which vLLM releases a gateway can talk to: the mock engine plays
-    /// each release (docs/runner.md "Engine releases").
+    /// each release (docs/runner/releases.md "Engine releases").
     ReleaseSweep(Box<releases::ReleaseSweepArgs>),
     /// Gateway overhead benchmark with an instant mock engine: streamed
     /// completions, closed and open loop, gateways interleaved by round
@@ -62,7 +65,7 @@ pub enum Command {
     /// requests accounted, memory and descriptors watched (docs/soak.md).
     Soak(Box<soak::SoakArgs>),
     /// A gateway under wire faults: the fault-injecting wire between it
-    /// and the mock engine (docs/runner.md "The fault-injecting wire").
+    /// and the mock engine (docs/runner/fault-wire.md "The fault-injecting wire").
     Faults(Box<faults::FaultsArgs>),
 }
 
@@ -131,7 +134,7 @@ pub struct GatewayArgs {
     /// The vLLM release the mock engine plays (any table 0.22.0 ...
     /// 0.33.0): its registration, its output bytes, and the table what the
     /// gateway sends is decoded with. Default: the gateway's own release
-    /// (0.32.0 for SMG). docs/runner.md "Engine releases".
+    /// (0.32.0 for SMG). docs/runner/releases.md "Engine releases".
     #[arg(long)]
     pub engine_release: Option<String>,
 }
@@ -181,7 +184,7 @@ pub enum Dialect {
     /// vLLM EngineCore (any release with a table: `--release`).
     #[default]
     Vllm,
-    /// TokenSpeed 0.1.1 (docs/runner.md "TokenSpeed").
+    /// TokenSpeed 0.1.1 (docs/runner/tokenspeed.md "TokenSpeed").
     Tokenspeed,
 }
 
@@ -222,7 +225,7 @@ pub struct RunArgs {
     pub report_json: Option<PathBuf>,
     #[arg(long)]
     pub report_junit: Option<PathBuf>,
-    /// Record every frame set of the run under DIR (docs/runner.md "Record mode").
+    /// Record every frame set of the run under DIR (docs/runner/replay.md "Record mode").
     #[arg(long)]
     pub record: Option<PathBuf>,
     /// Run only shard i of n (1-based), scenarios in name order.
@@ -282,7 +285,7 @@ pub struct MockArgs {
     /// The gateway's handshake address, e.g. tcp://127.0.0.1:29550.
     #[arg(long)]
     pub handshake: String,
-    /// JSON script (docs/runner.md "The mock engine").
+    /// JSON script (docs/runner/mock.md "The mock engine").
     #[arg(long)]
     pub script: Option<PathBuf>,
     /// The dialect the mock speaks.
@@ -809,7 +812,7 @@ fn load_expectations(path: Option<&Path>) -> Result<Expectations, CliError> {
 }
 
 /// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`
-/// (docs/runner.md "TokenSpeed").
+/// (docs/runner/tokenspeed.md "TokenSpeed").
 async fn run_tokenspeed(args: RunArgs) -> Result<i32, CliError> {
     use crate::mock::tokenspeed::Script as TokenspeedScript;
     use crate::tokenspeed::run::{run_all, RunOptions};

@@ -15,7 +15,7 @@
 //! the gateway checks decide on the variant (a client that gave up waiting
 //! is [`HttpError::Timeout`], a refused connection [`HttpError::Connect`]),
 //! never on the message. The messages are the ones reports and
-//! docs/scoreboard.md quote.
+//! docs/reports/scoreboard.md quote.
 
 use std::fmt;
 use std::net::{TcpStream, ToSocketAddrs};

@@ -13,11 +13,11 @@
 //! - `tokenspeed`: `ts serve --headless --model M --data-parallel-address
 //!   127.0.0.1 --data-parallel-rpc-port P --zmq-engine-index 0
 //!   --max-model-len N --enable-output-logprobs --grammar-backend xgrammar`
-//!   (TokenSpeed 0.1.1, CUDA only; docs/runner.md "TokenSpeed");
+//!   (TokenSpeed 0.1.1, CUDA only; docs/runner/tokenspeed.md "TokenSpeed");
 //! - `attach`: nothing is started; an engine started by someone else dials
 //!   the handshake address.
 //!
-//! Facts relied on (docs/runner.md "Launchers"; vLLM 0.32.0
+//! Facts relied on (docs/runner/README.md "Command line"; vLLM 0.32.0
 //! `vllm/entrypoints/cli/serve.py` `run_headless`): a headless engine dials
 //! `tcp://<--data-parallel-address>:<--data-parallel-rpc-port>`; it does not
 //! exit when the gateway goes away, so the runner must stop it. The engine
@@ -434,7 +434,7 @@ fn read_tail(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 /// only) dialling the runner's handshake on `127.0.0.1:<spec.port>`, with
 /// output logprobs and the xgrammar backend enabled (TokenSpeed 0.1.1
 /// `tokenspeed/cli/__main__.py`, `tokenspeed/runtime/utils/server_args.py`;
-/// docs/runner.md "TokenSpeed"). `ts` is taken from PATH unless given.
+/// docs/runner/tokenspeed.md "TokenSpeed"). `ts` is taken from PATH unless given.
 pub fn launch_tokenspeed(ts: Option<&Path>, spec: &LaunchSpec, extra: &[String]) -> Result<EngineProcess, LaunchError> {
     let mut cmd = Command::new(ts.unwrap_or(Path::new("ts")));
     cmd.args(["serve", "--headless", "--model"]).arg(&spec.model).args([

@@ -1,7 +1,7 @@
 //! `gpu-runner`: the gateway side of vLLM's engine-core protocol over real
 //! ZeroMQ, a mock engine for hermetic tests, and the live-engine runner.
 //!
-//! Modules, one concern each (docs/runner.md "Code layout"):
+//! Modules, one concern each (docs/runner/README.md "Code layout"):
 //!
 //! - [`dialect`]: the only place a dialect is named: the `EngineWire`
 //!   trait (encode ADD / ABORT, decode an output batch into typed steps,
@@ -42,10 +42,14 @@
 //!   end);
 //! - [`scoreboard`]: the gateway scoreboard from gateway reports;
 //! - [`tokenspeed`]: TokenSpeed's scenarios, their checks, and its run;
-//! - [`cli`]: `gpu-runner run`, `mock-engine`, `gateway` and `scoreboard`.
+//! - [`fault`]: the fault-injecting wire between a gateway and an engine;
+//! - [`soak`]: the soak of the runner's own transport against the mock;
+//! - [`cli`]: `gpu-runner run`, `mock-engine`, `gateway`, `scoreboard`,
+//!   `differential`, `release-sweep`, `faults`, `soak` and `gateway-bench`.
 //!
-//! The wire facts relied on are listed in docs/runner.md. All encoding and
-//! decoding goes through `engine_protocol`.
+//! The wire facts relied on are listed in docs/runner/ (transport.md;
+//! tokenspeed.md for TokenSpeed). All encoding and decoding goes through
+//! `engine_protocol`.
 
 pub mod check;
 pub mod cli;

@@ -1,11 +1,12 @@
-//! One loader for every kind of scenario file (docs/runner.md: vLLM and
-//! TokenSpeed replay `golden/replay/**.json`, gateway
-//! `golden/gateway/*.json`, end to end `golden/gateway/e2e/*.json`): every
-//! `*.json` of a directory, in file-name order, each parsed by its model
-//! ([`ScenarioFile`]); a file that cannot be read or parsed is a
-//! [`LoadError`] naming the file. Files are untrusted data
-//! ([`crate::untrusted`]): read up to a size limit, refused when nested
-//! too deep, and a scenario's name must be a plain file name.
+//! One loader for every kind of scenario file (docs/runner/scenarios.md,
+//! tokenspeed.md, gateway.md: vLLM and TokenSpeed replay
+//! `golden/replay/**.json`, gateway `golden/gateway/*.json`, end to end
+//! `golden/gateway/e2e/*.json`): every `*.json` of a directory, in
+//! file-name order, each parsed by its model ([`ScenarioFile`]); a file
+//! that cannot be read or parsed is a [`LoadError`] naming the file. Files
+//! are untrusted data ([`crate::untrusted`]): read up to a size limit,
+//! refused when nested too deep, and a scenario's name must be a plain file
+//! name.
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,8 @@
 //! `gpu-runner`: replays gateway scenarios against live vLLM EngineCores
-//! over ZeroMQ (`run`), and runs the mock engine (`mock-engine`). See
-//! docs/runner.md.
+//! over ZeroMQ (`run`), runs the mock engine (`mock-engine`), and scores
+//! gateways with the suite playing the engine (`gateway`, `scoreboard`,
+//! `differential`, `release-sweep`, `faults`, `gateway-bench`); `soak`
+//! load-tests its own transport. See docs/runner/README.md.
 
 use clap::Parser;
 use gpu_runner::cli::{self, Cli, Command};

@@ -1,7 +1,7 @@
 //! What a replay scenario may ask of the served model, derived from the
 //! model's own files (its tokenizer, tokenizer config and generation
 //! config) and its fingerprint, and the directives that ask it
-//! (docs/runner.md, "Scenarios on any model").
+//! (docs/runner/scenarios.md, "Scenarios on any model").
 //!
 //! A scenario states intent ("force EOS", "a token that spells two
 //! letters", "every whitespace token") as a directive string in its JSON;

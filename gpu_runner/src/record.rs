@@ -9,7 +9,7 @@
 //! and `volatile` (the paths whose values differ from run to run). It has
 //! no `expect`, `value` or `encode`: those must come from vLLM's own
 //! decoder, not from this crate's, and `golden/generate/live_cases.py`
-//! adds them (docs/runner.md "Record mode").
+//! adds them (docs/runner/replay.md "Record mode").
 //!
 //! The message type is taken from where the frames travelled (handshake
 //! from the engine: HELLO or READY; to it: INIT; input from the engine:

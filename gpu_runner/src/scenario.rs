@@ -1,4 +1,4 @@
-//! Scenarios as data (`golden/replay/*.json`, format in docs/runner.md
+//! Scenarios as data (`golden/replay/*.json`, format in docs/runner/scenarios.md
 //! "Scenarios"): gateway-level requests, translated by
 //! `engine_protocol::translate` (max_tokens from the room left, EOS ids,
 //! stop strings, `n` fan-out, structured-output backend), sent over the
@@ -9,7 +9,7 @@
 //! translated request edited field by field and encoded without
 //! validation (`engine_protocol::internal::encode_payload_unvalidated`), or
 //! input frames given as hex. They show what the engine itself does with
-//! input a gateway must never send (docs/runner.md "What the engine does
+//! input a gateway must never send (docs/runner/transport.md "What the engine does
 //! with bad input").
 //!
 //! A scenario's verdict is pass, fail (with every failed check), drift

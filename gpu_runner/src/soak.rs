@@ -6,7 +6,7 @@
 //! - Closed loop: `concurrency` requests are kept in flight; each asks for
 //!   `max_tokens` tokens with `ignore_eos`, so the engine sends exactly
 //!   `max_tokens` outputs (one token each), the last one finishing LENGTH
-//!   (vLLM's `check_stop`; docs/runner.md "The mock engine"). A new request
+//!   (vLLM's `check_stop`; docs/runner/mock.md "The mock engine"). A new request
 //!   starts as one finishes.
 //! - Accounting: every request id sent must end with exactly one finish
 //!   after exactly `max_tokens` outputs. A stream that fails (the

@@ -308,9 +308,9 @@ fn the_scoreboards_wire_faults_section_is_what_the_committed_reports_make() {
         })
         .collect();
     let section = gpu_runner::scoreboard::faults_markdown(&reports).unwrap();
-    let board = std::fs::read_to_string(root.join("docs/scoreboard.md")).unwrap();
+    let board = std::fs::read_to_string(root.join("docs/reports/scoreboard.md")).unwrap();
     assert!(
         board.contains(&section),
-        "docs/scoreboard.md's \"Wire faults\" is stale: regenerate it (gpu_runner/python/score-smg.sh)"
+        "docs/reports/scoreboard.md's \"Wire faults\" is stale: regenerate it (gpu_runner/python/score-smg.sh)"
     );
 }

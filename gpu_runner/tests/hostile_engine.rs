@@ -1,6 +1,6 @@
 //! The gateway transport against engines that misbehave on purpose: a fake
 //! engine written here does the handshake as vLLM's does (HELLO, INIT,
-//! registration, READY; docs/runner.md "Transport") and then floods outputs
+//! registration, READY; docs/runner/transport.md "Transport") and then floods outputs
 //! for request ids the gateway never sent, or keeps sending after its
 //! `ENGINE_CORE_DEAD`; the mock engine answers with a huge or malformed
 //! registration. Each ends in a typed error naming the engine and the limit,

@@ -1,5 +1,5 @@
 //! The gateway speaking an older vLLM release's table against the mock
-//! engine playing that release (docs/runner.md "Live runs per release"):
+//! engine playing that release (docs/runner/releases.md "Live runs per release"):
 //! each release's own registration is accepted as its table describes it
 //! (0.22.0's has four fields and no `vllm_version`), its output batches
 //! (no `weight_version`, shorter outputs) are read by the schema-driven

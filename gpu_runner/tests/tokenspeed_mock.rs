@@ -1,7 +1,7 @@
 //! The TokenSpeed dialect end to end over real ZeroMQ sockets: the runner's
 //! TokenSpeed gateway against the TokenSpeed mock engine (hermetic), the
 //! replay scenarios of golden/replay/tokenspeed, and the CLI
-//! (docs/runner.md "TokenSpeed").
+//! (docs/runner/tokenspeed.md "TokenSpeed").
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Generated files checked against their source: a test computes what a
 //! committed file must hold and calls [`check_or_bless`]; with
 //! `ENGINE_PROTOCOL_BLESS` set it rewrites the file instead (the typed API,
-//! the older releases' schema tables, docs/compatibility.md).
+//! the older releases' schema tables, docs/reports/compatibility.md).
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The one outcome classification of the suite: what `conformance verify`
 //! says of a golden case, what the runner says of a scenario, what the fuzz
-//! seed tests say of a seed. Five outcomes (docs/runner.md "Reports",
+//! seed tests say of a seed. Five outcomes (docs/runner/README.md "Reports",
 //! docs/case-format.md §9):
 //!
 //! - `pass`: every check held;

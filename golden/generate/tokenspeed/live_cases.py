@@ -4,7 +4,7 @@ recorded into golden cases, with TokenSpeed's own decoder.
 
 The recorder writes every frame set of a run (HELLO, INIT, READY, the
 registration, ADD / ABORT, output batches, the ENGINE_CORE_DEAD sentinel)
-in the golden case shape, without a verdict (docs/runner.md "Record mode").
+in the golden case shape, without a verdict (docs/runner/replay.md "Record mode").
 This script adds what only TokenSpeed may say, as generate_tokenspeed.py
 does for its own cases:
 

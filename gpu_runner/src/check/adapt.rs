@@ -5,7 +5,8 @@
 //! only place the checks meet the runs' result types; when those change,
 //! only this module follows.
 //!
-//! Facts relied on (docs/runner.md "Scenarios", "TokenSpeed scenarios"):
+//! Facts relied on (docs/runner/scenarios.md "Scenarios",
+//! docs/runner/tokenspeed.md "TokenSpeed scenarios"):
 //! a request's "room" is `max_model_len − prompt` less what the engine
 //! holds back ([`Observe::ROOM_HELD_BACK`]: vLLM nothing, TokenSpeed 0.1.1
 //! one token); what a dialect keeps of each output goes where the checks

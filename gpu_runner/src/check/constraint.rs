@@ -1,5 +1,5 @@
 //! The `satisfies_constraint` check: is the client text in the language
-//! of the request's structured-output constraint (docs/runner.md
+//! of the request's structured-output constraint (docs/runner/scenarios.md
 //! "Scenarios"): JSON fitting a schema (the keywords `type`, `properties`,
 //! `required`, `additionalProperties`, `enum`), a full regex match, one of
 //! the choices, or for a grammar a full match of the check's

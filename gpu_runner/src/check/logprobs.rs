@@ -1,7 +1,7 @@
 //! Logprob checks of vLLM replay (`sample_logprobs`, `prompt_logprobs`):
 //! the engine's `LogprobsLists` / `LogprobsTensors` read as rows, and
 //! shaped to the client's `k` by `engine_protocol::translate::LogprobShaper`
-//! as vLLM's frontend shapes them (docs/runner.md "Scenarios": `<i4`/`int32`
+//! as vLLM's frontend shapes them (docs/runner/scenarios.md "Scenarios": `<i4`/`int32`
 //! ids, `<f4` logprobs, `<i8` ranks; `k + 1` columns, the sampled token
 //! first; prompt logprobs in the first output only, `P − 1` rows).
 

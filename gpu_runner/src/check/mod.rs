@@ -5,9 +5,10 @@
 //! typed errors ([`CheckError`] at load, [`CheckFailure`] when a check
 //! fails, rendered by the report).
 //!
-//! Relies on the scenario formats of docs/runner.md ("Scenarios",
-//! "TokenSpeed scenarios", "Gateway scenarios"): a check is `{"check":
-//! NAME, ...}` with the fields listed in "Check vocabulary" (generated from
+//! Relies on the scenario formats of docs/runner/ (scenarios.md "Scenarios",
+//! tokenspeed.md "TokenSpeed scenarios", gateway.md "Gateway scenarios"): a
+//! check is `{"check": NAME, ...}` with the fields listed in scenarios.md
+//! "Check vocabulary" (generated from
 //! [`VOCABULARY`]); keys a check does not know are ignored. The gateway
 //! under test evaluates the same enum against its own observation of the
 //! HTTP exchange (`crate::gateway::checks`).

@@ -6,7 +6,8 @@
 //! child; a TokenSpeed request has one): the client's and the engine's
 //! tokens, the text after the gateway's stop detection, the finish and
 //! stop reason, how it ended, what was sent, logprobs, the late outputs
-//! after an ABORT (docs/runner.md "Scenarios", "TokenSpeed scenarios").
+//! after an ABORT (docs/runner/scenarios.md "Scenarios",
+//! docs/runner/tokenspeed.md "TokenSpeed scenarios").
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,8 @@
 //! The replay checks: one implementation of each, for vLLM and TokenSpeed
 //! scenarios alike, evaluated against a [`RunObservation`]
-//! (docs/runner.md "Scenarios" and "TokenSpeed scenarios" list what each
-//! passes on), and a scenario's verdict rules ([`evaluate`]).
+//! (docs/runner/scenarios.md "Scenarios" and docs/runner/tokenspeed.md
+//! "TokenSpeed scenarios" list what each passes on), and a scenario's
+//! verdict rules ([`evaluate`]).
 //!
 //! Facts relied on: a request id names one request and a spec id all its
 //! copies (`<id>-<i>`); `"room"` is the dialect's own count of the tokens

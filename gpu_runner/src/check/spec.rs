@@ -1,8 +1,9 @@
-//! The check vocabulary as data: [`Check`], read with serde from a
-//! scenario file's `checks` entries (docs/runner.md "Scenarios",
-//! "TokenSpeed scenarios", "Gateway scenarios"), and validated when the
-//! file loads: an unknown check, a missing or mistyped field, or a check the
-//! scenario's kind does not take is a [`CheckError`] naming the check.
+//! The check vocabulary as data: [`Check`], read with serde from a scenario
+//! file's `checks` entries (docs/runner/scenarios.md "Scenarios",
+//! docs/runner/tokenspeed.md "TokenSpeed scenarios", docs/runner/gateway.md
+//! "Gateway scenarios"), and validated when the file loads: an unknown
+//! check, a missing or mistyped field, or a check the scenario's kind does
+//! not take is a [`CheckError`] naming the check.
 //!
 //! The JSON is the one today's scenario files carry: `{"check": NAME,
 //! ...fields}`, plus the fields every check may have (`request`, `child`,
@@ -84,7 +85,7 @@ impl StopValue {
 }
 
 /// How a request failed, by class (the `failed` check). The classes are
-/// the outcomes of docs/runner.md "Failure paths" that carry an error.
+/// the outcomes of docs/runner/transport.md "Failure paths" that carry an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -122,7 +123,7 @@ impl FailureClass {
     /// A scenario file of the earlier format names the failure by a
     /// fragment of the transport's message (`"contains"`); the fragment is
     /// read once, at load, into the class whose fixed message
-    /// (docs/runner.md "Failure paths") has it. `Some(None)`: any failure
+    /// (docs/runner/transport.md "Failure paths") has it. `Some(None)`: any failure
     /// (the empty fragment); `None`: no class's message has it.
     pub fn from_message_fragment(fragment: &str) -> Option<Option<FailureClass>> {
         const MESSAGES: [(&str, FailureClass); 8] = [
@@ -202,8 +203,9 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
     Json::deserialize(d).map(Some)
 }
 
-/// One check, by name, with its own fields (docs/runner.md lists what
-/// each one passes on). Read from `{"check": NAME, ...}`.
+/// One check, by name, with its own fields (docs/runner/scenarios.md,
+/// tokenspeed.md and gateway.md list what each one passes on). Read from
+/// `{"check": NAME, ...}`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "check", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -405,7 +407,7 @@ pub enum Check {
 }
 
 /// One row of the vocabulary: a check's name, the scenario kinds that take
-/// it, and its fields as docs/runner.md lists them.
+/// it, and its fields as docs/runner/scenarios.md "Check vocabulary" lists them.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
     pub name: &'static str,
@@ -416,7 +418,7 @@ pub struct Entry {
 use ScenarioKind::{Gateway as G, Tokenspeed as T, Vllm as V};
 
 /// Every check, the kinds that take it and its fields. The source of the
-/// vocabulary table in docs/runner.md ([`vocabulary_markdown`]); a test
+/// vocabulary table in docs/runner/scenarios.md ([`vocabulary_markdown`]); a test
 /// holds it to [`Check`].
 pub const VOCABULARY: &[Entry] = &[
     Entry { name: "finish_reason", kinds: &[V, T, G], fields: "`is` (string or null)" },
@@ -484,7 +486,7 @@ pub const VOCABULARY: &[Entry] = &[
     Entry { name: "no_socket_files", kinds: &[G], fields: "(`stop_gateway` only)" },
 ];
 
-/// The vocabulary as the markdown table of docs/runner.md "Check
+/// The vocabulary as the markdown table of docs/runner/scenarios.md "Check
 /// vocabulary" (check, kinds, fields).
 pub fn vocabulary_markdown() -> String {
     let mut s = String::from("| check | vllm | tokenspeed | gateway | fields |\n| --- | --- | --- | --- | --- |\n");

@@ -1,6 +1,6 @@
 //! Every replay check passes on a right observation and fails on a wrong
 //! one; check entries are refused at load naming the file and the check;
-//! the vocabulary matches the enum and docs/runner.md lists it; every
+//! the vocabulary matches the enum and docs/runner/scenarios.md lists it; every
 //! committed scenario loads.
 
 use std::path::{Path, PathBuf};
@@ -513,13 +513,13 @@ fn the_vocabulary_is_the_enum_and_every_name_parses_as_its_own_check() {
 
 #[test]
 fn docs_runner_md_lists_every_check_in_the_generated_table() {
-    let doc = std::fs::read_to_string(repo().join("docs/runner.md")).unwrap();
+    let doc = std::fs::read_to_string(repo().join("docs/runner/scenarios.md")).unwrap();
     let table = vocabulary_markdown();
     assert!(
         doc.contains(&table),
-        "docs/runner.md \"Check vocabulary\" is not the generated table; put this there:\n{table}"
+        "docs/runner/scenarios.md \"Check vocabulary\" is not the generated table; put this there:\n{table}"
     );
     for e in VOCABULARY {
-        assert!(doc.contains(&format!("| `{}` |", e.name)), "docs/runner.md does not list {}", e.name);
+        assert!(doc.contains(&format!("| `{}` |", e.name)), "docs/runner/scenarios.md does not list {}", e.name);
     }
 }

@@ -1,6 +1,6 @@
 //! `gpu-runner differential`: the request-space sweep sent to a reference
 //! gateway (one of vLLM's frontends) and to the gateway under test, each
-//! with the mock engine behind it (docs/runner.md "The differential").
+//! with the mock engine behind it (docs/runner/differential.md "The differential").
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

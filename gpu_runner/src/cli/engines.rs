@@ -4,7 +4,7 @@
 //! attached engine); how a run stops them, notices one gone, and kills one
 //! rank outright (`kill_engine`).
 //!
-//! Facts relied on (docs/runner.md "Data parallelism"; vLLM 0.32.0
+//! Facts relied on (docs/runner/replay.md "Data parallelism"; vLLM 0.32.0
 //! `vllm/v1/engine/core.py` `run_engine_core`): on a dense model each
 //! data-parallel rank is an independent `EngineCoreProc` whose engine index
 //! (its ZeroMQ identity) is its rank, so one process per rank can be killed

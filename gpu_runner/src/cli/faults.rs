@@ -1,4 +1,4 @@
-//! `gpu-runner faults`: a real gateway under wire faults (docs/runner.md
+//! `gpu-runner faults`: a real gateway under wire faults (docs/runner/fault-wire.md
 //! "The fault-injecting wire"). For each fault kind a fresh gateway starts
 //! with the mock engine behind the fault wire (the mock dials the wire's
 //! handshake address, the wire dials the gateway's); once the gateway is

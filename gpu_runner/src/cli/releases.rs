@@ -1,5 +1,5 @@
 //! `gpu-runner release-sweep`: which vLLM releases a gateway can talk to
-//! (docs/runner.md "Engine releases"). For each release the mock engine
+//! (docs/runner/releases.md "Engine releases"). For each release the mock engine
 //! plays it (`gpu-runner gateway --engine-release`) in front of a fresh
 //! gateway, readiness and a fixed subset of `golden/gateway/` run
 //! ([`SWEEP_SCENARIOS`]), and the results are judged against the

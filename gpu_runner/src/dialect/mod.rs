@@ -5,8 +5,9 @@
 //! two implementations, [`Vllm`] (vLLM's engine-core protocol) and
 //! [`Tokenspeed`] (TokenSpeed 0.1.1's msgpack dialect).
 //!
-//! Wire facts shared by both dialects (docs/runner.md "Transport" and
-//! "TokenSpeed"; docs/wire-protocol.md; docs/tokenspeed-wire.md §2, §7):
+//! Wire facts shared by both dialects (docs/runner/transport.md "Transport"
+//! and docs/runner/tokenspeed.md "TokenSpeed"; docs/wire-protocol.md;
+//! docs/tokenspeed-wire.md §2, §7):
 //!
 //! - the topology and the handshake are the same: a ROUTER on tcp for
 //!   HELLO / INIT / READY, a ROUTER for input on which the engine's first
@@ -141,7 +142,7 @@ pub trait EngineWire: Send + Sync + Sized + 'static {
     const UTILITIES: bool;
     /// Whether a batch that does not decode fails every request in flight
     /// on the engine (vLLM: its outputs may be in it) or is counted and
-    /// dropped (TokenSpeed: docs/runner.md "Gateway side").
+    /// dropped (TokenSpeed: docs/runner/tokenspeed.md "Gateway side").
     const BAD_BATCH_FAILS_REQUESTS: bool;
     /// The name of the engine-bound request message, for errors.
     const REQUEST_NAME: &'static str;

@@ -2,8 +2,9 @@
 //! ABORT as a plain array of rids, and `BatchTokenIDOutSlim` batches split
 //! into rows ([`BatchRow`]).
 //!
-//! Wire facts relied on (docs/tokenspeed-wire.md §2, §5, §7; docs/runner.md
-//! "TokenSpeed"; TokenSpeed 0.1.1 `tokenspeed/runtime/engine/zmq_msgpack.py`):
+//! Wire facts relied on (docs/tokenspeed-wire.md §2, §5, §7;
+//! docs/runner/tokenspeed.md "TokenSpeed"; TokenSpeed 0.1.1
+//! `tokenspeed/runtime/engine/zmq_msgpack.py`):
 //!
 //! - input is `[identity, type, payload]` with `00` ADD
 //!   (`TokenizedGenerateReqInput`) and `01` ABORT (a plain array of rids);
@@ -14,7 +15,7 @@
 //!   whose finish string is not empty is terminal;
 //! - a ragged batch (a column whose length differs from `rids`) is refused
 //!   whole; the gateway counts it and goes on (the requests in flight are
-//!   not failed, docs/runner.md "Gateway side").
+//!   not failed, docs/runner/tokenspeed.md "Gateway side").
 //!
 //! Batches are read as the typed `BatchTokenIDOutSlim` by the direct decoder
 //! (`engine_protocol::hot::tokenspeed::decode_batch`) and split into rows by

@@ -4,7 +4,7 @@
 //! `TokenizedGenerateReqInput` (raw `set` paths point into it), its rows
 //! read until the terminal one, and a wait per row of its own.
 //!
-//! Facts relied on (docs/tokenspeed-wire.md §5, §7; docs/runner.md
+//! Facts relied on (docs/tokenspeed-wire.md §5, §7; docs/runner/tokenspeed.md
 //! "TokenSpeed scenarios"; TokenSpeed 0.1.1
 //! `generation_output_processor.py`): `output_ids` are deltas, the counts
 //! cumulative; the finish string is `""` until the terminal row, then

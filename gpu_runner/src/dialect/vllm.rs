@@ -2,7 +2,7 @@
 //! list of ids, UTILITY calls, and `EngineCoreOutputs` batches read by the
 //! fast decoder into [`Step`]s.
 //!
-//! Wire facts relied on (docs/runner.md "Transport", docs/wire-protocol.md;
+//! Wire facts relied on (docs/runner/transport.md "Transport", docs/wire-protocol.md;
 //! vLLM 0.32.0 `vllm/v1/engine/__init__.py`, `vllm/v1/engine/core.py`):
 //!
 //! - input frames are `[type byte, payload, aux...]`: `00` ADD

@@ -4,7 +4,7 @@
 //! around the gateway's validation, and the scenario's utility calls
 //! after its requests.
 //!
-//! Facts relied on (docs/runner.md "Scenarios"; vLLM 0.32.0
+//! Facts relied on (docs/runner/scenarios.md "Scenarios"; vLLM 0.32.0
 //! `vllm/v1/engine/__init__.py`): the engine request is an
 //! `EngineCoreRequest` whose `sampling_params.seed` is what a child was
 //! sent; an output carries `new_logprobs` (its columns: the sampled token

@@ -3,8 +3,9 @@
 //! it forwards (delay, drop, duplicate, reorder, truncate, corrupt, cut),
 //! and logs every fault applied with its schedule entry.
 //!
-//! Wire facts relied on (docs/runner.md "Transport" and "The
-//! fault-injecting wire"; docs/wire-protocol.md; vLLM 0.32.0
+//! Wire facts relied on (docs/runner/transport.md "Transport" and
+//! docs/runner/fault-wire.md "The fault-injecting wire";
+//! docs/wire-protocol.md; vLLM 0.32.0
 //! `vllm/v1/engine/core.py` `EngineCoreProc._perform_handshake`):
 //!
 //! - the gateway binds a handshake ROUTER, an input ROUTER and an output

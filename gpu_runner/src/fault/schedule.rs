@@ -2,7 +2,7 @@
 //! which fault, with what probability, under one seed; and the pure
 //! frame edits (truncate, corrupt) that faults make.
 //!
-//! A schedule is JSON (docs/runner.md "The fault-injecting wire"):
+//! A schedule is JSON (docs/runner/fault-wire.md "The fault-injecting wire"):
 //!
 //! ```json
 //! {"seed": 7, "faults": [

@@ -4,7 +4,7 @@
 //! vLLM's frontend: `engine_protocol::translate` with
 //! `TranslateOptions::vllm_parity()` for what is sent (checked against the
 //! `translation` goldens), the goldens named by `from_golden` and the
-//! reference run for what the client gets (docs/runner.md "Gateway
+//! reference run for what the client gets (docs/runner/gateway.md "Gateway
 //! scenarios", "Engine faults"). Every result carries a detail, passed or
 //! not, as the report shows it.
 

@@ -1,4 +1,4 @@
-//! Any gateway started by a command line (`--launch 'CMD'`; docs/runner.md
+//! Any gateway started by a command line (`--launch 'CMD'`; docs/runner/gateway.md
 //! "Scoring a gateway"), vLLM's own OpenAI frontend among them ("The
 //! reference run": `vllm serve {model} ... --data-parallel-rpc-port
 //! {handshake_port}`): the placeholders `{http_port}`, `{prometheus_port}`,

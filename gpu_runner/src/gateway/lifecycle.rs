@@ -6,7 +6,7 @@
 //! reads up to `grace_ms` after the response belongs to the request), the
 //! probes and actions of lifecycle scenarios (a late or returning engine,
 //! SIGTERM; judged by [`super::steps`]), the verdicts and the report
-//! (docs/runner.md "Scoring a gateway", "Gateway lifecycle").
+//! (docs/runner/gateway.md "Scoring a gateway", "Gateway lifecycle").
 //!
 //! The handshake port is the gateway's own choice (SMG derives it from the
 //! worker URL, [`super::smg::handshake_address`]); the engine dials only

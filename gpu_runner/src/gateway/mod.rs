@@ -21,14 +21,14 @@
 //!   ERROR finish, the `ENGINE_CORE_DEAD` sentinel, an engine that goes
 //!   silent) with what vLLM 0.32.0's own OpenAI server answered when this
 //!   same mode drove it (`golden/gateway/reports/vllm-0.32.0-frontend.json`;
-//!   docs/runner.md "Engine faults" and "The reference run");
+//!   docs/runner/gateway.md "Engine faults" and "The reference run");
 //! - streamed responses (`stream: true`, `text/event-stream`) are put
 //!   together ([`assemble_stream`]) so the same body checks apply, plus
 //!   `sse_done` for the `[DONE]` terminator.
 //!
 //! Requests of a scenario run one after another; every ADD / ABORT the
 //! engine reads between sending a request and `grace_ms` after its response
-//! belongs to that request. See docs/runner.md "Scoring a gateway".//!
+//! belongs to that request. See docs/runner/gateway.md "Scoring a gateway".//!
 //! Rooms:
 //!
 //! - [`scenario`]: gateway scenarios as data and `from_golden`;

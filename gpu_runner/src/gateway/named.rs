@@ -2,7 +2,7 @@
 //! frontends from the project's venvs (`golden/generate/setup-venvs.sh`),
 //! the references every other gateway is scored against.
 //!
-//! Facts relied on (docs/runner.md "The reference run"; vLLM 0.32.0 and
+//! Facts relied on (docs/runner/gateway.md "The reference run"; vLLM 0.32.0 and
 //! 0.33.0 `vllm/entrypoints/cli/serve.py`): `vllm serve MODEL
 //! --data-parallel-size 1 --data-parallel-size-local 0
 //! --data-parallel-address A --data-parallel-rpc-port P` starts the API

@@ -1,5 +1,5 @@
 //! What the gateway under test did with one request, seen from both sides
-//! (docs/runner.md "Scoring a gateway"): the HTTP response (a streamed one
+//! (docs/runner/gateway.md "Scoring a gateway"): the HTTP response (a streamed one
 //! put together by [`assemble_stream`]: `data:` payloads in order, the
 //! first choice's text concatenated, its last non-null finish and stop
 //! reason, the last usage, the first error event), and every message the

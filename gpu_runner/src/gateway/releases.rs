@@ -1,4 +1,4 @@
-//! Engine releases (docs/runner.md "Engine releases"): the mock engine
+//! Engine releases (docs/runner/releases.md "Engine releases"): the mock engine
 //! playing any vLLM release with a table (`gpu-runner gateway
 //! --engine-release VERSION`), and the per-release sweep that says which
 //! releases a gateway can talk to (`gpu-runner release-sweep`,

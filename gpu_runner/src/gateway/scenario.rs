@@ -1,12 +1,12 @@
 //! Gateway scenarios as data (`golden/gateway/*.json`, format in
-//! docs/runner.md "Gateway scenarios"; unchanged): the requests (OpenAI
+//! docs/runner/gateway.md "Gateway scenarios"; unchanged): the requests (OpenAI
 //! body, the same request as vLLM `SamplingParams`, the engine's script),
 //! `from_golden` filling a request and its checks from a `stop_detection`
 //! or `logprob_shaping` golden of `golden/vllm/0.32.0/`, and the checks,
 //! read into the shared vocabulary ([`crate::check`], kind
 //! [`ScenarioKind::Gateway`]) when the file loads. Besides requests, a
 //! scenario's steps may be probes of the health and readiness routes and
-//! actions on the gateway or its engine (lifecycle scenarios; docs/runner.md
+//! actions on the gateway or its engine (lifecycle scenarios; docs/runner/gateway.md
 //! "Gateway lifecycle").
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! it binds its engine sockets and how it is started.
 //!
 //! Facts relied on (smg 1.13.0 wheel, `smg/serve.py` and `smg/router_args.py`;
-//! checked live, docs/runner.md "Scoring a gateway"):
+//! checked live, docs/runner/gateway.md "Scoring a gateway"):
 //!
 //! - `smg launch --worker-urls ipc://P --backend vllm` makes the worker a
 //!   ZMQ worker speaking vLLM's EngineCore wire; SMG binds the input ROUTER

@@ -1,7 +1,7 @@
 //! Lifecycle steps of a gateway scenario, observed and judged: probes of
 //! the health and readiness routes, the engine registering again, the
 //! gateway stopped by SIGTERM, and the request checks that only make sense
-//! around them (docs/runner.md "Gateway lifecycle").
+//! around them (docs/runner/gateway.md "Gateway lifecycle").
 //!
 //! Facts relied on:
 //!

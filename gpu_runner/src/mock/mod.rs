@@ -4,14 +4,14 @@
 //! dials the gateway's handshake address); the dialect's script says what
 //! it does ([`vllm_script::Script`], [`tokenspeed::Script`]).
 //!
-//! Wire facts shared by both mocks (docs/runner.md "The mock engine" and
-//! "The TokenSpeed mock"; docs/tokenspeed-wire.md §3): the engine dials
-//! the handshake address with a DEALER whose identity is its index (2 bytes
-//! little-endian), says HELLO, reads INIT, dials the first input address
-//! (DEALER, same identity) and the first output address (PUSH), registers
-//! on input and says READY; ABORT frees a request with no output; a crash
-//! drops every socket at once, the death sentinel is the one frame
-//! `ENGINE_CORE_DEAD`.
+//! Wire facts shared by both mocks (docs/runner/mock.md "The mock engine",
+//! docs/runner/tokenspeed.md "The TokenSpeed mock"; docs/tokenspeed-wire.md
+//! §3): the engine dials the handshake address with a DEALER whose identity
+//! is its index (2 bytes little-endian), says HELLO, reads INIT, dials the
+//! first input address (DEALER, same identity) and the first output address
+//! (PUSH), registers on input and says READY; ABORT frees a request with no
+//! output; a crash drops every socket at once, the death sentinel is the
+//! one frame `ENGINE_CORE_DEAD`.
 //!
 //! Rooms: [`vllm`] (vLLM 0.32.0's `EngineCoreProc`), [`vllm_script`] (its
 //! script and the scripted plans of gateway mode), [`retarget`] (its
@@ -87,7 +87,8 @@ impl From<&str> for ScriptError {
 
 /// A dialect with a mock engine: its script, its log, and how it serves.
 pub trait MockDialect: EngineWire {
-    /// What the mock does (docs/runner.md: every key optional).
+    /// What the mock does (docs/runner/mock.md, docs/runner/tokenspeed.md:
+    /// every key optional).
     type Script: Clone + Send + 'static;
     /// What the mock saw and did, readable while it runs.
     type Log: Clone + Default + Send + 'static;

@@ -1,4 +1,4 @@
-//! Playing a vLLM release without the typed API (docs/runner.md "Engine
+//! Playing a vLLM release without the typed API (docs/runner/releases.md "Engine
 //! releases"): the mock builds its outputs as it does for 0.32.0 (the
 //! `engine_protocol::typed` structs) and this module re-targets them to
 //! the release's table by field name, then writes them with the value

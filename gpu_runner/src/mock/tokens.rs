@@ -1,6 +1,6 @@
 //! The mocks' "model": tokens as a fixed function of the prompt, the
 //! position and (when sampling) the seed, so greedy and seeded runs are
-//! reproducible; both dialects' mocks share it (docs/runner.md "The mock
+//! reproducible; both dialects' mocks share it (docs/runner/mock.md "The mock
 //! engine": ids 5..vocab, never a special token nor the tiny model's
 //! second EOS 4).
 

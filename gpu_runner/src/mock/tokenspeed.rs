@@ -1,7 +1,7 @@
 //! The mock TokenSpeed 0.1.1 engine: the engine side of the TokenSpeed
 //! dialect in Rust, so the gateway side can be tested without a GPU.
 //!
-//! Wire facts relied on (docs/tokenspeed-wire.md, docs/runner.md
+//! Wire facts relied on (docs/tokenspeed-wire.md, docs/runner/tokenspeed.md
 //! "TokenSpeed"; TokenSpeed 0.1.1 `tokenspeed/runtime/engine/zmq_msgpack.py`,
 //! `zmq_wire.py`, `generation_output_processor.py`, `request_handler.py`):
 //!
@@ -80,7 +80,7 @@ pub enum Fault {
     Crash { after_steps: u64 },
 }
 
-/// What the TokenSpeed mock does (JSON script: docs/runner.md "TokenSpeed").
+/// What the TokenSpeed mock does (JSON script: docs/runner/tokenspeed.md "TokenSpeed").
 #[derive(Debug, Clone)]
 pub struct Script {
     pub engine_index: u16,

@@ -2,7 +2,8 @@
 //! Rust, with scripted outputs and fault modes ([`super::vllm_script`]).
 //!
 //! It behaves as vLLM 0.32.0's headless `EngineCoreProc` does on the wire
-//! (docs/runner.md "Transport" and "The mock engine"; vLLM
+//! (docs/runner/transport.md "Transport", docs/runner/mock.md "The mock
+//! engine"; vLLM
 //! `vllm/v1/engine/core.py`, `vllm/v1/core/sched/utils.py` `check_stop`):
 //!
 //! - dials the handshake address with a DEALER whose identity is its index
@@ -23,7 +24,7 @@
 //! - an input message that does not decode closes the mock's input
 //!   socket, as the exception ends vLLM's input thread and its sockets; a
 //!   prompt longer than `max_model_len` makes it push `ENGINE_CORE_DEAD`
-//!   and exit, as vLLM 0.32 does (docs/runner.md "What the engine does
+//!   and exit, as vLLM 0.32 does (docs/runner/transport.md "What the engine does
 //!   with bad input");
 //! - a structured-output request without `_backend` on a mock that has not
 //!   yet seen one with a backend is finished with ERROR, as a fresh vLLM

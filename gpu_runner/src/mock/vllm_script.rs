@@ -1,4 +1,4 @@
-//! The vLLM mock's script (docs/runner.md "The mock engine": every key
+//! The vLLM mock's script (docs/runner/mock.md "The mock engine": every key
 //! optional) and the per-request plans gateway mode gives it (scripted
 //! outputs, then generate, silence or the death sentinel), and the log of
 //! what the mock saw.
@@ -39,7 +39,7 @@ pub enum Fault {
     DuplicateFinish { nth: u64 },
 }
 
-/// What the mock does, read from a JSON script (docs/runner.md).
+/// What the mock does, read from a JSON script (docs/runner/mock.md "The mock engine").
 #[derive(Debug, Clone)]
 pub struct Script {
     pub engine_index: u16,

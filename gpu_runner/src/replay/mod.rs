@@ -1,5 +1,6 @@
 //! Replaying scenarios against an engine through the gateway side, split by
-//! room (docs/runner.md "Scenarios", "TokenSpeed scenarios"):
+//! room (docs/runner/scenarios.md "Scenarios", docs/runner/tokenspeed.md
+//! "TokenSpeed scenarios"):
 //!
 //! - [`model`]: the scenario model both dialects share and its loading;
 //! - [`run`]: one run for every dialect: requests level by level of

@@ -1,5 +1,6 @@
-//! The replay scenario model both dialects share (docs/runner.md
-//! "Scenarios" and "TokenSpeed scenarios"; format unchanged): the header
+//! The replay scenario model both dialects share (docs/runner/scenarios.md
+//! "Scenarios" and docs/runner/tokenspeed.md "TokenSpeed scenarios"; format
+//! unchanged): the header
 //! (`scenario`, `doc`, `engines`, `fresh_engine`, `timeout_s`), request
 //! specs (`id`, `request`, `after`, `abort_after_tokens`, `grace_ms`,
 //! `wait_ms`, `raw`), `after` levels (a cycle is a load error), and the

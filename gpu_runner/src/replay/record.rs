@@ -1,5 +1,5 @@
 //! `--record`'s `<scenario>/results.json`: what the client saw per request
-//! of a vLLM replay scenario (docs/runner.md "Record mode": tokens, text,
+//! of a vLLM replay scenario (docs/runner/replay.md "Record mode": tokens, text,
 //! outcome, late outputs).
 
 use engine_protocol::typed::{FinishReason, StopReason};

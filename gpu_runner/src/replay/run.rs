@@ -4,7 +4,8 @@
 //! (`engine_protocol::translate::RequestStream`), with aborts and late
 //! outputs watched; the results the checks read ([`RunResult`]).
 //!
-//! Facts relied on (docs/runner.md "Scenarios" and "TokenSpeed scenarios";
+//! Facts relied on (docs/runner/scenarios.md "Scenarios" and
+//! docs/runner/tokenspeed.md "TokenSpeed scenarios";
 //! docs/tokenspeed-wire.md §5, §7): request ids are `<scenario>.<id>`; a
 //! client ABORT produces no output in either dialect, so an aborted
 //! request ends at the gateway and what still comes for it is late; a

@@ -1,18 +1,21 @@
 //! One `run_all` for every dialect: the scenarios of a run in order (those
 //! on a fresh engine last), each on the shared engine or on one started for
-//! it alone, with the verdicts, skips and expectations of docs/runner.md
-//! "Reports" and "When the engine dies or never comes up". What a dialect's
-//! run starts and how it replays a scenario is its [`Harness`] (vLLM's in
-//! `crate::cli`, TokenSpeed's in `crate::tokenspeed::run`).
+//! it alone, with the verdicts, skips and expectations of
+//! docs/runner/README.md "Reports" and docs/runner/transport.md "When the
+//! engine dies or never comes up". What a dialect's run starts and how it
+//! replays a scenario is its [`Harness`] (vLLM's in `crate::cli`,
+//! TokenSpeed's in `crate::tokenspeed::run`).
 //!
-//! Facts relied on (docs/runner.md): an engine that does not come up fails
-//! the scenarios that needed it, and the run still reports; a scenario on a
-//! fresh engine runs after the others, and the shared engine is stopped
-//! before the first of them; `--engine attach` cannot start an engine, so
-//! fresh-engine scenarios are skipped there; `--deadline` skips what did
-//! not start in time; an expectations listing applies only to a scenario
-//! that ran on an engine; a scenario that needs what the run's release
-//! lacks ([`crate::release::gaps`]) is not applicable there.
+//! Facts relied on (docs/runner/: transport.md "When the engine dies or
+//! never comes up", scenarios.md "Scenarios", README.md "Reports",
+//! releases.md "Live runs per release"): an engine that does not come up
+//! fails the scenarios that needed it, and the run still reports; a
+//! scenario on a fresh engine runs after the others, and the shared engine
+//! is stopped before the first of them; `--engine attach` cannot start an
+//! engine, so fresh-engine scenarios are skipped there; `--deadline` skips
+//! what did not start in time; an expectations listing applies only to a
+//! scenario that ran on an engine; a scenario that needs what the run's
+//! release lacks ([`crate::release::gaps`]) is not applicable there.
 
 use std::path::Path;
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! The TokenSpeed dialect in the runner (docs/runner.md "TokenSpeed";
+//! The TokenSpeed dialect in the runner (docs/runner/tokenspeed.md "TokenSpeed";
 //! wire facts: docs/tokenspeed-wire.md):
 //!
 //! - [`scenario`]: the TokenSpeed replay scenarios (`golden/replay/tokenspeed/`),

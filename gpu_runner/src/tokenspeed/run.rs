@@ -3,7 +3,7 @@
 //! TokenSpeed gateway, start or attach the engine, replay the TokenSpeed
 //! scenarios, and give each the shared verdict (`crate::report::Verdict`).
 //!
-//! Facts relied on (docs/runner.md "TokenSpeed"): TokenSpeed's headless
+//! Facts relied on (docs/runner/tokenspeed.md "TokenSpeed"): TokenSpeed's headless
 //! engine dials `tcp://<--data-parallel-address>:<--data-parallel-rpc-port>`
 //! and says HELLO only after loading its model, so the startup timeout
 //! covers the load; it needs a CUDA GPU (its kernels are CUDA only), so

@@ -2,7 +2,7 @@
 //! the type of a run's results (the run itself is `crate::replay::run`,
 //! TokenSpeed's part of it `crate::dialect::tokenspeed_replay`: requests
 //! translated to `TokenizedGenerateReqInput`, the rows accumulated per rid
-//! and run through the gateway's stop-string detection; docs/runner.md
+//! and run through the gateway's stop-string detection; docs/runner/tokenspeed.md
 //! "TokenSpeed scenarios").
 //!
 //! Wire facts the checks rely on (docs/tokenspeed-wire.md §5, §7;
@@ -21,7 +21,7 @@
 //! Scenario files (`golden/replay/tokenspeed/*.json`) use the vLLM
 //! scenario's model ([`crate::replay::model`]) and the shared check
 //! vocabulary ([`crate::check`]) for [`ScenarioKind::Tokenspeed`]; the
-//! checks are listed in docs/runner.md "Check vocabulary".
+//! checks are listed in docs/runner/scenarios.md "Check vocabulary".
 
 use std::path::Path;
 
@@ -50,7 +50,8 @@ pub struct RequestFields {
 /// TokenSpeed's own scenario fields.
 #[derive(Debug, Clone, Default)]
 pub struct ScenarioFields {
-    /// The mock's script for a fresh mock engine (docs/runner.md).
+    /// The mock's script for a fresh mock engine (docs/runner/tokenspeed.md
+    /// "The TokenSpeed mock").
     pub mock: Option<Json>,
 }
 

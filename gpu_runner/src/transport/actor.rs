@@ -1,6 +1,6 @@
 //! The gateway's actor: one task owns the sockets' send halves and every
 //! request's state; it answers commands, reads what the socket loops hand
-//! it, and expires silence deadlines (docs/runner.md "Transport",
+//! it, and expires silence deadlines (docs/runner/transport.md "Transport",
 //! "Failure paths").
 //!
 //! Facts relied on: nothing is sent to an engine before its registration

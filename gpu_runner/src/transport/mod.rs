@@ -5,7 +5,8 @@
 //! ([`crate::dialect`]): the dialect encodes the input and decodes the
 //! batches, this module owns the sockets.
 //!
-//! Wire facts relied on (docs/runner.md "Transport" and "TokenSpeed";
+//! Wire facts relied on (docs/runner/transport.md "Transport" and
+//! docs/runner/tokenspeed.md "TokenSpeed";
 //! docs/tokenspeed-wire.md; vLLM 0.32.0 `vllm/v1/engine/core.py`
 //! `EngineCoreProc` and `vllm/v1/engine/utils.py`):
 //!
@@ -24,7 +25,7 @@
 //!   `[call_id, failure_message, [type_info, result]]`; call ids are u64.
 //!
 //! What the `zeromq` crate (0.7) does differently from libzmq, and how it is
-//! handled here (docs/runner.md "zeromq 0.7 versus libzmq"):
+//! handled here (docs/runner/transport.md "zeromq 0.7 versus libzmq"):
 //!
 //! - bind does not unlink a stale ipc socket file: stale sockets are removed
 //!   before binding and on shutdown;
@@ -189,7 +190,7 @@ impl GatewayConfig<Vllm> {
 impl GatewayConfig<Tokenspeed> {
     /// A TokenSpeed 0.1.1 gateway binding `handshake`. It has no silence
     /// deadline of its own (the TokenSpeed run waits per request,
-    /// docs/runner.md "Gateway side").
+    /// docs/runner/tokenspeed.md "Gateway side").
     pub fn tokenspeed(handshake: impl Into<String>, ipc_dir: impl Into<PathBuf>) -> Self {
         GatewayConfig {
             handshake: handshake.into(),

@@ -1,7 +1,7 @@
 //! What an engine can make the gateway hold with outputs it should not
 //! send: outputs for request ids the gateway does not know, and anything on
 //! its output connection after it died (docs/limits.md "Limits on the
-//! suite's peers", docs/runner.md "Failure paths").
+//! suite's peers", docs/runner/transport.md "Failure paths").
 //!
 //! Wire facts relied on (vLLM 0.32.0 `vllm/v1/engine/core.py`):
 //!

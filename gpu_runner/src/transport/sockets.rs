@@ -2,7 +2,7 @@
 //! clean-up zeromq 0.7 needs) and the receive loops that keep every socket
 //! polled so that its monitor reports a dead peer.
 //!
-//! Facts relied on (docs/runner.md "zeromq 0.7 versus libzmq"): bind does
+//! Facts relied on (docs/runner/transport.md "zeromq 0.7 versus libzmq"): bind does
 //! not unlink a stale ipc socket file; `recv()` never fails when a peer
 //! dies, so death is seen through monitor `Disconnected` events, which only
 //! fire while the socket is read; PULL carries no identity, so each

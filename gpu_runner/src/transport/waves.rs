@@ -2,7 +2,7 @@
 //! lockstep and no DP coordinator (the runner hands engines none).
 //!
 //! Facts relied on (vLLM 0.32.0 `vllm/v1/engine/core.py`
-//! `DPEngineCoreProc`; docs/runner.md "Data parallelism"): only a
+//! `DPEngineCoreProc`; docs/runner/replay.md "Data parallelism"): only a
 //! mixture-of-experts model's ranks run in lockstep, and they say so in
 //! their registration (`data_parallel_size` > 1; a dense model's
 //! independent ranks say 1). Every forward pass and every few steps an
