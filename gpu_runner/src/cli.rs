@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
-use crate::launcher::{self, LaunchSpec};
-use crate::mock::vllm_script::Script;
-use crate::model_facts::{ModelFacts, OfflineOracle};
-use crate::record::{self, RecordMeta, Recorder};
-use crate::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
-use crate::report::{self, keep_shard, not_finished, within, Expectations, Verdict};
-use crate::scenario::{self, Context};
-use crate::transport::{Gateway, GatewayConfig};
+use engine_client::transport::{Gateway, GatewayConfig};
+use engine_replay::record::{self, RecordMeta, Recorder};
+use engine_replay::replay::run::Context;
+use engine_replay::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
+use mock_engine::vllm_script::Script;
+use process_sandbox::launcher::{self, LaunchSpec};
+use scenario_checks::model_facts::{ModelFacts, OfflineOracle};
+use scenario_checks::report::{self, keep_shard, not_finished, within, Expectations, Verdict};
+use scenario_checks::scenario;
 
 pub mod differential;
 pub mod engines;
@@ -352,15 +353,15 @@ fn with_random_weights(venv: &Path, src: &Path, out: &Path) -> Result<PathBuf, C
     Ok(out.to_path_buf())
 }
 
-/// The run's private work directory ([`crate::workdir::WorkDir`]: random
+/// The run's private work directory ([`process_sandbox::workdir::WorkDir`]: random
 /// name, mode 0700, removed at exit); `.0` is its path, `.1` held for its
 /// drop.
-struct WorkDir(PathBuf, #[allow(dead_code)] crate::workdir::WorkDir);
+struct WorkDir(PathBuf, #[allow(dead_code)] process_sandbox::workdir::WorkDir);
 
 impl WorkDir {
     fn new() -> Result<WorkDir, CliError> {
         let tmp = std::env::temp_dir();
-        let w = crate::workdir::WorkDir::new().map_err(CliError::io(&tmp))?;
+        let w = process_sandbox::workdir::WorkDir::new().map_err(CliError::io(&tmp))?;
         Ok(WorkDir(w.path().to_path_buf(), w))
     }
 }
@@ -370,7 +371,7 @@ struct Session {
     gw: Gateway,
     engine: Engine,
     /// Rank 0's facts.
-    facts: crate::transport::handshake::EngineFacts,
+    facts: engine_client::transport::handshake::EngineFacts,
     /// The ranks that came up.
     ranks: u16,
 }
@@ -388,14 +389,14 @@ async fn teardown(gw: Gateway, engine: Engine) {
 }
 
 /// What every session of a run is started from: vLLM's part of the shared
-/// loop ([`crate::replay::runner`]).
+/// loop ([`engine_replay::replay::runner`]).
 struct Setup<'a> {
     args: &'a RunArgs,
     release: &'static engine_protocol::ReleaseSchema,
     venv: PathBuf,
     model_dir: PathBuf,
     mock_script: Option<Script>,
-    tap: Option<tokio::sync::mpsc::UnboundedSender<crate::transport::Tapped>>,
+    tap: Option<tokio::sync::mpsc::UnboundedSender<engine_client::transport::Tapped>>,
     /// When the run's `--deadline` ends, if it has one.
     deadline_at: Option<Instant>,
     tokenizer: &'a GatewayTokenizer,
@@ -512,7 +513,7 @@ impl Setup<'_> {
                     .map(|rank| {
                         let mut script = self.mock_script.clone().unwrap_or_else(|| Script::new(self.release));
                         script.engine_index = rank;
-                        RankEngine::Mock(crate::mock::Engine::spawn(gw.handshake_endpoint(), script))
+                        RankEngine::Mock(mock_engine::Engine::spawn(gw.handshake_endpoint(), script))
                     })
                     .collect(),
             ),
@@ -559,7 +560,7 @@ impl Setup<'_> {
 /// release whose registration has no `vllm_version` (0.22), the release
 /// the run speaks.
 fn engine_version(
-    facts: &crate::transport::handshake::EngineFacts,
+    facts: &engine_client::transport::handshake::EngineFacts,
     release: &engine_protocol::ReleaseSchema,
 ) -> String {
     match facts.vllm_version.split('+').next() {
@@ -575,7 +576,7 @@ fn model_experts(dir: &Path) -> Result<u64, CliError> {
         Ok(text) => {
             let v: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| CliError::Usage(format!("{}: not JSON: {e}", path.display())))?;
-            Ok(crate::model_facts::experts_in_config(&v))
+            Ok(scenario_checks::model_facts::experts_in_config(&v))
         }
         Err(_) => Ok(0),
     }
@@ -591,7 +592,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let default_venv = launcher::default_cpu_venv();
     let venv = args.venv.clone().unwrap_or_else(|| default_venv.clone());
     let engine_venv = (args.engine == EngineKind::VllmCpu).then_some(venv.as_path());
-    let release = crate::release::resolve(args.release.as_deref(), engine_venv, &default_venv)?;
+    let release = scenario_checks::release::resolve(args.release.as_deref(), engine_venv, &default_venv)?;
     let default_dir = if args.data_parallel_size > 1 { "golden/replay/dp" } else { "golden/replay" };
     let dir = args.scenarios.clone().unwrap_or_else(|| repo_path(default_dir));
     // Read for no model first, so that a file that does not read fails
@@ -640,7 +641,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
                 s.data_parallel_size, s.data_parallel_size
             ));
         }
-        s.release_gaps = crate::release::gaps(s, release);
+        s.release_gaps = scenario_checks::release::gaps(s, release);
     }
     // Scenarios on a fresh engine (which may leave it dead) run last.
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));
@@ -730,16 +731,16 @@ async fn run_one(
         // The gateway refuses a rank it has no engine for.
         options: TranslateOptions { data_parallel_size: Some(u32::from(session.ranks)), ..Default::default() },
         // vLLM's run waits on the gateway's silence deadline.
-        silence: crate::transport::NO_SILENCE_DEADLINE,
+        silence: engine_client::transport::NO_SILENCE_DEADLINE,
     };
     let limit = within(s.timeout, deadline_at);
-    match tokio::time::timeout(limit, scenario::run(&ctx, s)).await {
+    match tokio::time::timeout(limit, engine_replay::replay::run::run(&ctx, s)).await {
         Err(_) => Ok(not_finished(limit, s.timeout)),
         Ok(r) => {
             if let Some(dir) = record {
-                record::write_results(dir, &s.name, &scenario::record_json(s, &r))?;
+                record::write_results(dir, &s.name, &engine_replay::replay::record::record_json(s, &r))?;
             }
-            Ok(crate::report::verdict_of(&s.judge(&(&r).into(), engine), r.drift))
+            Ok(scenario_checks::report::verdict_of(&s.judge(&(&r).into(), engine), r.drift))
         }
     }
 }
@@ -751,7 +752,7 @@ async fn wait_up(
     count: u16,
     timeout: Duration,
     work: &Path,
-) -> Result<Vec<crate::transport::handshake::EngineFacts>, String> {
+) -> Result<Vec<engine_client::transport::handshake::EngineFacts>, String> {
     let wait = gw.wait_ready(usize::from(count), timeout);
     tokio::pin!(wait);
     loop {
@@ -773,7 +774,7 @@ fn log_hint(work: &Path) -> String {
 /// `gpu-runner mock-engine`.
 pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
     if args.dialect == Dialect::Tokenspeed {
-        use crate::mock::tokenspeed as ts_mock;
+        use mock_engine::tokenspeed as ts_mock;
         let script = match &args.script {
             Some(p) => ts_mock::Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,
             None => ts_mock::Script::default(),
@@ -792,8 +793,8 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
     };
     let log = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
     let (_stop, stop_rx) = tokio::sync::oneshot::channel();
-    let r = crate::mock::vllm::run(args.handshake, script, log.clone(), stop_rx).await;
-    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, crate::mock::vllm_script::Log>| l.ended.clone());
+    let r = mock_engine::vllm::run(args.handshake, script, log.clone(), stop_rx).await;
+    let ended = log.lock().ok().and_then(|l: std::sync::MutexGuard<'_, mock_engine::vllm_script::Log>| l.ended.clone());
     eprintln!("mock engine ended: {}", ended.as_deref().unwrap_or("?"));
     r?;
     // A crash is a killed process: exit as SIGKILL would.
@@ -804,7 +805,7 @@ pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
 fn load_expectations(path: Option<&Path>) -> Result<Expectations, CliError> {
     match path {
         Some(p) => {
-            let text = crate::untrusted::read_text(p, crate::untrusted::MAX_INPUT_FILE_BYTES)?;
+            let text = process_sandbox::untrusted::read_text(p, process_sandbox::untrusted::MAX_INPUT_FILE_BYTES)?;
             Ok(Expectations::parse(&text)?)
         }
         None => Ok(Expectations::default()),
@@ -814,8 +815,8 @@ fn load_expectations(path: Option<&Path>) -> Result<Expectations, CliError> {
 /// `gpu-runner run --dialect tokenspeed` / `--engine tokenspeed`
 /// (docs/runner/tokenspeed.md "TokenSpeed").
 async fn run_tokenspeed(args: RunArgs) -> Result<i32, CliError> {
-    use crate::mock::tokenspeed::Script as TokenspeedScript;
-    use crate::tokenspeed::run::{run_all, RunOptions};
+    use engine_replay::tokenspeed::{run_all, RunOptions};
+    use mock_engine::tokenspeed::Script as TokenspeedScript;
     let engine = match args.engine {
         EngineKind::Mock => "mock",
         EngineKind::Tokenspeed => "tokenspeed",

@@ -15,7 +15,7 @@ use gpu_runner::dialect::Tokenspeed;
 use gpu_runner::mock::tokenspeed::{Fault, Script};
 use gpu_runner::mock::Engine as Mock;
 use gpu_runner::report::{Expectations, Verdict};
-use gpu_runner::tokenspeed::run::{require_gpu, run_all, RunOptions};
+use gpu_runner::tokenspeed::{require_gpu, run_all, RunOptions};
 use gpu_runner::transport::{
     DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError,
 };
@@ -341,8 +341,8 @@ fn the_cli_refuses_the_tokenspeed_engine_on_a_machine_without_a_gpu() {
 
 #[test]
 fn a_tokenspeed_scenario_shares_the_vllm_scenario_header_and_refuses_bad_files_at_load() {
+    use gpu_runner::scenario::tokenspeed::Scenario as TokenspeedScenario;
     use gpu_runner::scenario::Raw;
-    use gpu_runner::tokenspeed::scenario::Scenario as TokenspeedScenario;
     let s = TokenspeedScenario::from_json(
         "hint",
         r#"{"requests": [{"id": "a", "request": {"prompt_token_ids": [1]}, "stream": true},

@@ -38,6 +38,18 @@ impl std::fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
+/// The graph of the crate at `manifest_dir` (its `src/`), after checking
+/// it has no cycle: the body of each crate's architecture test, which
+/// then states its own floors. Panics naming the files of every step of a
+/// cycle, or the directory that does not read.
+pub fn acyclic_crate(manifest_dir: &str) -> Graph {
+    let g = Graph::of_crate(&Path::new(manifest_dir).join("src")).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(c) = g.cycle() {
+        panic!("{manifest_dir}: {}", g.explain(&c));
+    }
+    g
+}
+
 impl Graph {
     /// A graph from `(module, used module)` pairs (tests of the checker).
     pub fn from_edges<'a>(edges: impl IntoIterator<Item = (&'a str, &'a str)>) -> Graph {

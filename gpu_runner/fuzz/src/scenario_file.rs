@@ -32,7 +32,7 @@ use gpu_runner::gateway::e2e::E2eScenario;
 use gpu_runner::gateway::{GatewayLoad, GwScenario};
 use gpu_runner::load::{parse_file, LoadError, ScenarioFile};
 use gpu_runner::model_facts::ModelFacts;
-use gpu_runner::replay::model::{levels, Dialect, ScenarioOf};
+use gpu_runner::scenario::{levels, Dialect, ScenarioOf};
 use gpu_runner::untrusted::{check_json_depth, Refused, MAX_JSON_DEPTH, MAX_NAME_BYTES};
 
 /// The file name every input is loaded as.
@@ -134,9 +134,9 @@ pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let deep = check_json_depth(text, MAX_JSON_DEPTH).is_err();
     let none = ModelFacts::default();
-    judge::<gpu_runner::replay::model::Scenario, _>(text, &none, deep, replay);
-    judge::<gpu_runner::replay::model::Scenario, _>(text, tiny_facts(), deep, replay);
-    judge::<gpu_runner::tokenspeed::scenario::Scenario, _>(text, &none, deep, replay);
+    judge::<gpu_runner::scenario::Scenario, _>(text, &none, deep, replay);
+    judge::<gpu_runner::scenario::Scenario, _>(text, tiny_facts(), deep, replay);
+    judge::<gpu_runner::scenario::tokenspeed::Scenario, _>(text, &none, deep, replay);
     let golden = golden_dir();
     let load = GatewayLoad { golden: &golden, tokenizer: tokenizer() };
     judge::<GwScenario, _>(text, &load, deep, gateway);

@@ -64,7 +64,7 @@ fn a_committed_scenario_is_accepted_by_its_own_loader() {
     // load (through the same `parse_file` as the target).
     let file = here().join("../../golden/replay/abort.json");
     let text = std::fs::read_to_string(&file).unwrap();
-    let s: gpu_runner::replay::model::Scenario =
+    let s: gpu_runner::scenario::Scenario =
         gpu_runner::load::parse_file(Path::new("abort.json"), &text, &gpu_runner::model_facts::ModelFacts::default())
             .unwrap();
     assert_eq!(s.name, "abort");

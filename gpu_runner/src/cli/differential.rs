@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{repo_path, CliError, WorkDir};
-use crate::gateway::diff_expectations::DiffExpectations;
-use crate::gateway::differential::{self, Probe, Verdict};
-use crate::gateway::request_space::RequestSpace;
-use crate::gateway::{self, combinations, named, Endpoint, Launch, Target};
+use gateway_scoring::gateway::diff_expectations::DiffExpectations;
+use gateway_scoring::gateway::differential::{self, Probe, Verdict};
+use gateway_scoring::gateway::request_space::RequestSpace;
+use gateway_scoring::gateway::{self, combinations, named, Endpoint, Launch, Target};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DifferentialArgs {

@@ -13,13 +13,13 @@
 
 use std::sync::Mutex;
 
-use crate::dialect::Vllm;
-use crate::launcher::EngineProcess;
+use engine_client::dialect::Vllm;
+use process_sandbox::launcher::EngineProcess;
 
 /// One rank's engine.
 pub enum RankEngine {
     Process(EngineProcess),
-    Mock(crate::mock::Engine<Vllm>),
+    Mock(mock_engine::Engine<Vllm>),
 }
 
 /// What serves the gateway.

@@ -13,9 +13,9 @@ pub enum CliError {
     #[error("{0}")]
     Usage(String),
     /// A file given on the command line was refused (too large, not
-    /// text): [`crate::untrusted`].
+    /// text): [`process_sandbox::untrusted`].
     #[error(transparent)]
-    Refused(#[from] crate::untrusted::Refused),
+    Refused(#[from] process_sandbox::untrusted::Refused),
     /// A file or directory could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -39,7 +39,7 @@ pub enum CliError {
     /// The run's release (`--release`, or the venv's) has no table, or
     /// the venv's cannot be told.
     #[error(transparent)]
-    Release(#[from] crate::release::ReleaseError),
+    Release(#[from] scenario_checks::release::ReleaseError),
     /// The model directory's tokenizer does not load.
     #[error(transparent)]
     Tokenizer(#[from] engine_protocol::translate::tokenizer::TokenizerError),
@@ -48,37 +48,40 @@ pub enum CliError {
     Model(#[from] engine_testkit::model::ModelDirError),
     /// A scenario directory did not load.
     #[error(transparent)]
-    Load(#[from] crate::load::LoadError),
+    Load(#[from] scenario_checks::load::LoadError),
     /// A mock engine script does not read.
     #[error(transparent)]
-    Script(#[from] crate::mock::ScriptError),
+    Script(#[from] mock_engine::ScriptError),
+    /// A recorded registration case does not read.
+    #[error(transparent)]
+    RegistrationCase(#[from] mock_engine::registration::CaseError),
     /// The mock engine (`mock-engine`) stopped serving.
     #[error(transparent)]
-    Mock(#[from] crate::mock::MockError),
+    Mock(#[from] mock_engine::MockError),
     /// The engine or the tiny model could not be started.
     #[error(transparent)]
-    Launch(#[from] crate::launcher::LaunchError),
+    Launch(#[from] process_sandbox::launcher::LaunchError),
     /// `--record` could not write.
     #[error(transparent)]
-    Record(#[from] crate::record::RecordError),
+    Record(#[from] engine_replay::record::RecordError),
     /// The replay run stopped before its end.
     #[error(transparent)]
-    RunAll(#[from] crate::replay::runner::RunAllError),
+    RunAll(#[from] engine_replay::replay::runner::RunAllError),
     /// The TokenSpeed run could not run.
     #[error(transparent)]
-    Tokenspeed(#[from] crate::tokenspeed::run::RunError),
+    Tokenspeed(#[from] engine_replay::tokenspeed::RunError),
     /// The gateway could not be started or scored.
     #[error(transparent)]
-    Gateway(#[from] crate::gateway::GatewayError),
+    Gateway(#[from] gateway_scoring::gateway::GatewayError),
     /// A bad expectations file or shard.
     #[error(transparent)]
-    Report(#[from] crate::report::ReportError),
+    Report(#[from] scenario_checks::report::ReportError),
     /// A bad codec report.
     #[error(transparent)]
-    Codec(#[from] crate::scoreboard::CodecReportError),
+    Codec(#[from] gateway_scoring::scoreboard::CodecReportError),
     /// A bad release sweep report.
     #[error(transparent)]
-    Sweep(#[from] crate::scoreboard::SweepReportError),
+    Sweep(#[from] gateway_scoring::scoreboard::SweepReportError),
     /// The run was ended by a signal (`SIGINT`, `SIGTERM`).
     #[error("{what} ({signal})")]
     Signal { what: &'static str, signal: &'static str },

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::differential::named_target;
 use super::{repo_path, CliError, WorkDir};
-use crate::fault::{Applied, Direction, Fault, FaultWire, Kind, Schedule, Side, WireConfig};
-use crate::gateway::{self, Launch, Session, Target};
+use gateway_scoring::fault::{Applied, Direction, Fault, FaultWire, Kind, Schedule, Side, WireConfig};
+use gateway_scoring::gateway::{self, Launch, Session, Target};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FaultsArgs {
@@ -136,8 +136,10 @@ async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> Answer {
     });
     let http = s.http.clone();
     let t0 = Instant::now();
-    let r =
-        tokio::task::spawn_blocking(move || crate::http::post_json(&http, "/v1/completions", &body, deadline)).await;
+    let r = tokio::task::spawn_blocking(move || {
+        gateway_scoring::http::post_json(&http, "/v1/completions", &body, deadline)
+    })
+    .await;
     let ms = t0.elapsed().as_millis() as u64;
     let short = |t: String| t.chars().take(240).collect::<String>();
     match r {

