@@ -641,7 +641,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
                 s.data_parallel_size, s.data_parallel_size
             ));
         }
-        s.release_gaps = scenario_checks::release::gaps(s, release);
+        s.release_gaps = scenario_checks::scenario::release_gaps::gaps(s, release);
     }
     // Scenarios on a fresh engine (which may leave it dead) run last.
     scenarios.sort_by(|a, b| (a.fresh_engine, &a.name).cmp(&(b.fresh_engine, &b.name)));

@@ -8,7 +8,8 @@
 //! item the crate root re-exports from `b` (`crate::Error`, with
 //! `pub use error::Error` in `lib.rs`). Comments are not code, nor are a
 //! file's unit tests (everything from `#[cfg(test)]` followed by `mod`,
-//! which by this workspace's convention closes a file).
+//! which by this workspace's convention closes a file, and a module's
+//! `tests.rs`, the file such a `mod tests;` names).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -186,7 +187,7 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for p in entries {
         if p.is_dir() {
             rs_files(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "rs") {
+        } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("tests.rs") {
             out.push(p);
         }
     }

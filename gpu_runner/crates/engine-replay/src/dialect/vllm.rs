@@ -152,7 +152,7 @@ fn resolved_shape(t: &engine_protocol::Tensor) -> Option<Vec<i64>> {
 /// release), each engine request is carried into the engine's table by
 /// field name: the fields that table lacks are not sent, as that
 /// release's own frontend would not send them (a scenario that sets one
-/// does not run there: `scenario_checks::release::gaps`).
+/// does not run there: `scenario_checks::scenario::release_gaps::gaps`).
 fn translate_now(
     ctx: &Context<'_, Vllm>,
     info: &EngineInfo,

@@ -15,7 +15,7 @@
 //! engine, so fresh-engine scenarios are skipped there; `--deadline` skips
 //! what did not start in time; an expectations listing applies only to a
 //! scenario that ran on an engine; a scenario that needs what the run's
-//! release lacks ([`scenario_checks::release::gaps`]) is not applicable there.
+//! release lacks ([`scenario_checks::scenario::release_gaps::gaps`]) is not applicable there.
 
 use std::path::Path;
 use std::time::Instant;

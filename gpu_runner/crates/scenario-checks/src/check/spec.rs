@@ -501,7 +501,7 @@ impl Check {
     /// The vLLM engine-message fields (`Struct.field`) this check reads, so
     /// that a run on a release whose table lacks one reports the scenario
     /// as not applicable instead of failing it
-    /// ([`crate::release::gaps`]).
+    /// ([`crate::scenario::release_gaps::gaps`]).
     pub fn wire_fields(&self) -> &'static [&'static str] {
         match self {
             Check::StopReason { .. } => &["EngineCoreOutput.stop_reason"],

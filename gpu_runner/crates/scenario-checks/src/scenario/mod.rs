@@ -19,6 +19,7 @@ use crate::check::{parse_list, CheckSpec, RunObservation, ScenarioFailure, Scena
 use crate::load::{LoadError, ScenarioError, ScenarioFile};
 use crate::model_facts::{resolve, ModelFacts};
 
+pub mod release_gaps;
 pub mod tokenspeed;
 pub mod values;
 
@@ -113,9 +114,9 @@ pub struct ScenarioOf<D: Dialect> {
     /// cannot satisfy, [`crate::model_facts`]); empty when it does.
     pub not_applicable: Vec<String>,
     /// Why the scenario does not apply to the run's release (what it
-    /// needs that the release's table lacks, [`crate::release::gaps`]);
+    /// needs that the release's table lacks, [`release_gaps::gaps`]);
     /// empty when it does.
-    pub release_gaps: Vec<crate::release::ReleaseGap>,
+    pub release_gaps: Vec<release_gaps::ReleaseGap>,
     /// Checks left out on the served model, with why (pinned to other
     /// models, or asking what the engine cannot give).
     pub left_out: Vec<String>,
