@@ -4,7 +4,7 @@
 //! pyzmq + vLLM's own `MsgpackEncoder`, the same source the Python loop is
 //! timed against). See docs/bench.md "The runner's output loop".
 //!
-//! The whole runner path runs, nothing is bypassed: `Gateway::bind`, the
+//! The whole runner path runs, nothing is bypassed: `EngineClient::bind`, the
 //! handshake with the source as engine 0, one ADD per in-flight request,
 //! then for every batch the PULL pump, `decode_message` (release 0.32.0),
 //! the demultiplex by `request_id` onto each request's stream, and one
@@ -41,7 +41,7 @@ use engine_protocol::internal::{
 };
 use engine_protocol::ReleaseSchema;
 use engine_protocol::Value;
-use gpu_runner::transport::{Gateway, GatewayConfig, RequestEvent};
+use gpu_runner::transport::{ClientConfig, EngineClient, RequestEvent};
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 
@@ -129,7 +129,7 @@ struct Tally {
 /// requests in flight, each with a reader task.
 struct Rig {
     rt: Runtime,
-    gw: Option<Gateway>,
+    gw: Option<EngineClient>,
     source: Child,
     source_in: Option<ChildStdin>,
     tally: Arc<Tally>,
@@ -141,11 +141,11 @@ impl Rig {
     fn start(o: &Options) -> Result<Rig, String> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mut cfg = GatewayConfig::new(release(), dir.path());
+        let mut cfg = ClientConfig::new(release(), dir.path());
         cfg.silence = Duration::from_secs(3600);
         let tally = Arc::new(Tally::default());
         let (gw, source) = rt.block_on(async {
-            let gw = Gateway::bind(cfg).await.map_err(|e| e.to_string())?;
+            let gw = EngineClient::bind(cfg).await.map_err(|e| e.to_string())?;
             let mut source = Command::new(&o.python)
                 .arg(&o.script)
                 .arg("source")

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use engine_protocol::translate::{GatewayTokenizer, TranslateOptions};
 
-use engine_client::transport::{Gateway, GatewayConfig};
+use engine_client::transport::{ClientConfig, EngineClient};
 use engine_replay::record::{self, RecordMeta, Recorder};
 use engine_replay::replay::run::Context;
 use engine_replay::replay::runner::{run_all, Harness, NotUp, RunAll, RunAllError};
@@ -356,7 +356,10 @@ fn with_random_weights(venv: &Path, src: &Path, out: &Path) -> Result<PathBuf, C
 /// The run's private work directory ([`process_sandbox::workdir::WorkDir`]: random
 /// name, mode 0700, removed at exit); `.0` is its path, `.1` held for its
 /// drop.
-struct WorkDir(PathBuf, #[allow(dead_code)] process_sandbox::workdir::WorkDir);
+struct WorkDir(
+    PathBuf,
+    #[expect(dead_code, reason = "held for its Drop, which removes the directory")] process_sandbox::workdir::WorkDir,
+);
 
 impl WorkDir {
     fn new() -> Result<WorkDir, CliError> {
@@ -368,7 +371,7 @@ impl WorkDir {
 
 /// A gateway with its engine, up.
 struct Session {
-    gw: Gateway,
+    gw: EngineClient,
     engine: Engine,
     /// Rank 0's facts.
     facts: engine_client::transport::handshake::EngineFacts,
@@ -383,7 +386,7 @@ impl Session {
 }
 
 /// Stops the engine (its whole process group), then closes the gateway.
-async fn teardown(gw: Gateway, engine: Engine) {
+async fn teardown(gw: EngineClient, engine: Engine) {
     engine.stop().await;
     gw.shutdown().await;
 }
@@ -469,7 +472,7 @@ impl Setup<'_> {
     async fn start_session(&self, dir: &Path) -> Result<Session, String> {
         let args = self.args;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut cfg = GatewayConfig::new(self.release, dir.join("ipc"));
+        let mut cfg = ClientConfig::new(self.release, dir.join("ipc"));
         cfg.silence = Duration::from_secs(args.silence);
         cfg.tap = self.tap.clone();
         if let Some(h) = &args.handshake {
@@ -477,7 +480,7 @@ impl Setup<'_> {
         } else if args.engine == EngineKind::Attach {
             cfg.handshake = "tcp://127.0.0.1:29550".into();
         }
-        let gw = Gateway::bind(cfg).await.map_err(|e| e.to_string())?;
+        let gw = EngineClient::bind(cfg).await.map_err(|e| e.to_string())?;
         eprintln!("handshake on {}", gw.handshake_endpoint());
         let port = gw.handshake_port().ok_or("the handshake endpoint has no tcp port")?;
         let spec = LaunchSpec {
@@ -747,7 +750,7 @@ async fn run_one(
 
 /// Waits for READY while watching the engine process.
 async fn wait_up(
-    gw: &Gateway,
+    gw: &EngineClient,
     engine: &mut Engine,
     count: u16,
     timeout: Duration,

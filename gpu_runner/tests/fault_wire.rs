@@ -17,7 +17,7 @@ use gpu_runner::fault::{Direction, Fault, FaultWire, Kind, Schedule, Side, WireC
 use gpu_runner::mock::tokens::generated_token;
 use gpu_runner::mock::vllm_script::Script;
 use gpu_runner::mock::Engine as MockEngine;
-use gpu_runner::transport::{DeathCause, Gateway, GatewayConfig, TransportError};
+use gpu_runner::transport::{ClientConfig, DeathCause, EngineClient, TransportError};
 
 mod support;
 use support::{release, within, FINISH, READY};
@@ -25,7 +25,7 @@ use support::{release, within, FINISH, READY};
 const SILENCE: Duration = Duration::from_millis(800);
 
 struct Rig {
-    gw: Gateway,
+    gw: EngineClient,
     wire: FaultWire,
     mock: MockEngine<Vllm>,
     _dir: tempfile::TempDir,
@@ -34,10 +34,10 @@ struct Rig {
 /// Gateway ↔ wire (with `schedule`) ↔ mock engine, the engine up.
 async fn rig(schedule: Schedule) -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = GatewayConfig::new(release(), dir.path().join("gw"));
+    let mut cfg = ClientConfig::new(release(), dir.path().join("gw"));
     cfg.silence = SILENCE;
     cfg.utility_timeout = Duration::from_secs(2);
-    let gw = Gateway::bind(cfg).await.unwrap();
+    let gw = EngineClient::bind(cfg).await.unwrap();
     let wire = FaultWire::start(WireConfig {
         gateway_handshake: gw.handshake_endpoint().to_string(),
         ipc_dir: dir.path().join("wire"),
@@ -67,12 +67,12 @@ fn expected_tokens(n: usize) -> Vec<i64> {
 }
 
 /// Runs request `id` to its end.
-async fn run(gw: &Gateway, id: &str, max_tokens: i64) -> Result<gpu_runner::transport::Finished, TransportError> {
+async fn run(gw: &EngineClient, id: &str, max_tokens: i64) -> Result<gpu_runner::transport::Finished, TransportError> {
     gw.add(0, &request(id, max_tokens)).await?.finish(FINISH).await
 }
 
 /// The next request is served in full.
-async fn next_is_served(gw: &Gateway) {
+async fn next_is_served(gw: &EngineClient) {
     let f = run(gw, "next", 3).await.expect("the next request is served");
     assert_eq!((f.finish_reason, f.token_ids), (FinishReason::Length, expected_tokens(3)));
 }

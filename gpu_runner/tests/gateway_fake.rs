@@ -18,7 +18,7 @@ use engine_protocol::{ReleaseSchema, Value};
 use gpu_runner::gateway::{self, Launch, Target};
 use gpu_runner::http;
 use gpu_runner::report::Expectations;
-use gpu_runner::transport::{Gateway, GatewayConfig};
+use gpu_runner::transport::{ClientConfig, EngineClient};
 use serde_json::{json, Value as Json};
 use tokio::sync::mpsc;
 
@@ -102,7 +102,13 @@ struct Faults {
 
 /// The fake's `/v1/completions`: translate as vLLM does, run the request,
 /// decode the tokens, no stop-string handling (so no abort).
-async fn serve(gw: &Gateway, tok: &GatewayTokenizer, max_model_len: i64, faults: Faults, body: &[u8]) -> (u16, String) {
+async fn serve(
+    gw: &EngineClient,
+    tok: &GatewayTokenizer,
+    max_model_len: i64,
+    faults: Faults,
+    body: &[u8],
+) -> (u16, String) {
     let Ok(b) = serde_json::from_slice::<Json>(body) else { return (400, "{}".into()) };
     let prompt = tok.encode(b.get("prompt").and_then(Json::as_str).unwrap_or(""));
     let mut v = b.clone();
@@ -153,7 +159,7 @@ struct Fake {
 
 async fn fake(faults: Faults) -> Fake {
     let dir = tempfile::tempdir().unwrap();
-    let gw = Gateway::bind(GatewayConfig::new(release(), dir.path())).await.unwrap();
+    let gw = EngineClient::bind(ClientConfig::new(release(), dir.path())).await.unwrap();
     let handshake = gw.handshake_endpoint().to_string();
     let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
     let http = http_server(tx);

@@ -20,7 +20,7 @@ use gpu_runner::mock::Engine as MockEngine;
 use gpu_runner::transport::guard::GuardedSocket;
 use gpu_runner::transport::handshake::{self, Announce, HandshakeError, MAX_HANDSHAKE_FRAME_BYTES};
 use gpu_runner::transport::{
-    DeathCause, EngineState, Gateway, GatewayConfig, TransportError, INBOUND_QUEUE, MAX_MESSAGES_AFTER_DEATH,
+    ClientConfig, DeathCause, EngineClient, EngineState, TransportError, INBOUND_QUEUE, MAX_MESSAGES_AFTER_DEATH,
     ORPHAN_IDS_REMEMBERED,
 };
 use zeromq::util::PeerIdentity;
@@ -100,13 +100,13 @@ fn resident_kib() -> u64 {
         .unwrap()
 }
 
-async fn bind(dir: &tempfile::TempDir, flood_limit: u64) -> Gateway {
-    let mut cfg = GatewayConfig::new(release(), dir.path());
+async fn bind(dir: &tempfile::TempDir, flood_limit: u64) -> EngineClient {
+    let mut cfg = ClientConfig::new(release(), dir.path());
     cfg.orphan_flood_limit = flood_limit;
-    Gateway::bind(cfg).await.unwrap()
+    EngineClient::bind(cfg).await.unwrap()
 }
 
-async fn wait_dead(gw: &Gateway) -> DeathCause {
+async fn wait_dead(gw: &EngineClient) -> DeathCause {
     loop {
         if let EngineState::Dead(c) = &gw.engines()[0].state {
             return c.clone();

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use engine_protocol::{engine_identity, ReleaseSchema};
 use gpu_runner::transport::guard::{GuardedSocket, MAX_HANDSHAKE_SOCKET_FRAME_BYTES};
 use gpu_runner::transport::handshake::{self, MAX_HANDSHAKE_FRAME_BYTES};
-use gpu_runner::transport::{DeathCause, Gateway, GatewayConfig, TransportError};
+use gpu_runner::transport::{ClientConfig, DeathCause, EngineClient, TransportError};
 use zeromq::util::PeerIdentity;
 use zeromq::{DealerSocket, Socket, SocketOptions, SocketRecv, SocketSend, ZmqMessage};
 
@@ -130,14 +130,14 @@ impl ReadWrite for std::os::unix::net::UnixStream {
     }
 }
 
-async fn bind(dir: &tempfile::TempDir) -> Gateway {
-    Gateway::bind(GatewayConfig::new(release(), dir.path())).await.unwrap()
+async fn bind(dir: &tempfile::TempDir) -> EngineClient {
+    EngineClient::bind(ClientConfig::new(release(), dir.path())).await.unwrap()
 }
 
 /// Sends `bytes` from a raw peer to `endpoint` and returns how start-up
 /// ended, checking that it ended within [`VERDICT`] and that the peer's
 /// connection was closed.
-async fn refused(gw: &Gateway, endpoint: &str, bytes: Vec<u8>) -> TransportError {
+async fn refused(gw: &EngineClient, endpoint: &str, bytes: Vec<u8>) -> TransportError {
     let start = Instant::now();
     let peer = hostile_peer(endpoint, bytes);
     let e = gw.wait_ready(1, VERDICT * 2).await.unwrap_err();

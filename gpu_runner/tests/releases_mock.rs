@@ -15,7 +15,7 @@ use gpu_runner::dialect::Vllm;
 use gpu_runner::mock::tokens::generated_token;
 use gpu_runner::mock::vllm_script::Script;
 use gpu_runner::mock::Engine as MockEngine;
-use gpu_runner::transport::{Gateway, GatewayConfig};
+use gpu_runner::transport::{ClientConfig, EngineClient};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
 const READY: Duration = Duration::from_secs(10);
@@ -30,10 +30,10 @@ async fn within<F: Future<Output = ()>>(f: F) {
     tokio::time::timeout(TEST_DEADLINE, f).await.expect("test ran past its deadline");
 }
 
-async fn gateway(release: &'static ReleaseSchema, dir: &tempfile::TempDir) -> Gateway {
-    let mut cfg = GatewayConfig::new(release, dir.path());
+async fn gateway(release: &'static ReleaseSchema, dir: &tempfile::TempDir) -> EngineClient {
+    let mut cfg = ClientConfig::new(release, dir.path());
     cfg.utility_timeout = Duration::from_secs(5);
-    Gateway::bind(cfg).await.unwrap()
+    EngineClient::bind(cfg).await.unwrap()
 }
 
 /// A greedy request of `release`'s table, as the value codec builds it.

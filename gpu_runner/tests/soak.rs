@@ -7,7 +7,7 @@ use std::time::Duration;
 use gpu_runner::mock::vllm_script::Script;
 use gpu_runner::mock::Engine;
 use gpu_runner::soak::{self, SoakFailure, SoakOptions};
-use gpu_runner::transport::{Gateway, GatewayConfig};
+use gpu_runner::transport::{ClientConfig, EngineClient};
 
 fn options(seconds: u64) -> SoakOptions {
     let mut o = SoakOptions::new(env!("CARGO_BIN_EXE_gpu-runner"), Duration::from_secs(seconds));
@@ -60,7 +60,7 @@ fn the_lean_mock_keeps_counters_not_records_after_ten_thousand_requests() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().expect("a temp dir");
         let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").expect("0.32.0");
-        let gw = Gateway::bind(GatewayConfig::new(release, dir.path())).await.expect("bind");
+        let gw = EngineClient::bind(ClientConfig::new(release, dir.path())).await.expect("bind");
         let mut script =
             Script::from_json(r#"{"lean": true, "step_delay_ms": 0, "max_num_seqs": 256}"#).expect("script");
         assert!(script.lean);
@@ -99,7 +99,7 @@ fn the_full_mock_still_records_every_input_and_finish() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().expect("a temp dir");
         let release = engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").expect("0.32.0");
-        let gw = Gateway::bind(GatewayConfig::new(release, dir.path())).await.expect("bind");
+        let gw = EngineClient::bind(ClientConfig::new(release, dir.path())).await.expect("bind");
         let script = Script::from_json(r#"{"step_delay_ms": 0}"#).expect("script");
         assert!(!script.lean);
         let engine: Engine<gpu_runner::dialect::Vllm> = Engine::spawn(gw.handshake_endpoint(), script);

@@ -17,7 +17,7 @@ use gpu_runner::mock::Engine as Mock;
 use gpu_runner::report::{Expectations, Verdict};
 use gpu_runner::tokenspeed::{require_gpu, run_all, RunOptions};
 use gpu_runner::transport::{
-    DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, RequestStream, TransportError,
+    ClientConfig, DeathCause, EngineClient, EngineState, RequestEvent, RequestStream, TransportError,
 };
 
 fn repo() -> PathBuf {
@@ -28,9 +28,9 @@ fn tokenizer() -> GatewayTokenizer {
     gpu_runner::cli::tokenizer_from(&repo().join("golden/tiny")).unwrap()
 }
 
-async fn up(script: Script) -> (tempfile::TempDir, Gateway<Tokenspeed>, Mock<Tokenspeed>) {
+async fn up(script: Script) -> (tempfile::TempDir, EngineClient<Tokenspeed>, Mock<Tokenspeed>) {
     let dir = tempfile::tempdir().unwrap();
-    let gw = Gateway::bind(GatewayConfig::tokenspeed("tcp://127.0.0.1:0", dir.path())).await.unwrap();
+    let gw = EngineClient::bind(ClientConfig::tokenspeed("tcp://127.0.0.1:0", dir.path())).await.unwrap();
     let mock = Mock::spawn(gw.handshake_endpoint(), script);
     (dir, gw, mock)
 }

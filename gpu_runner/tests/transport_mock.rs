@@ -14,23 +14,23 @@ use gpu_runner::mock::tokens::generated_token;
 use gpu_runner::mock::vllm_script::{Fault, Script};
 use gpu_runner::mock::Engine as MockEngine;
 use gpu_runner::transport::{
-    DeathCause, EngineState, Gateway, GatewayConfig, RequestEvent, TapSocket, Tapped, TransportError,
+    ClientConfig, DeathCause, EngineClient, EngineState, RequestEvent, TapSocket, Tapped, TransportError,
 };
 
 mod support;
 use support::{release, within, FINISH, READY};
 
 struct Rig {
-    gw: Gateway,
+    gw: EngineClient,
     dir: tempfile::TempDir,
 }
 
 async fn rig(silence: Duration) -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = GatewayConfig::new(release(), dir.path());
+    let mut cfg = ClientConfig::new(release(), dir.path());
     cfg.silence = silence;
     cfg.utility_timeout = Duration::from_secs(5);
-    let gw = Gateway::bind(cfg).await.unwrap();
+    let gw = EngineClient::bind(cfg).await.unwrap();
     Rig { gw, dir }
 }
 
@@ -476,7 +476,7 @@ async fn stale_ipc_socket_files_are_removed_before_binding() {
         let stale = std::os::unix::net::UnixListener::bind(dir.path().join("in.sock")).unwrap();
         drop(stale);
         assert!(dir.path().join("in.sock").exists());
-        let gw = Gateway::bind(GatewayConfig::new(release(), dir.path())).await.unwrap();
+        let gw = EngineClient::bind(ClientConfig::new(release(), dir.path())).await.unwrap();
         gw.shutdown().await;
         assert!(!dir.path().join("in.sock").exists(), "shutdown removes the socket files");
     })
@@ -488,7 +488,7 @@ async fn a_regular_file_in_place_of_a_socket_is_not_deleted() {
     within(async {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("in.sock"), b"precious").unwrap();
-        let e = Gateway::bind(GatewayConfig::new(release(), dir.path())).await.err().expect("bind must fail");
+        let e = EngineClient::bind(ClientConfig::new(release(), dir.path())).await.err().expect("bind must fail");
         assert!(e.to_string().contains("exists and is not a socket"), "{e}");
         assert_eq!(std::fs::read(dir.path().join("in.sock")).unwrap(), b"precious");
     })
@@ -528,9 +528,9 @@ async fn the_tap_sees_every_frame_set_of_the_handshake_and_of_a_request() {
     within(async {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Tapped>();
-        let mut cfg = GatewayConfig::new(release(), dir.path());
+        let mut cfg = ClientConfig::new(release(), dir.path());
         cfg.tap = Some(tx);
-        let gw = Gateway::bind(cfg).await.unwrap();
+        let gw = EngineClient::bind(cfg).await.unwrap();
         let _m = MockEngine::<Vllm>::spawn(gw.handshake_endpoint(), Script::new(release()));
         gw.wait_ready(1, READY).await.unwrap();
         let f = gw.add(0, &request("r", PROMPT.to_vec(), |_| {})).await.unwrap().finish(FINISH).await.unwrap();

@@ -2,7 +2,7 @@
 //! (`transport_mock.rs`, `fault_wire.rs`): the release they speak, their
 //! deadlines, and the one wrapper no test runs past.
 
-#![allow(dead_code)] // each test binary uses what it needs
+#![allow(dead_code, reason = "each test binary uses what it needs")]
 
 use std::future::Future;
 use std::time::Duration;

@@ -92,7 +92,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// `scenarios`: the names request ids may start with
-    /// ([`scenario_checks::scenario::request_id`]).
+    /// ([`crate::replay::run::request_id`]).
     pub fn new(
         dir: &Path,
         release: &'static ReleaseSchema,
@@ -113,7 +113,7 @@ impl Recorder {
         })
     }
 
-    /// The tap to give a gateway ([`engine_client::transport::GatewayConfig::tap`]).
+    /// The tap to give a gateway ([`engine_client::transport::ClientConfig::tap`]).
     pub fn tap(&self) -> mpsc::UnboundedSender<Tapped> {
         self.tx.clone()
     }

@@ -21,7 +21,7 @@ use crate::replay::runner::{self, Harness, NotUp, RunAll, RunAllError};
 use engine_client::dialect::tokenspeed::release;
 use engine_client::dialect::Tokenspeed as Wire;
 use engine_client::transport::handshake::EngineFacts;
-use engine_client::transport::{EngineState, Gateway, GatewayConfig, Tapped};
+use engine_client::transport::{ClientConfig, EngineClient, EngineState, Tapped};
 use mock_engine::tokenspeed::Script as MockScript;
 use process_sandbox::launcher::{self, EngineProcess};
 use scenario_checks::report::{self, keep_shard, not_finished, within, Expectations, ScenarioResult, Verdict};
@@ -75,7 +75,7 @@ enum Engine {
 }
 
 struct Session {
-    gw: Gateway<Wire>,
+    gw: EngineClient<Wire>,
     engine: Engine,
     facts: EngineFacts,
 }
@@ -147,7 +147,7 @@ pub fn require_gpu() -> Result<(), RunError> {
 async fn start(opts: &RunOptions, dir: &Path, script: Option<MockScript>, tap: Option<Tap>) -> Result<Session, String> {
     let default_hs = if opts.engine == "attach" { "tcp://127.0.0.1:30500" } else { "tcp://127.0.0.1:0" };
     let handshake = opts.handshake.clone().unwrap_or_else(|| default_hs.to_string());
-    let gw = Gateway::bind(GatewayConfig { tap, ..GatewayConfig::tokenspeed(handshake, dir) })
+    let gw = EngineClient::bind(ClientConfig { tap, ..ClientConfig::tokenspeed(handshake, dir) })
         .await
         .map_err(|e| e.to_string())?;
     let engine = match opts.engine.as_str() {

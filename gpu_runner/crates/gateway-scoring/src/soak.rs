@@ -1,4 +1,4 @@
-//! The soak: the runner's own transport ([`engine_client::transport::Gateway`])
+//! The soak: the runner's own transport ([`engine_client::transport::EngineClient`])
 //! drives the mock engine (`gpu-runner mock-engine`, lean mode, instant
 //! steps) in a child process at full speed, for a set time, and checks that
 //! nothing is lost, duplicated or leaked (docs/soak.md).
@@ -33,7 +33,7 @@ use engine_protocol::internal::{engine_core_request_value, sampling_params_value
 use engine_protocol::{ReleaseSchema, Value};
 use serde::Serialize;
 
-use engine_client::transport::{Gateway, GatewayConfig, RequestEvent, TransportError};
+use engine_client::transport::{ClientConfig, EngineClient, RequestEvent, TransportError};
 
 /// What the soak runs.
 #[derive(Debug, Clone)]
@@ -261,9 +261,9 @@ pub async fn run(o: &SoakOptions) -> Result<SoakReport, SoakError> {
     let script_path = dir.path().join("engine.json");
     std::fs::write(&script_path, engine_script(o).to_string())
         .map_err(|source| SoakError::Script { path: script_path.clone(), source })?;
-    let mut cfg = GatewayConfig::new(release(), dir.path().join("ipc"));
+    let mut cfg = ClientConfig::new(release(), dir.path().join("ipc"));
     cfg.silence = o.silence;
-    let gw = Gateway::bind(cfg).await?;
+    let gw = EngineClient::bind(cfg).await?;
     let mut child = EngineChild(
         Command::new(&o.engine_exe)
             .arg("mock-engine")
@@ -387,7 +387,7 @@ pub fn growth_failures(warm: &Sample, end: &Sample, limits: GrowthLimits) -> Vec
 
 /// One lane of the closed loop: a request, read to its finish, then the
 /// next, until the soak stops.
-async fn request_loop(gw: Arc<Gateway>, tally: Arc<Tally>, lane: usize, max_tokens: u64) {
+async fn request_loop(gw: Arc<EngineClient>, tally: Arc<Tally>, lane: usize, max_tokens: u64) {
     let mut sp = sampling_params_value(release());
     sp.set("temperature", Value::Float(0.0))
         .set("max_tokens", Value::Int(max_tokens as i64))

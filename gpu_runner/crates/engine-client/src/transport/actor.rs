@@ -27,7 +27,7 @@ use super::guard::{bind_guarded, FrameRefused, GuardSpec, GuardedSocket};
 use super::handshake::{self, Phase};
 use super::sockets::{ipc_path, pump_pull, remove_stale_socket, zmq_message, Inbound};
 use super::{
-    DeathCause, EngineState, EngineStatus, GatewayConfig, GatewayStats, RequestEvent, TapSocket, Tapped, TransportError,
+    ClientConfig, ClientStats, DeathCause, EngineState, EngineStatus, RequestEvent, TapSocket, Tapped, TransportError,
 };
 use crate::dialect::{Demux, EngineWire};
 
@@ -56,7 +56,7 @@ pub(crate) enum Command<D: EngineWire> {
         reply: oneshot::Sender<Result<Value, TransportError>>,
     },
     Stats {
-        reply: oneshot::Sender<GatewayStats>,
+        reply: oneshot::Sender<ClientStats>,
     },
     /// Finish requests locally without telling the engine.
     Forget {
@@ -82,7 +82,7 @@ pub(crate) struct EngineEntry {
     generation: u64,
     /// Outputs this incarnation sent for ids the gateway never knew (late
     /// outputs of its own finished requests not counted), against
-    /// `GatewayConfig::orphan_flood_limit`.
+    /// `ClientConfig::orphan_flood_limit`.
     unknown_outputs: u64,
     /// Output messages received after it died, dropped undecoded.
     after_death: u64,
@@ -118,7 +118,7 @@ pub(crate) struct PendingUtility {
 }
 
 pub(crate) struct Actor<D: EngineWire> {
-    pub(crate) cfg: GatewayConfig<D>,
+    pub(crate) cfg: ClientConfig<D>,
     pub(crate) input_endpoint: String,
     pub(crate) input_send: RouterSendHalf,
     pub(crate) hs_send: RouterSendHalf,
@@ -139,7 +139,7 @@ pub(crate) struct Actor<D: EngineWire> {
     pub(crate) utilities: HashMap<u64, PendingUtility>,
     pub(crate) next_call_id: u64,
     pub(crate) next_generation: u64,
-    pub(crate) stats: GatewayStats,
+    pub(crate) stats: ClientStats,
     /// Lockstep engines' waves, as this client sees them.
     pub(crate) waves: super::waves::Waves,
     pub(crate) state_tx: watch::Sender<Vec<EngineStatus>>,

@@ -1,7 +1,7 @@
 //! The gateway side of an engine dialect over the `zeromq` crate: bind,
 //! handshake, send ADD / ABORT / UTILITY, demultiplex output batches to
 //! requests, and turn every way an engine can fail into a clear error on
-//! the requests it affects. One [`Gateway<D>`] serves every dialect
+//! the requests it affects. One [`EngineClient<D>`] serves every dialect
 //! ([`crate::dialect`]): the dialect encodes the input and decodes the
 //! batches, this module owns the sockets.
 //!
@@ -48,7 +48,7 @@
 //!
 //! Every frame set the gateway sends or receives (handshake, registration,
 //! ADD / ABORT / UTILITY, output batches, the death sentinel) can be copied,
-//! raw, to a tap ([`GatewayConfig::tap`]) for `gpu-runner run --record`.
+//! raw, to a tap ([`ClientConfig::tap`]) for `gpu-runner run --record`.
 //!
 //! Rooms: [`handshake`] (HELLO / INIT / READY / registration as data),
 //! `sockets` (bind and receive loops), `actor` (the task that owns the
@@ -94,7 +94,7 @@ pub const INBOUND_QUEUE: usize = 1024;
 
 /// How the gateway binds and how long it waits, for dialect `D`.
 #[derive(Debug)]
-pub struct GatewayConfig<D = Vllm> {
+pub struct ClientConfig<D = Vllm> {
     /// The release whose tables encode and decode (a `D` release).
     pub release: &'static ReleaseSchema,
     /// The handshake ROUTER endpoint; `tcp://127.0.0.1:0` picks a free port.
@@ -115,9 +115,9 @@ pub struct GatewayConfig<D = Vllm> {
     pub dialect: PhantomData<D>,
 }
 
-impl<D> Clone for GatewayConfig<D> {
+impl<D> Clone for ClientConfig<D> {
     fn clone(&self) -> Self {
-        GatewayConfig {
+        ClientConfig {
             release: self.release,
             handshake: self.handshake.clone(),
             ipc_dir: self.ipc_dir.clone(),
@@ -162,11 +162,11 @@ pub struct Tapped {
     pub at: SystemTime,
 }
 
-impl<D: EngineWire> GatewayConfig<D> {
+impl<D: EngineWire> ClientConfig<D> {
     /// Binds `tcp://127.0.0.1:0` (a free port) with ipc sockets under
     /// `ipc_dir`, speaking `release`; 30 s silence and utility deadlines.
     pub fn with_release(release: &'static ReleaseSchema, ipc_dir: impl Into<PathBuf>) -> Self {
-        GatewayConfig {
+        ClientConfig {
             release,
             handshake: "tcp://127.0.0.1:0".into(),
             ipc_dir: ipc_dir.into(),
@@ -180,19 +180,19 @@ impl<D: EngineWire> GatewayConfig<D> {
     }
 }
 
-impl GatewayConfig<Vllm> {
-    /// A vLLM gateway of `release` ([`GatewayConfig::with_release`]).
+impl ClientConfig<Vllm> {
+    /// A vLLM gateway of `release` ([`ClientConfig::with_release`]).
     pub fn new(release: &'static ReleaseSchema, ipc_dir: impl Into<PathBuf>) -> Self {
         Self::with_release(release, ipc_dir)
     }
 }
 
-impl GatewayConfig<Tokenspeed> {
+impl ClientConfig<Tokenspeed> {
     /// A TokenSpeed 0.1.1 gateway binding `handshake`. It has no silence
     /// deadline of its own (the TokenSpeed run waits per request,
     /// docs/runner/tokenspeed.md "Gateway side").
     pub fn tokenspeed(handshake: impl Into<String>, ipc_dir: impl Into<PathBuf>) -> Self {
-        GatewayConfig {
+        ClientConfig {
             handshake: handshake.into(),
             silence: NO_SILENCE_DEADLINE,
             ..Self::with_release(crate::dialect::tokenspeed::release(), ipc_dir)
@@ -218,7 +218,7 @@ pub enum DeathCause {
     /// The engine's registration could not be read (why): it cannot come up.
     BadRegistration(HandshakeError),
     /// The engine sent more than `limit` outputs for request ids the
-    /// gateway does not know ([`GatewayConfig::orphan_flood_limit`]).
+    /// gateway does not know ([`ClientConfig::orphan_flood_limit`]).
     OrphanFlood { limit: u64 },
     /// A frame header on one of the gateway's sockets declared `declared`
     /// bytes, past that socket's `limit` ([`guard`]): the connection was
@@ -304,7 +304,7 @@ pub enum TransportError {
     },
     /// A peer that named no engine (no `Identity` in its READY) declared a
     /// frame past the limit of one of the gateway's sockets ([`guard`]);
-    /// start-up ([`Gateway::wait_ready`]) ends with it.
+    /// start-up ([`EngineClient::wait_ready`]) ends with it.
     FrameTooLarge {
         socket: GuardedSocket,
         declared: u64,
@@ -370,7 +370,7 @@ pub struct EngineStatus {
 pub enum RequestEvent<D: EngineWire = Vllm> {
     /// One output (a vLLM `EngineCoreOutput`, a TokenSpeed row).
     Output(D::Step),
-    /// Finished locally after [`Gateway::abort`] (the engine sends nothing).
+    /// Finished locally after [`EngineClient::abort`] (the engine sends nothing).
     Aborted,
     Failed(TransportError),
 }
@@ -470,7 +470,7 @@ fn finished(request_id: String, steps: Vec<Step>, reason: FinishReason, stop: Op
 
 /// Counters a run reports.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GatewayStats {
+pub struct ClientStats {
     pub batches: u64,
     /// Batches that did not decode (TokenSpeed: ragged ones too).
     pub malformed_batches: u64,
@@ -497,7 +497,7 @@ pub struct GatewayStats {
 }
 
 /// request streams.
-pub struct Gateway<D: EngineWire = Vllm> {
+pub struct EngineClient<D: EngineWire = Vllm> {
     release: &'static ReleaseSchema,
     cmd: mpsc::UnboundedSender<Command<D>>,
     state: watch::Receiver<Vec<EngineStatus>>,
@@ -508,9 +508,9 @@ pub struct Gateway<D: EngineWire = Vllm> {
     actor: Option<JoinHandle<()>>,
 }
 
-impl<D: EngineWire> Gateway<D> {
+impl<D: EngineWire> EngineClient<D> {
     /// Binds the input ROUTER and the handshake ROUTER and starts serving.
-    pub async fn bind(cfg: GatewayConfig<D>) -> Result<Gateway<D>, TransportError> {
+    pub async fn bind(cfg: ClientConfig<D>) -> Result<EngineClient<D>, TransportError> {
         std::fs::create_dir_all(&cfg.ipc_dir).map_err(|e| TransportError::Bind {
             endpoint: cfg.ipc_dir.display().to_string(),
             detail: format!("cannot create the ipc directory: {e}"),
@@ -565,7 +565,7 @@ impl<D: EngineWire> Gateway<D> {
             utilities: HashMap::new(),
             next_call_id: (1u64 << 63) + 1,
             next_generation: 1,
-            stats: GatewayStats::default(),
+            stats: ClientStats::default(),
             waves: waves::Waves::default(),
             state_tx,
             refused_tx,
@@ -573,7 +573,7 @@ impl<D: EngineWire> Gateway<D> {
             inner_dir,
         };
         let actor = tokio::spawn(actor.run(cmd_rx, in_rx));
-        Ok(Gateway {
+        Ok(EngineClient {
             release: cfg.release,
             cmd: cmd_tx,
             state: state_rx,
@@ -704,7 +704,7 @@ impl<D: EngineWire> Gateway<D> {
         let _ = self.command(Command::Forget { ids: ids.to_vec() });
     }
 
-    /// For a request aborted by [`Gateway::abort`]: how long after the
+    /// For a request aborted by [`EngineClient::abort`]: how long after the
     /// ABORT each output that still arrived for it came (empty when the
     /// engine fell silent); `None` when no ABORT was sent for it.
     pub async fn late_outputs(&self, request_id: &str) -> Option<Vec<Duration>> {
@@ -716,7 +716,7 @@ impl<D: EngineWire> Gateway<D> {
     /// Sends an ABORT for `ids`; those in flight finish with
     /// [`RequestEvent::Aborted`] (no dialect sends anything back for a
     /// client abort); outputs that still come are timed
-    /// ([`Gateway::late_outputs`]). An id not yet sent is remembered as
+    /// ([`EngineClient::late_outputs`]). An id not yet sent is remembered as
     /// finished, so its ADD starts afresh.
     pub async fn abort(&self, engine: u16, ids: &[String]) -> Result<(), TransportError> {
         let (reply, rx) = oneshot::channel();
@@ -736,10 +736,10 @@ impl<D: EngineWire> Gateway<D> {
         rx.await.map_err(|_| TransportError::Closed)?
     }
 
-    pub async fn stats(&self) -> GatewayStats {
+    pub async fn stats(&self) -> ClientStats {
         let (reply, rx) = oneshot::channel();
         if self.command(Command::Stats { reply }).is_err() {
-            return GatewayStats::default();
+            return ClientStats::default();
         }
         rx.await.unwrap_or_default()
     }
@@ -757,7 +757,7 @@ impl<D: EngineWire> Gateway<D> {
     }
 }
 
-impl<D: EngineWire> Drop for Gateway<D> {
+impl<D: EngineWire> Drop for EngineClient<D> {
     fn drop(&mut self) {
         // The actor cleans up when its command channel closes.
         let _ = self.cmd.send(Command::Shutdown);

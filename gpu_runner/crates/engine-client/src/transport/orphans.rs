@@ -19,7 +19,7 @@
 //! ids and [`ORPHAN_ID_BYTES_REMEMBERED`] bytes (past that, new unknown ids
 //! are counted, neither remembered nor aborted); an engine incarnation that
 //! sends more than [`DEFAULT_ORPHAN_FLOOD_LIMIT`] outputs for unknown ids
-//! (`GatewayConfig::orphan_flood_limit`) is ended with
+//! (`ClientConfig::orphan_flood_limit`) is ended with
 //! [`super::DeathCause::OrphanFlood`]; a dead engine's output messages are
 //! counted and dropped undecoded, and after [`MAX_MESSAGES_AFTER_DEATH`] of
 //! them its output socket is closed.
@@ -28,7 +28,7 @@ use std::collections::HashSet;
 
 /// How many distinct unknown request ids the gateway remembers having
 /// aborted (each is aborted once). Past it, new unknown ids are still
-/// counted (`GatewayStats::orphan_outputs`) but neither remembered nor
+/// counted (`ClientStats::orphan_outputs`) but neither remembered nor
 /// aborted, so a flood of distinct ids costs a bounded set.
 pub const ORPHAN_IDS_REMEMBERED: usize = 4096;
 
@@ -36,7 +36,7 @@ pub const ORPHAN_IDS_REMEMBERED: usize = 4096;
 /// the engine's choice): 1 MiB. Past it, as past [`ORPHAN_IDS_REMEMBERED`].
 pub const ORPHAN_ID_BYTES_REMEMBERED: usize = 1 << 20;
 
-/// The default of `GatewayConfig::orphan_flood_limit`: outputs for unknown
+/// The default of `ClientConfig::orphan_flood_limit`: outputs for unknown
 /// request ids one engine incarnation (from its HELLO) may send before it is
 /// ended with `DeathCause::OrphanFlood`. 100 000 is about 400 leftover
 /// outputs for each of 256 requests a previous gateway left running: far

@@ -2,7 +2,8 @@
 //! room (docs/runner/scenarios.md "Scenarios", docs/runner/tokenspeed.md
 //! "TokenSpeed scenarios"):
 //!
-//! - [`model`]: the scenario model both dialects share and its loading;
+//! - the scenario model both dialects share and its loading are
+//!   `scenario_checks::scenario` (a crate below);
 //! - [`run`]: one run for every dialect: requests level by level of
 //!   `after`, outputs through the gateway's stop detection, aborts and
 //!   late outputs; the results the checks read;

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use engine_client::dialect::{EngineWire, Vllm};
 use engine_client::transport::handshake::EngineFacts;
-use engine_client::transport::{Gateway, RequestEvent, RequestStream, TransportError};
+use engine_client::transport::{EngineClient, RequestEvent, RequestStream, TransportError};
 use scenario_checks::scenario::{levels, RequestSpecOf, ScenarioOf};
 
 pub use scenario_checks::check::Outcome;
@@ -134,7 +134,7 @@ pub struct RunResult<D: Replay = Vllm> {
 
 /// What the runner knows about the engine and the model.
 pub struct Context<'a, D: Replay = Vllm> {
-    pub gateway: &'a Gateway<D>,
+    pub gateway: &'a EngineClient<D>,
     /// The engine a request goes to unless it names a data-parallel rank.
     pub engine: u16,
     /// Kills the engine of a rank outright (`kill_engine`); `None` where
@@ -174,7 +174,10 @@ pub struct StepView<'a> {
 }
 
 /// What a dialect does in a replay run (implemented in `engine_client::dialect`).
-#[allow(async_fn_in_trait)]
+#[expect(
+    async_fn_in_trait,
+    reason = "implemented and called only inside the workspace, where the futures need no Send bound"
+)]
 pub trait Replay: EngineWire<Request = Value> + Default + Clone + std::fmt::Debug + PartialEq {
     /// The scenario model's dialect (`scenario_checks::scenario::Dialect`).
     type Spec: scenario_checks::scenario::Dialect;

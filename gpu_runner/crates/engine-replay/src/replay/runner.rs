@@ -47,7 +47,10 @@ pub enum RunAllError {
 }
 
 /// What a dialect's run does around the shared loop.
-#[allow(async_fn_in_trait)]
+#[expect(
+    async_fn_in_trait,
+    reason = "implemented and called only inside the workspace, where the futures need no Send bound"
+)]
 pub trait Harness {
     /// The scenario model's dialect.
     type Spec: Dialect;

@@ -50,7 +50,6 @@ impl Combination {
 /// `only` when it names any), over `endpoints` and `streams`, drawn from
 /// `seed` (the same seed gives the same combinations). Fewer (none) when
 /// an endpoint drawn has fewer than two such fields.
-#[allow(clippy::too_many_arguments)]
 pub fn draw(
     space: &RequestSpace,
     endpoints: &[Endpoint],
@@ -131,7 +130,6 @@ fn differences(v: &Verdict) -> Option<(Vec<Difference>, Option<u16>)> {
 /// Sends each combination to both sides; shrinks each that differs.
 /// `base` is the base request's differences per endpoint and stream (the
 /// sweep's), which no combination is blamed for.
-#[allow(clippy::too_many_arguments)]
 pub async fn run(
     reference: &Session,
     test: &Session,

@@ -17,7 +17,8 @@
 //! - [`error`]: load errors and check failures;
 //! - [`observation`]: what a replay run observed, one model for both
 //!   dialects;
-//! - [`adapt`]: from the runs' result types to the observation;
+//! - `engine_replay::adapt` (a crate above): from the runs' result types
+//!   to the observation;
 //! - [`replay`]: the replay checks and a scenario's verdict rules;
 //! - [`logprobs`], [`constraint`]: the logprob and structured-output checks'
 //!   helpers.

@@ -1,6 +1,6 @@
 //! What a replay run observed, in one model for both dialects: the input
 //! of every replay check ([`super::replay`]). Built from the runs' own
-//! result types by [`super::adapt`].
+//! result types by `engine_replay::adapt`.
 //!
 //! One [`Observation`] per engine request (a vLLM `n` fan-out has one per
 //! child; a TokenSpeed request has one): the client's and the engine's
