@@ -179,16 +179,6 @@ pub enum EngineKind {
     Tokenspeed,
 }
 
-/// The wire dialect the runner speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum Dialect {
-    /// vLLM EngineCore (any release with a table: `--release`).
-    #[default]
-    Vllm,
-    /// TokenSpeed 0.1.1 (docs/runner/tokenspeed.md "TokenSpeed").
-    Tokenspeed,
-}
-
 impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {
@@ -271,8 +261,8 @@ pub struct RunArgs {
     pub mock_script: Option<PathBuf>,
     /// The wire dialect (`tokenspeed`: the TokenSpeed scenarios from
     /// golden/replay/tokenspeed against the TokenSpeed mock or engine).
-    #[arg(long, value_enum, default_value = "vllm")]
-    pub dialect: Dialect,
+    #[arg(long, default_value = "vllm")]
+    pub dialect: engine_protocol::Dialect,
     /// `ts` to launch with --engine tokenspeed (default: `ts` from PATH).
     #[arg(long)]
     pub ts_bin: Option<PathBuf>,
@@ -290,8 +280,8 @@ pub struct MockArgs {
     #[arg(long)]
     pub script: Option<PathBuf>,
     /// The dialect the mock speaks.
-    #[arg(long, value_enum, default_value = "vllm")]
-    pub dialect: Dialect,
+    #[arg(long, default_value = "vllm")]
+    pub dialect: engine_protocol::Dialect,
 }
 
 /// The repository root, found from the working directory (for defaults).
@@ -587,7 +577,7 @@ fn model_experts(dir: &Path) -> Result<u64, CliError> {
 
 /// `gpu-runner run`: returns the exit code (0 = nothing failed).
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
-    if args.dialect == Dialect::Tokenspeed || args.engine == EngineKind::Tokenspeed {
+    if args.dialect == engine_protocol::Dialect::TokenSpeed || args.engine == EngineKind::Tokenspeed {
         return run_tokenspeed(args).await;
     }
     let started = Instant::now();
@@ -776,7 +766,7 @@ fn log_hint(work: &Path) -> String {
 
 /// `gpu-runner mock-engine`.
 pub async fn mock_engine(args: MockArgs) -> Result<i32, CliError> {
-    if args.dialect == Dialect::Tokenspeed {
+    if args.dialect == engine_protocol::Dialect::TokenSpeed {
         use mock_engine::tokenspeed as ts_mock;
         let script = match &args.script {
             Some(p) => ts_mock::Script::from_json(&std::fs::read_to_string(p).map_err(CliError::io(p))?)?,

@@ -13,7 +13,7 @@ use engine_protocol::internal::{
 use engine_protocol::typed::FinishReason;
 use engine_protocol::Value;
 use gpu_runner::dialect::Vllm;
-use gpu_runner::fault::{Direction, Fault, FaultWire, Kind, Schedule, Side, WireConfig};
+use gpu_runner::fault::{Direction, FaultWire, FrameKind, Schedule, Side, WireConfig, WireFault};
 use gpu_runner::mock::tokens::generated_token;
 use gpu_runner::mock::vllm_script::Script;
 use gpu_runner::mock::Engine as MockEngine;
@@ -77,8 +77,8 @@ async fn next_is_served(gw: &EngineClient) {
     assert_eq!((f.finish_reason, f.token_ids), (FinishReason::Length, expected_tokens(3)));
 }
 
-fn outputs(nth: u64, fault: Fault) -> Schedule {
-    Schedule::single(Direction::ToGateway, Kind::Outputs, Some(nth), fault)
+fn outputs(nth: u64, fault: WireFault) -> Schedule {
+    Schedule::single(Direction::ToGateway, FrameKind::Outputs, Some(nth), fault)
 }
 
 #[tokio::test]
@@ -99,7 +99,7 @@ async fn a_wire_without_faults_forwards_every_message_untouched() {
 #[tokio::test]
 async fn a_delayed_output_batch_arrives_late_and_the_request_still_finishes() {
     within(async {
-        let r = rig(outputs(0, Fault::Delay { ms: 400 })).await;
+        let r = rig(outputs(0, WireFault::Delay { ms: 400 })).await;
         let t0 = std::time::Instant::now();
         let f = run(&r.gw, "slow", 3).await.unwrap();
         assert!(t0.elapsed() >= Duration::from_millis(400), "{:?}", t0.elapsed());
@@ -115,7 +115,7 @@ async fn a_delayed_output_batch_arrives_late_and_the_request_still_finishes() {
 #[tokio::test]
 async fn a_delay_past_the_silence_deadline_ends_the_request_with_a_silence_error_naming_it() {
     within(async {
-        let r = rig(outputs(0, Fault::Delay { ms: 2000 })).await;
+        let r = rig(outputs(0, WireFault::Delay { ms: 2000 })).await;
         match run(&r.gw, "late", 3).await {
             Err(TransportError::Silence { request_id, engine: 0, .. }) => assert_eq!(request_id, "late"),
             other => panic!("expected a silence error, got {other:?}"),
@@ -130,12 +130,12 @@ async fn a_delay_past_the_silence_deadline_ends_the_request_with_a_silence_error
 #[tokio::test]
 async fn a_dropped_add_ends_the_request_with_a_silence_error_naming_it() {
     within(async {
-        let r = rig(Schedule::single(Direction::ToEngine, Kind::Add, Some(0), Fault::Drop)).await;
+        let r = rig(Schedule::single(Direction::ToEngine, FrameKind::Add, Some(0), WireFault::Drop)).await;
         match run(&r.gw, "lost", 3).await {
             Err(TransportError::Silence { request_id, .. }) => assert_eq!(request_id, "lost"),
             other => panic!("expected a silence error, got {other:?}"),
         }
-        assert_eq!(r.wire.log().applied[0].kind, Kind::Add);
+        assert_eq!(r.wire.log().applied[0].kind, FrameKind::Add);
         next_is_served(&r.gw).await;
     })
     .await;
@@ -145,7 +145,7 @@ async fn a_dropped_add_ends_the_request_with_a_silence_error_naming_it() {
 async fn a_dropped_finishing_batch_ends_the_request_with_a_silence_error_naming_it() {
     within(async {
         // Two tokens, one batch each (DELTA): the second carries the finish.
-        let r = rig(outputs(1, Fault::Drop)).await;
+        let r = rig(outputs(1, WireFault::Drop)).await;
         match run(&r.gw, "unfinished", 2).await {
             Err(TransportError::Silence { request_id, .. }) => assert_eq!(request_id, "unfinished"),
             other => panic!("expected a silence error, got {other:?}"),
@@ -158,7 +158,7 @@ async fn a_dropped_finishing_batch_ends_the_request_with_a_silence_error_naming_
 #[tokio::test]
 async fn a_duplicated_finishing_batch_finishes_once_and_the_copy_is_counted_as_an_orphan() {
     within(async {
-        let r = rig(outputs(1, Fault::Duplicate)).await;
+        let r = rig(outputs(1, WireFault::Duplicate)).await;
         let f = run(&r.gw, "twice", 2).await.unwrap();
         assert_eq!(f.token_ids, expected_tokens(2));
         next_is_served(&r.gw).await;
@@ -173,7 +173,7 @@ async fn a_duplicated_add_runs_twice_in_the_engine_and_the_request_takes_both_co
         // The two runs carry one request id: the transport cannot tell them
         // apart, so the request holds more tokens than max_tokens (the
         // checkers' token and length checks see it).
-        let r = rig(Schedule::single(Direction::ToEngine, Kind::Add, Some(0), Fault::Duplicate)).await;
+        let r = rig(Schedule::single(Direction::ToEngine, FrameKind::Add, Some(0), WireFault::Duplicate)).await;
         let f = run(&r.gw, "dup", 2).await.unwrap();
         assert!(f.token_ids.len() > 2, "{:?}", f.token_ids);
         assert!(f.token_ids.iter().all(|t| expected_tokens(2).contains(t)), "{:?}", f.token_ids);
@@ -190,7 +190,7 @@ async fn a_reordered_finishing_batch_ends_the_request_short_and_the_late_batch_i
         // passes it: the transport cannot tell, the request finishes with
         // token 1 alone (a checker comparing tokens sees it) and batch 0
         // arrives for a finished request.
-        let r = rig(outputs(0, Fault::Reorder { hold_ms: 1000 })).await;
+        let r = rig(outputs(0, WireFault::Reorder { hold_ms: 1000 })).await;
         let f = run(&r.gw, "swapped", 2).await.unwrap();
         assert_eq!(f.token_ids, expected_tokens(2)[1..].to_vec());
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -203,7 +203,9 @@ async fn a_reordered_finishing_batch_ends_the_request_short_and_the_late_batch_i
 #[tokio::test]
 async fn a_reordered_add_is_passed_by_the_next_and_both_are_served() {
     within(async {
-        let r = rig(Schedule::single(Direction::ToEngine, Kind::Add, Some(0), Fault::Reorder { hold_ms: 5000 })).await;
+        let r =
+            rig(Schedule::single(Direction::ToEngine, FrameKind::Add, Some(0), WireFault::Reorder { hold_ms: 5000 }))
+                .await;
         let a = r.gw.add(0, &request("first", 2)).await.unwrap();
         let b = r.gw.add(0, &request("second", 2)).await.unwrap();
         let (a, b) = (a.finish(FINISH).await.unwrap(), b.finish(FINISH).await.unwrap());
@@ -216,7 +218,7 @@ async fn a_reordered_add_is_passed_by_the_next_and_both_are_served() {
 #[tokio::test]
 async fn a_truncated_output_batch_fails_the_request_with_a_malformed_batch_error() {
     within(async {
-        let r = rig(outputs(0, Fault::Truncate { frame: 0, keep: 5 })).await;
+        let r = rig(outputs(0, WireFault::Truncate { frame: 0, keep: 5 })).await;
         match run(&r.gw, "cut-short", 3).await {
             Err(TransportError::MalformedBatch { engine: 0, detail }) => assert!(!detail.is_empty()),
             other => panic!("expected a malformed batch, got {other:?}"),
@@ -232,7 +234,7 @@ async fn a_corrupted_output_batch_fails_the_request_with_a_malformed_batch_error
     within(async {
         // Flipping the first byte turns the batch's array header (0x9N)
         // into a negative fixint: the batch cannot decode.
-        let r = rig(outputs(0, Fault::Corrupt { frame: 0, bytes: 1, offset: Some(0) })).await;
+        let r = rig(outputs(0, WireFault::Corrupt { frame: 0, bytes: 1, offset: Some(0) })).await;
         match run(&r.gw, "garbled", 3).await {
             Err(TransportError::MalformedBatch { engine: 0, .. }) => {}
             other => panic!("expected a malformed batch, got {other:?}"),
@@ -249,8 +251,13 @@ async fn a_truncated_add_makes_the_engine_drop_its_input_and_the_request_fails_w
     within(async {
         // vLLM's input thread ends on an ADD it cannot decode, closing its
         // input socket (the mock does the same); the wire passes the drop on.
-        let r =
-            rig(Schedule::single(Direction::ToEngine, Kind::Add, Some(0), Fault::Truncate { frame: 1, keep: 4 })).await;
+        let r = rig(Schedule::single(
+            Direction::ToEngine,
+            FrameKind::Add,
+            Some(0),
+            WireFault::Truncate { frame: 1, keep: 4 },
+        ))
+        .await;
         match run(&r.gw, "mangled", 3).await {
             Err(TransportError::EngineDead { engine: 0, cause: DeathCause::InputDisconnected }) => {}
             other => panic!("expected engine dead (input dropped), got {other:?}"),
@@ -268,7 +275,7 @@ async fn a_truncated_add_makes_the_engine_drop_its_input_and_the_request_fails_w
 #[tokio::test]
 async fn a_cut_to_the_gateway_fails_the_request_and_the_next_with_engine_dead() {
     within(async {
-        let r = rig(outputs(1, Fault::Cut { side: Side::Gateway })).await;
+        let r = rig(outputs(1, WireFault::Cut { side: Side::Gateway })).await;
         match run(&r.gw, "severed", 4).await {
             Err(TransportError::EngineDead { engine: 0, cause }) => {
                 assert!(matches!(cause, DeathCause::InputDisconnected | DeathCause::OutputDisconnected), "{cause:?}")
@@ -286,7 +293,7 @@ async fn a_cut_to_the_gateway_fails_the_request_and_the_next_with_engine_dead() 
 #[tokio::test]
 async fn a_cut_to_the_engine_leaves_the_gateway_a_silence_error_naming_the_request() {
     within(async {
-        let r = rig(outputs(1, Fault::Cut { side: Side::Engine })).await;
+        let r = rig(outputs(1, WireFault::Cut { side: Side::Engine })).await;
         match run(&r.gw, "stranded", 4).await {
             Err(TransportError::Silence { request_id, .. }) => assert_eq!(request_id, "stranded"),
             other => panic!("expected a silence error, got {other:?}"),

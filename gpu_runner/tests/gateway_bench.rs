@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpu_runner::gateway::loadgen::{self, classify, Event, RequestError, RequestSpec, Spacing, SseLines};
+use gpu_runner::gateway::loadgen::{self, classify, Event, LoadRequest, RequestError, Spacing, SseLines};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -102,8 +102,8 @@ async fn fake_gateway(answer: Answer) -> String {
     addr
 }
 
-fn spec(addr: &str) -> Arc<RequestSpec> {
-    Arc::new(RequestSpec::completion(addr, "m", "p", 7, Duration::from_secs(5)))
+fn spec(addr: &str) -> Arc<LoadRequest> {
+    Arc::new(LoadRequest::completion(addr, "m", "p", 7, Duration::from_secs(5)))
 }
 
 fn ms(d: Duration) -> f64 {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use engine_protocol::translate::{translate, EngineInfo, GatewayTokenizer, GenerateRequest, TranslateOptions};
 use engine_protocol::typed::{FinishReason, StopReason};
 use engine_protocol::{ReleaseSchema, Value};
-use gpu_runner::gateway::{self, Launch, Target};
+use gpu_runner::gateway::{self, GatewayLaunch, GatewayTarget};
 use gpu_runner::http;
 use gpu_runner::report::Expectations;
 use gpu_runner::transport::{ClientConfig, EngineClient};
@@ -184,9 +184,9 @@ async fn fake(faults: Faults) -> Fake {
     Fake { http, handshake, _dir: dir }
 }
 
-fn target(f: &Fake) -> Target {
-    Target {
-        launch: Launch::Attach,
+fn target(f: &Fake) -> GatewayTarget {
+    GatewayTarget {
+        launch: GatewayLaunch::Attach,
         http: Some(f.http.clone()),
         handshake: Some(f.handshake.clone()),
         model: repo().join("golden/tiny"),
@@ -327,7 +327,7 @@ fn handshake_port_agrees_with_the_smg_wheel_when_installed() {
 
 #[tokio::test]
 async fn the_differential_finds_each_planted_difference_at_its_field_and_nothing_else() {
-    use gpu_runner::gateway::differential::{self, Verdict};
+    use gpu_runner::gateway::differential::{self, ProbeVerdict};
     use gpu_runner::gateway::request_space::RequestSpace;
     let space = RequestSpace::load(&repo().join("golden/generate/schema/openai-requests-vllm-0.32.0.json")).unwrap();
     let (mut probes, _) = differential::sweep(&space, &[gateway::Endpoint::Completions], &[false]);
@@ -355,7 +355,7 @@ async fn the_differential_finds_each_planted_difference_at_its_field_and_nothing
     let found = results
         .iter()
         .find_map(|r| match (&r.verdict, r.probe.value.as_i64()) {
-            (Verdict::Differs(d), Some(4)) if r.probe.field.as_deref() == Some("top_k") => Some(d.clone()),
+            (ProbeVerdict::Differs(d), Some(4)) if r.probe.field.as_deref() == Some("top_k") => Some(d.clone()),
             _ => None,
         })
         .expect("top_k 4 differs");
@@ -476,7 +476,12 @@ async fn the_mock_plays_an_older_release_and_the_sweep_judges_it() {
         let rel = engine_protocol::release(engine_protocol::Dialect::Vllm, v).unwrap();
         let f = fake(Faults::default()).await;
         let reg = gateway::releases::registration_for(rel, own, &case, &repo(), shown).unwrap();
-        let t = Target { registration: reg.bytes, release: rel, startup_timeout: Duration::from_secs(3), ..target(&f) };
+        let t = GatewayTarget {
+            registration: reg.bytes,
+            release: rel,
+            startup_timeout: Duration::from_secs(3),
+            ..target(&f)
+        };
         let work = tempfile::tempdir().unwrap();
         let rs = tokio::time::timeout(
             Duration::from_secs(60),

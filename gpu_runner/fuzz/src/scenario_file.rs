@@ -32,7 +32,7 @@ use gpu_runner::gateway::e2e::E2eScenario;
 use gpu_runner::gateway::{GatewayLoad, GwScenario};
 use gpu_runner::load::{parse_file, LoadError, ScenarioFile};
 use gpu_runner::model_facts::ModelFacts;
-use gpu_runner::scenario::{levels, Dialect, ScenarioOf};
+use gpu_runner::scenario::{levels, DialectFields, ScenarioOf};
 use gpu_runner::untrusted::{check_json_depth, Refused, MAX_JSON_DEPTH, MAX_NAME_BYTES};
 
 /// The file name every input is loaded as.
@@ -97,7 +97,7 @@ fn judge<S: ScenarioFile<C>, C: ?Sized>(text: &str, ctx: &C, deep: bool, accepte
 }
 
 /// The replay checks of both dialects.
-fn replay<D: Dialect>(s: &ScenarioOf<D>) {
+fn replay<D: DialectFields>(s: &ScenarioOf<D>) {
     for (i, r) in s.requests.iter().enumerate() {
         assert!(!s.requests[..i].iter().any(|q| q.id == r.id), "two requests with id {:?}", r.id);
     }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::{repo_path, CliError, WorkDir};
 use gateway_scoring::gateway::diff_expectations::DiffExpectations;
-use gateway_scoring::gateway::differential::{self, Probe, Verdict};
+use gateway_scoring::gateway::differential::{self, DiffProbe, ProbeVerdict};
 use gateway_scoring::gateway::request_space::RequestSpace;
-use gateway_scoring::gateway::{self, combinations, named, Endpoint, Launch, Target};
+use gateway_scoring::gateway::{self, combinations, named, Endpoint, GatewayLaunch, GatewayTarget};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DifferentialArgs {
@@ -76,14 +76,14 @@ pub(crate) fn named_target(
     model: &Path,
     smg_venv: &Option<PathBuf>,
     startup_timeout: Duration,
-) -> Result<Target, CliError> {
+) -> Result<GatewayTarget, CliError> {
     // The mock decodes what each side sends with that side's release.
     let version = named::named(name).map_or("0.32.0", |g| g.release);
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
     let (launch, ready, reg) = if name == "smg" {
         let venv = smg_venv.clone().unwrap_or_else(gateway::smg::default_venv);
         gateway::smg::check_venv(&venv)?;
-        (Launch::Smg { venv }, "/readiness", gateway::READY_RESPONSE_CASE.to_string())
+        (GatewayLaunch::Smg { venv }, "/readiness", gateway::READY_RESPONSE_CASE.to_string())
     } else {
         let g = named::named(name).ok_or_else(|| {
             let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
@@ -91,7 +91,7 @@ pub(crate) fn named_target(
         })?;
         (g.launch(None).map_err(CliError::Usage)?, "/health", g.registration_case())
     };
-    Ok(Target {
+    Ok(GatewayTarget {
         launch,
         http: None,
         handshake: None,
@@ -148,7 +148,7 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
                 return Err(CliError::Usage(format!("--field {f}: no probe sets it (not a swept field)")));
             }
         }
-        probes.retain(|p: &Probe| p.field.as_ref().is_none_or(|f| args.fields.contains(f)));
+        probes.retain(|p: &DiffProbe| p.field.as_ref().is_none_or(|f| args.fields.contains(f)));
     }
     let probes = differential::sample(probes, args.sample, args.offset);
     let known = match &args.expectations {
@@ -184,8 +184,8 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     for (label, list) in [("expected", &judged.expected), ("DIFFERS", &judged.unexpected)] {
         for r in list.iter() {
             let what = match &r.verdict {
-                Verdict::Refused(s) => format!("refused ({s})"),
-                Verdict::Differs(d) => {
+                ProbeVerdict::Refused(s) => format!("refused ({s})"),
+                ProbeVerdict::Differs(d) => {
                     d.iter().map(|x| format!("{} {} vs {}", x.path, x.reference, x.test)).collect::<Vec<_>>().join("; ")
                 }
                 _ => String::new(),

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::differential::named_target;
 use super::{repo_path, CliError, WorkDir};
-use gateway_scoring::fault::{Applied, Direction, Fault, FaultWire, Kind, Schedule, Side, WireConfig};
-use gateway_scoring::gateway::{self, Launch, Session, Target};
+use gateway_scoring::fault::{Applied, Direction, FaultWire, FrameKind, Schedule, Side, WireConfig, WireFault};
+use gateway_scoring::gateway::{self, GatewayLaunch, GatewayTarget, Session};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FaultsArgs {
@@ -52,7 +52,7 @@ pub struct FaultsArgs {
 }
 
 /// One fault case: a name and the schedule armed once the gateway is ready.
-pub struct Case {
+pub struct FaultCase {
     pub name: &'static str,
     pub schedule: Schedule,
 }
@@ -60,18 +60,24 @@ pub struct Case {
 /// The cases every gateway is run under: each fault kind, on the first
 /// request's outputs (the wire counts output batches from the arming, so
 /// batch 0 is the first request's first).
-pub fn cases() -> Vec<Case> {
-    let out = |nth, fault| Schedule::single(Direction::ToGateway, Kind::Outputs, Some(nth), fault);
+pub fn cases() -> Vec<FaultCase> {
+    let out = |nth, fault| Schedule::single(Direction::ToGateway, FrameKind::Outputs, Some(nth), fault);
     vec![
-        Case { name: "none", schedule: Schedule { seed: 0, faults: vec![] } },
-        Case { name: "delay-output", schedule: out(0, Fault::Delay { ms: 1500 }) },
-        Case { name: "drop-add", schedule: Schedule::single(Direction::ToEngine, Kind::Add, Some(0), Fault::Drop) },
-        Case { name: "drop-output", schedule: out(1, Fault::Drop) },
-        Case { name: "duplicate-output", schedule: out(1, Fault::Duplicate) },
-        Case { name: "reorder-output", schedule: out(0, Fault::Reorder { hold_ms: 1000 }) },
-        Case { name: "truncate-output", schedule: out(0, Fault::Truncate { frame: 0, keep: 5 }) },
-        Case { name: "corrupt-output", schedule: out(0, Fault::Corrupt { frame: 0, bytes: 1, offset: Some(0) }) },
-        Case { name: "cut-gateway-side", schedule: out(1, Fault::Cut { side: Side::Gateway }) },
+        FaultCase { name: "none", schedule: Schedule { seed: 0, faults: vec![] } },
+        FaultCase { name: "delay-output", schedule: out(0, WireFault::Delay { ms: 1500 }) },
+        FaultCase {
+            name: "drop-add",
+            schedule: Schedule::single(Direction::ToEngine, FrameKind::Add, Some(0), WireFault::Drop),
+        },
+        FaultCase { name: "drop-output", schedule: out(1, WireFault::Drop) },
+        FaultCase { name: "duplicate-output", schedule: out(1, WireFault::Duplicate) },
+        FaultCase { name: "reorder-output", schedule: out(0, WireFault::Reorder { hold_ms: 1000 }) },
+        FaultCase { name: "truncate-output", schedule: out(0, WireFault::Truncate { frame: 0, keep: 5 }) },
+        FaultCase {
+            name: "corrupt-output",
+            schedule: out(0, WireFault::Corrupt { frame: 0, bytes: 1, offset: Some(0) }),
+        },
+        FaultCase { name: "cut-gateway-side", schedule: out(1, WireFault::Cut { side: Side::Gateway }) },
     ]
 }
 
@@ -80,7 +86,7 @@ pub const MAX_TOKENS: u64 = 4;
 
 /// What one request got.
 #[derive(Debug, Clone, Serialize)]
-pub struct Answer {
+pub struct FaultAnswer {
     /// HTTP status; `None` when none came.
     pub status: Option<u16>,
     /// The body's start, or what went wrong (a hang names the deadline).
@@ -101,9 +107,9 @@ pub struct CaseOutcome {
     pub schedule: Schedule,
     pub applied: Vec<Applied>,
     /// The request the fault hits.
-    pub affected: Option<Answer>,
+    pub affected: Option<FaultAnswer>,
     /// The request after it.
-    pub next: Option<Answer>,
+    pub next: Option<FaultAnswer>,
     /// The gateway's process after both.
     pub gateway_alive: bool,
     /// The case could not run (the gateway did not start), in words.
@@ -129,7 +135,7 @@ fn alive(pid: Option<u32>) -> bool {
     }
 }
 
-async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> Answer {
+async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> FaultAnswer {
     let body = serde_json::json!({
         "model": model, "prompt": format!("fault case {id}"), "max_tokens": MAX_TOKENS,
         "temperature": 0.0, "ignore_eos": true, "stream": false,
@@ -148,15 +154,15 @@ async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> Answer {
             let completion_tokens = j.as_ref().and_then(|j| j["usage"]["completion_tokens"].as_u64());
             let finish_reason = j.as_ref().and_then(|j| j["choices"][0]["finish_reason"].as_str().map(String::from));
             let status = Some(resp.status);
-            Answer { status, body: short(resp.text()), ms, hung: false, completion_tokens, finish_reason }
+            FaultAnswer { status, body: short(resp.text()), ms, hung: false, completion_tokens, finish_reason }
         }
         Ok(Err(e)) => {
             let hung = t0.elapsed() + Duration::from_millis(200) >= deadline;
             let body =
                 if hung { format!("no answer within {:.1}s ({e})", deadline.as_secs_f64()) } else { e.to_string() };
-            Answer { status: None, body: short(body), ms, hung, completion_tokens: None, finish_reason: None }
+            FaultAnswer { status: None, body: short(body), ms, hung, completion_tokens: None, finish_reason: None }
         }
-        Err(e) => Answer {
+        Err(e) => FaultAnswer {
             status: None,
             body: format!("request task failed: {e}"),
             ms,
@@ -168,7 +174,7 @@ async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> Answer {
 }
 
 /// One case: a fresh gateway, the wire, the mock; arm; two requests.
-async fn run_case(target: &Target, dir: &Path, case: &Case, deadline: Duration) -> CaseOutcome {
+async fn run_case(target: &GatewayTarget, dir: &Path, case: &FaultCase, deadline: Duration) -> CaseOutcome {
     let mut out = CaseOutcome {
         case: case.name.to_string(),
         schedule: case.schedule.clone(),
@@ -237,7 +243,9 @@ pub async fn faults(a: FaultsArgs) -> Result<i32, CliError> {
     let name = match &a.name {
         Some(n) => n.clone(),
         None => match &target.launch {
-            Launch::Smg { venv } => format!("smg-{}", gateway::smg::version(venv).unwrap_or_else(|_| "unknown".into())),
+            GatewayLaunch::Smg { venv } => {
+                format!("smg-{}", gateway::smg::version(venv).unwrap_or_else(|_| "unknown".into()))
+            }
             _ => a.gateway.clone(),
         },
     };
@@ -279,7 +287,7 @@ pub async fn faults(a: FaultsArgs) -> Result<i32, CliError> {
 /// whether the gateway died (timings and bodies left out).
 pub fn outcome(affected: &serde_json::Value, next: &serde_json::Value, alive: bool) -> String {
     let word = |a: &serde_json::Value| match serde_json::from_value::<AnswerWords>(a.clone()) {
-        Ok(w) => answer_word(&Answer {
+        Ok(w) => answer_word(&FaultAnswer {
             status: w.status,
             body: String::new(),
             ms: 0,
@@ -325,7 +333,7 @@ pub fn changed_outcomes(report: &FaultsReport, committed: &serde_json::Value) ->
 }
 
 /// An answer in a few words (the scoreboard's wording).
-pub fn answer_word(a: &Answer) -> String {
+pub fn answer_word(a: &FaultAnswer) -> String {
     match (a.status, a.hung) {
         (Some(200), _) => match a.completion_tokens {
             Some(n) if n == MAX_TOKENS => "200".into(),
@@ -342,11 +350,11 @@ pub fn answer_word(a: &Answer) -> String {
 mod tests {
     use super::*;
 
-    fn answer(status: Option<u16>, hung: bool, tokens: Option<u64>) -> Answer {
-        Answer { status, body: String::new(), ms: 1, hung, completion_tokens: tokens, finish_reason: None }
+    fn answer(status: Option<u16>, hung: bool, tokens: Option<u64>) -> FaultAnswer {
+        FaultAnswer { status, body: String::new(), ms: 1, hung, completion_tokens: tokens, finish_reason: None }
     }
 
-    fn report(affected: Answer) -> FaultsReport {
+    fn report(affected: FaultAnswer) -> FaultsReport {
         FaultsReport {
             gateway: "g".into(),
             deadline_s: 6.0,

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use super::differential::named_target;
 use super::{repo_path, CliError, WorkDir};
 use gateway_scoring::gateway::bench::{self, Latencies, LoadPoint, PointSummary, ProcUse, RoundResult};
-use gateway_scoring::gateway::loadgen::{self, Outcomes, RequestSpec, Spacing};
-use gateway_scoring::gateway::{self, Launch, Session, Target};
+use gateway_scoring::gateway::loadgen::{self, LoadRequest, Outcomes, Spacing};
+use gateway_scoring::gateway::{self, GatewayLaunch, GatewayTarget, Session};
 use process_sandbox::launcher::EngineProcess;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -95,7 +95,7 @@ impl Started {
 }
 
 /// Starts the gateway and `engine_command`'s engine behind it, waits for ready.
-async fn start_external(target: &Target, dir: &Path, engine_command: &str) -> Result<Started, CliError> {
+async fn start_external(target: &GatewayTarget, dir: &Path, engine_command: &str) -> Result<Started, CliError> {
     let s = gateway::start_with(target, dir, &[], false).await?;
     let cmd = engine_command.replace("{handshake}", &s.handshake);
     let log = dir.join("engine.log");
@@ -120,7 +120,7 @@ async fn start_external(target: &Target, dir: &Path, engine_command: &str) -> Re
 }
 
 /// Starts the gateway, registers an instant mock engine, waits for ready.
-async fn start(target: &Target, dir: &Path, step_delay: Duration) -> Result<Session, CliError> {
+async fn start(target: &GatewayTarget, dir: &Path, step_delay: Duration) -> Result<Session, CliError> {
     let mut s = gateway::start_with(target, dir, &[], false).await?;
     let limit = target.startup_timeout;
     let tune = |script: &mut mock_engine::vllm_script::Script| {
@@ -142,11 +142,13 @@ async fn start(target: &Target, dir: &Path, step_delay: Duration) -> Result<Sess
     }
 }
 
-fn s_name(t: &Target) -> String {
+fn s_name(t: &GatewayTarget) -> String {
     match &t.launch {
-        Launch::Smg { .. } => "smg".into(),
-        Launch::Command(c) => c.split_whitespace().find(|w| w.ends_with("/vllm")).unwrap_or("command").to_string(),
-        Launch::Attach => "attached".into(),
+        GatewayLaunch::Smg { .. } => "smg".into(),
+        GatewayLaunch::Command(c) => {
+            c.split_whitespace().find(|w| w.ends_with("/vllm")).unwrap_or("command").to_string()
+        }
+        GatewayLaunch::Attach => "attached".into(),
     }
 }
 
@@ -157,7 +159,7 @@ fn mock_outputs(s: &Session) -> Option<u64> {
 
 /// Runs one load point on its own thread and runtime (the mock engines
 /// keep this one), sampling the gateway's process tree meanwhile.
-async fn drive(spec: Arc<RequestSpec>, load: LoadPoint, a: &GatewayBenchArgs, pid: Option<u32>) -> (Outcomes, ProcUse) {
+async fn drive(spec: Arc<LoadRequest>, load: LoadPoint, a: &GatewayBenchArgs, pid: Option<u32>) -> (Outcomes, ProcUse) {
     let secs = Duration::from_secs_f64(a.seconds);
     let spacing = if a.spacing == "fixed" { Spacing::Fixed } else { Spacing::Poisson };
     let max_in_flight = a.max_in_flight;
@@ -244,10 +246,10 @@ pub async fn gateway_bench(a: GatewayBenchArgs) -> Result<i32, CliError> {
         }
     }
     let timeout = Duration::from_secs_f64(a.seconds + 60.0);
-    let specs: Vec<Arc<RequestSpec>> = sessions
+    let specs: Vec<Arc<LoadRequest>> = sessions
         .iter()
         .map(|Started { session: s, .. }| {
-            Arc::new(RequestSpec::completion(&s.http, &model.display().to_string(), &a.prompt, a.max_tokens, timeout))
+            Arc::new(LoadRequest::completion(&s.http, &model.display().to_string(), &a.prompt, a.max_tokens, timeout))
         })
         .collect();
     // Warm-up: connections, tokenizer caches, lazy paths.

@@ -17,7 +17,7 @@ pub(super) struct Prepared {
     pub name: String,
     /// The gateway's own release (its registration's).
     pub own: &'static engine_protocol::ReleaseSchema,
-    pub target: gateway_scoring::gateway::Target,
+    pub target: gateway_scoring::gateway::GatewayTarget,
     pub scenarios: Vec<gateway_scoring::gateway::GwScenario>,
     pub tok: engine_protocol::translate::GatewayTokenizer,
     pub expectations: report::Expectations,
@@ -30,12 +30,12 @@ pub(super) enum Plan {
     /// The suite plays the engine.
     Mock(Box<Prepared>),
     /// `--engine vllm-cpu`: the end-to-end lane (SMG launched by the suite).
-    E2e(gateway_scoring::gateway::Launch, String),
+    E2e(gateway_scoring::gateway::GatewayLaunch, String),
 }
 
 /// Reads the arguments of `gpu-runner gateway` into what it runs.
 pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
-    use gateway_scoring::gateway::{self, Launch, Target};
+    use gateway_scoring::gateway::{self, GatewayLaunch, GatewayTarget};
     let venv = args.venv.clone().unwrap_or_else(gateway_scoring::gateway::smg::default_venv);
     let named = gateway_scoring::gateway::named::named(&args.gateway).filter(|_| args.launch.is_none() && !args.attach);
     // The mock engine plays `--engine-release` (default: the gateway's
@@ -56,12 +56,12 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
         if args.http.is_none() || args.handshake.is_none() {
             return Err(CliError::Usage("--attach needs --http and --handshake".into()));
         }
-        Launch::Attach
+        GatewayLaunch::Attach
     } else {
         match args.launch.as_deref() {
-            None | Some("smg") if args.gateway == "smg" => Launch::Smg { venv: venv.clone() },
-            Some("smg") => Launch::Smg { venv: venv.clone() },
-            Some(cmd) => Launch::Command(cmd.to_string()),
+            None | Some("smg") if args.gateway == "smg" => GatewayLaunch::Smg { venv: venv.clone() },
+            Some("smg") => GatewayLaunch::Smg { venv: venv.clone() },
+            Some(cmd) => GatewayLaunch::Command(cmd.to_string()),
             None => {
                 return Err(CliError::Usage(format!(
                     "--gateway {}: say how to start it (--launch CMD) or --attach",
@@ -73,12 +73,12 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
     let name = match (&args.name, &launch) {
         (Some(n), _) => n.clone(),
         (None, _) if named.is_some() => args.gateway.clone(),
-        (None, Launch::Smg { venv }) => {
+        (None, GatewayLaunch::Smg { venv }) => {
             gateway_scoring::gateway::smg::check_venv(venv)?;
             format!("smg-{}", gateway_scoring::gateway::smg::version(venv)?)
         }
-        (None, Launch::Command(_)) => "custom".into(),
-        (None, Launch::Attach) => "attached".into(),
+        (None, GatewayLaunch::Command(_)) => "custom".into(),
+        (None, GatewayLaunch::Attach) => "attached".into(),
     };
     match args.engine.as_str() {
         "mock" => {}
@@ -101,7 +101,7 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
     // A registration given is sent as it is; else the gateway's own, or
     // one of the release the mock plays (gateway::releases).
     let registration = if args.registration.is_some() {
-        gateway::releases::Registration {
+        gateway::releases::PlayedRegistration {
             bytes: gateway::registration_from_case(&reg_case)?,
             described: format!("the EngineCoreReadyResponse bytes of {}", shown(&reg_case)),
         }
@@ -126,7 +126,7 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
         "the gpu-runner mock engine, registered with {} (vLLM {}, max_model_len {}){outputs}",
         registration.described, release.version, facts.max_model_len
     );
-    let target = Target {
+    let target = GatewayTarget {
         launch,
         http: args.http.clone(),
         handshake: args.handshake.clone(),
@@ -179,11 +179,11 @@ fn default_tiny_model() -> PathBuf {
 /// vllm-cpu engine dials in (docs/runner/gateway.md "End to end").
 async fn gateway_e2e(
     args: &GatewayArgs,
-    launch: gateway_scoring::gateway::Launch,
+    launch: gateway_scoring::gateway::GatewayLaunch,
     name: String,
 ) -> Result<i32, CliError> {
     use gateway_scoring::gateway::e2e;
-    let gateway_scoring::gateway::Launch::Smg { venv } = launch else {
+    let gateway_scoring::gateway::GatewayLaunch::Smg { venv } = launch else {
         return Err(CliError::Usage("--engine vllm-cpu needs --gateway smg (SMG launched by the suite)".into()));
     };
     let model = args.model.clone().unwrap_or_else(default_tiny_model);

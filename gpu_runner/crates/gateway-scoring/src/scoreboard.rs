@@ -125,12 +125,12 @@ pub struct CodecReport {
 pub struct CodecCase {
     pub case: String,
     pub group: String,
-    pub status: Status,
+    pub status: RowStatus,
     pub detail: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub enum RowStatus {
     Pass = 0,
     Fail = 1,
     Skip = 2,
@@ -168,9 +168,9 @@ impl CodecReport {
                 })
             };
             let status = match s("status")? {
-                "pass" => Status::Pass,
-                "fail" => Status::Fail,
-                "skip" => Status::Skip,
+                "pass" => RowStatus::Pass,
+                "fail" => RowStatus::Fail,
+                "skip" => RowStatus::Skip,
                 other => {
                     return Err(CodecReportError::UnknownStatus { file: file.into(), index: i, status: other.into() })
                 }
@@ -178,7 +178,7 @@ impl CodecReport {
             let detail = c.get("detail").and_then(Json::as_str).unwrap_or("").to_string();
             out.push(CodecCase { case: s("case")?.into(), group: s("group")?.into(), status, detail });
         }
-        for (key, status) in [("passed", Status::Pass), ("failed", Status::Fail), ("skipped", Status::Skip)] {
+        for (key, status) in [("passed", RowStatus::Pass), ("failed", RowStatus::Fail), ("skipped", RowStatus::Skip)] {
             let counted = out.iter().filter(|c| c.status == status).count() as u64;
             let total = v
                 .get(key)
@@ -191,7 +191,7 @@ impl CodecReport {
         Ok(CodecReport { name: name.into(), file: file.into(), cases: out })
     }
 
-    fn count(&self, status: Status) -> usize {
+    fn count(&self, status: RowStatus) -> usize {
         self.cases.iter().filter(|c| c.status == status).count()
     }
 }
@@ -255,9 +255,9 @@ pub fn codec_markdown(reports: &[CodecReport]) -> String {
             s,
             "| {} | {} | {} | {} | `{}` |",
             cell(&r.name),
-            r.count(Status::Pass),
-            r.count(Status::Fail),
-            r.count(Status::Skip),
+            r.count(RowStatus::Pass),
+            r.count(RowStatus::Fail),
+            r.count(RowStatus::Skip),
             cell(&r.file)
         );
     }
@@ -287,7 +287,7 @@ pub fn codec_markdown(reports: &[CodecReport]) -> String {
     }
     for r in reports {
         let _ = writeln!(s, "\n### {}\n", r.name);
-        for (title, status) in [("Failures", Status::Fail), ("Skips", Status::Skip)] {
+        for (title, status) in [("Failures", RowStatus::Fail), ("Skips", RowStatus::Skip)] {
             // Reasons in order of count, then of first appearance.
             let mut reasons: Vec<(String, usize, &CodecCase)> = Vec::new();
             for c in r.cases.iter().filter(|c| c.status == status) {

@@ -137,7 +137,7 @@ impl std::fmt::Display for FrameRefused {
 
 /// Why the scanner stopped a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum FrameRefusal {
     /// A frame header declared `declared` bytes, past `limit`.
     TooLarge { declared: u64, limit: u64 },
     /// The greeting is not a ZMTP 3 greeting (byte `at` is `byte`).
@@ -192,7 +192,7 @@ impl FrameScanner {
 
     /// Reads `bytes`, the next bytes of the stream. After an error the
     /// connection must be closed (the scanner's state is undefined).
-    pub fn scan(&mut self, mut bytes: &[u8]) -> Result<(), Refusal> {
+    pub fn scan(&mut self, mut bytes: &[u8]) -> Result<(), FrameRefusal> {
         while !bytes.is_empty() {
             match self.state {
                 State::Greeting(seen) => {
@@ -206,7 +206,7 @@ impl FrameScanner {
                             _ => false,
                         };
                         if bad {
-                            return Err(Refusal::Greeting { at, byte: b });
+                            return Err(FrameRefusal::Greeting { at, byte: b });
                         }
                     }
                     let seen = seen + take as u8;
@@ -218,7 +218,7 @@ impl FrameScanner {
                     let seen = usize::from(seen);
                     let flags = if seen == 0 { bytes[0] } else { self.header[0] };
                     if flags & FLAGS_RESERVED != 0 {
-                        return Err(Refusal::ReservedFlags(flags));
+                        return Err(FrameRefusal::ReservedFlags(flags));
                     }
                     let need = if flags & FLAG_LONG != 0 { 9 } else { 2 };
                     let take = (need - seen).min(bytes.len());
@@ -238,7 +238,7 @@ impl FrameScanner {
                         u64::from(self.header[1])
                     };
                     if declared > self.limit {
-                        return Err(Refusal::TooLarge { declared, limit: self.limit });
+                        return Err(FrameRefusal::TooLarge { declared, limit: self.limit });
                     }
                     self.capturing = flags & FLAG_COMMAND != 0 && declared <= CAPTURED_COMMAND_BYTES as u64;
                     self.captured_len = 0;
@@ -445,7 +445,7 @@ async fn accept_loop(listener: Listener, inner: PathBuf, spec: GuardSpec) {
 /// How a proxied connection ended.
 enum Ended {
     Closed,
-    Refused(Refusal),
+    Refused(FrameRefusal),
 }
 
 async fn serve(outer: Conn, inner_path: &Path, spec: GuardSpec) {
@@ -467,7 +467,7 @@ async fn serve(outer: Conn, inner_path: &Path, spec: GuardSpec) {
         // not taken for the cause.
         drop(outer);
         let report = match why {
-            Refusal::TooLarge { declared, limit } => Inbound::FrameRefused(FrameRefused {
+            FrameRefusal::TooLarge { declared, limit } => Inbound::FrameRefused(FrameRefused {
                 socket: spec.socket,
                 engine: spec.engine.or(scanner.engine()),
                 declared,
@@ -549,7 +549,7 @@ mod tests {
     }
 
     /// Scans `stream` cut at `cut`, and as one piece; both answers agree.
-    fn scan_split(limit: u64, stream: &[u8], cut: usize) -> (Result<(), Refusal>, Option<u16>) {
+    fn scan_split(limit: u64, stream: &[u8], cut: usize) -> (Result<(), FrameRefusal>, Option<u16>) {
         let mut s = FrameScanner::new(limit);
         let r = s.scan(&stream[..cut]).and_then(|()| s.scan(&stream[cut..]));
         (r, s.engine())
@@ -595,38 +595,44 @@ mod tests {
                 let header_end = stream.len() - 3;
                 for cut in 0..=stream.len() {
                     let (r, _) = scan_split(limit, &stream, cut);
-                    assert_eq!(r, Err(Refusal::TooLarge { declared, limit }), "limit {limit}, cut at {cut}");
+                    assert_eq!(r, Err(FrameRefusal::TooLarge { declared, limit }), "limit {limit}, cut at {cut}");
                 }
                 // The header alone is refused; one byte short of it is not.
                 let mut s = FrameScanner::new(limit);
                 assert_eq!(s.scan(&stream[..header_end - 1]), Ok(()));
-                assert_eq!(s.scan(&stream[header_end - 1..header_end]), Err(Refusal::TooLarge { declared, limit }));
+                assert_eq!(
+                    s.scan(&stream[header_end - 1..header_end]),
+                    Err(FrameRefusal::TooLarge { declared, limit })
+                );
             }
         }
         // Short frames: 255 bytes at most, so a limit under 255 refuses them.
         let mut stream = greeting();
         stream.extend(frame(0, &[0; 11], false));
-        assert_eq!(scan_split(10, &stream, 64).0, Err(Refusal::TooLarge { declared: 11, limit: 10 }));
+        assert_eq!(scan_split(10, &stream, 64).0, Err(FrameRefusal::TooLarge { declared: 11, limit: 10 }));
         assert_eq!(scan_split(11, &stream, 64).0, Ok(()));
         // Commands are frames like any other.
         let mut stream = greeting();
         let mut command = header_long(1 << 40);
         command[0] |= FLAG_COMMAND;
         stream.extend(command);
-        assert_eq!(scan_split(1 << 20, &stream, 70).0, Err(Refusal::TooLarge { declared: 1 << 40, limit: 1 << 20 }));
+        assert_eq!(
+            scan_split(1 << 20, &stream, 70).0,
+            Err(FrameRefusal::TooLarge { declared: 1 << 40, limit: 1 << 20 })
+        );
     }
 
     #[test]
     fn a_greeting_that_is_not_zmtp_3_and_reserved_flags_are_refused() {
         let mut g = greeting();
         g[10] = 2;
-        assert_eq!(FrameScanner::new(10).scan(&g), Err(Refusal::Greeting { at: 10, byte: 2 }));
+        assert_eq!(FrameScanner::new(10).scan(&g), Err(FrameRefusal::Greeting { at: 10, byte: 2 }));
         let mut g = greeting();
         g[0] = 0x00;
-        assert_eq!(FrameScanner::new(10).scan(&g), Err(Refusal::Greeting { at: 0, byte: 0 }));
+        assert_eq!(FrameScanner::new(10).scan(&g), Err(FrameRefusal::Greeting { at: 0, byte: 0 }));
         let mut g = greeting();
         g.push(0x10);
-        assert_eq!(FrameScanner::new(10).scan(&g), Err(Refusal::ReservedFlags(0x10)));
+        assert_eq!(FrameScanner::new(10).scan(&g), Err(FrameRefusal::ReservedFlags(0x10)));
     }
 
     #[test]

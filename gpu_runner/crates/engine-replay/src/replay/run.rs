@@ -179,8 +179,8 @@ pub struct StepView<'a> {
     reason = "implemented and called only inside the workspace, where the futures need no Send bound"
 )]
 pub trait Replay: EngineWire<Request = Value> + Default + Clone + std::fmt::Debug + PartialEq {
-    /// The scenario model's dialect (`scenario_checks::scenario::Dialect`).
-    type Spec: scenario_checks::scenario::Dialect;
+    /// The scenario model's dialect (`scenario_checks::scenario::DialectFields`).
+    type Spec: scenario_checks::scenario::DialectFields;
     /// The translation's options.
     type Options: Clone;
     /// What a result keeps of each output.

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::record::Recorder;
 use scenario_checks::report::{deadline_passed, Expectations, ScenarioResult, Verdict};
-use scenario_checks::scenario::{Dialect, ScenarioOf};
+use scenario_checks::scenario::{DialectFields, ScenarioOf};
 
 /// Why an engine did not come up for a run (the verdict's text).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +53,7 @@ pub enum RunAllError {
 )]
 pub trait Harness {
     /// The scenario model's dialect.
-    type Spec: Dialect;
+    type Spec: DialectFields;
     /// A gateway with its engine, up.
     type Session;
 

@@ -21,7 +21,7 @@
 //! - the registration (the engine's first input-socket message) and the
 //!   handshake messages pass untouched; input messages `[type, payload,
 //!   aux...]` and output messages `[payload, aux...]` go through the
-//!   schedule ([`schedule::Kind`]).
+//!   schedule ([`schedule::FrameKind`]).
 //!
 //! One engine per wire (the first HELLO's identity; a new HELLO of that
 //! identity starts the link afresh).
@@ -47,7 +47,7 @@ use zeromq::{
 
 pub mod schedule;
 
-pub use schedule::{Decider, Direction, Fault, Kind, Schedule, Side};
+pub use schedule::{Decider, Direction, FrameKind, Schedule, Side, WireFault};
 
 /// Where the wire sits.
 #[derive(Debug, Clone)]
@@ -67,9 +67,9 @@ pub struct WireConfig {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Applied {
     pub entry: usize,
-    pub fault: Fault,
+    pub fault: WireFault,
     pub direction: Direction,
-    pub kind: Kind,
+    pub kind: FrameKind,
     /// The message's index among those of its direction and kind (0-based).
     pub index: u64,
     /// Milliseconds since the wire started.
@@ -98,7 +98,7 @@ pub struct WireLog {
 /// Why the wire could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum WireError {
+pub enum FaultWireError {
     #[error("fault wire: cannot bind {endpoint}: {detail}")]
     Bind { endpoint: String, detail: String },
     #[error("fault wire: cannot create {}: {source}", path.display())]
@@ -117,14 +117,15 @@ pub struct FaultWire {
 impl FaultWire {
     /// Binds the engine-facing handshake ROUTER on a free tcp port and
     /// starts forwarding.
-    pub async fn start(cfg: WireConfig) -> Result<FaultWire, WireError> {
-        std::fs::create_dir_all(&cfg.ipc_dir).map_err(|source| WireError::Dir { path: cfg.ipc_dir.clone(), source })?;
+    pub async fn start(cfg: WireConfig) -> Result<FaultWire, FaultWireError> {
+        std::fs::create_dir_all(&cfg.ipc_dir)
+            .map_err(|source| FaultWireError::Dir { path: cfg.ipc_dir.clone(), source })?;
         let mut hs = RouterSocket::new();
         let endpoint = "tcp://127.0.0.1:0";
         let bound = hs
             .bind(endpoint)
             .await
-            .map_err(|e| WireError::Bind { endpoint: endpoint.into(), detail: e.to_string() })?
+            .map_err(|e| FaultWireError::Bind { endpoint: endpoint.into(), detail: e.to_string() })?
             .to_string();
         let log = Arc::new(Mutex::new(WireLog::default()));
         let (stop, stop_rx) = mpsc::unbounded_channel();
@@ -234,7 +235,7 @@ struct Proxy {
     eng_output_events: Option<Events>,
     to_engine: Lane,
     to_gateway: Lane,
-    seen: std::collections::HashMap<(Direction, Kind), u64>,
+    seen: std::collections::HashMap<(Direction, FrameKind), u64>,
     gateway_cut: bool,
 }
 
@@ -453,7 +454,7 @@ impl Proxy {
         if !self.armed.load(Ordering::SeqCst) {
             return self.deliver(dir, frames).await;
         }
-        let kind = Kind::of(dir, &frames);
+        let kind = FrameKind::of(dir, &frames);
         let count = self.seen.entry((dir, kind)).or_insert(0);
         let index = *count;
         *count += 1;
@@ -462,13 +463,13 @@ impl Proxy {
         };
         let now = Instant::now();
         let detail = match &decision.fault {
-            Fault::Delay { ms } => format!("held this and later {} messages for {ms} ms", dir.name()),
-            Fault::Drop => "not delivered".to_string(),
-            Fault::Duplicate => "delivered twice".to_string(),
-            Fault::Reorder { hold_ms } => {
+            WireFault::Delay { ms } => format!("held this and later {} messages for {ms} ms", dir.name()),
+            WireFault::Drop => "not delivered".to_string(),
+            WireFault::Duplicate => "delivered twice".to_string(),
+            WireFault::Reorder { hold_ms } => {
                 format!("delivered after the next {} message (at most {hold_ms} ms)", dir.name())
             }
-            Fault::Truncate { frame, keep } => {
+            WireFault::Truncate { frame, keep } => {
                 let len = frames.get(*frame).map(|f| f.len());
                 match len {
                     Some(len) if schedule::truncate(&mut frames, *frame, *keep) => {
@@ -477,7 +478,7 @@ impl Proxy {
                     _ => format!("no frame {frame}: delivered as it was"),
                 }
             }
-            Fault::Corrupt { frame, bytes, offset } => {
+            WireFault::Corrupt { frame, bytes, offset } => {
                 let len = frames.get(*frame).map_or(0, |f| f.len());
                 let positions: Vec<usize> = match offset {
                     Some(o) => (*o..o.saturating_add(*bytes)).collect(),
@@ -486,7 +487,7 @@ impl Proxy {
                 let n = schedule::corrupt(&mut frames, *frame, &positions);
                 format!("{n} bytes of frame {frame} flipped at {positions:?}")
             }
-            Fault::Cut { side } => format!("closed the wire's sockets to the {side:?} side").to_lowercase(),
+            WireFault::Cut { side } => format!("closed the wire's sockets to the {side:?} side").to_lowercase(),
         };
         let applied = Applied {
             entry: decision.entry,
@@ -499,18 +500,18 @@ impl Proxy {
         };
         self.note(|l| l.applied.push(applied));
         match decision.fault {
-            Fault::Drop => {}
-            Fault::Duplicate => {
+            WireFault::Drop => {}
+            WireFault::Duplicate => {
                 self.deliver(dir, frames.clone()).await;
                 self.deliver(dir, frames).await;
             }
-            Fault::Delay { ms } => {
+            WireFault::Delay { ms } => {
                 let lane = self.lane(dir);
                 let until = now + Duration::from_millis(ms);
                 lane.until = Some(lane.until.map_or(until, |u| u.max(until)));
                 lane.held.push_back(frames);
             }
-            Fault::Reorder { hold_ms } => {
+            WireFault::Reorder { hold_ms } => {
                 let lane = self.lane(dir);
                 if lane.swap.is_none() {
                     lane.swap = Some((frames, now + Duration::from_millis(hold_ms)));
@@ -518,8 +519,8 @@ impl Proxy {
                     self.deliver(dir, frames).await;
                 }
             }
-            Fault::Truncate { .. } | Fault::Corrupt { .. } => self.deliver(dir, frames).await,
-            Fault::Cut { side } => self.cut(side),
+            WireFault::Truncate { .. } | WireFault::Corrupt { .. } => self.deliver(dir, frames).await,
+            WireFault::Cut { side } => self.cut(side),
         }
     }
 

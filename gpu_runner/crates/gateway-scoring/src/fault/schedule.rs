@@ -42,7 +42,7 @@ impl Direction {
 /// What a message is, read from its frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub enum FrameKind {
     Add,
     Abort,
     Utility,
@@ -56,26 +56,26 @@ pub enum Kind {
     Any,
 }
 
-impl Kind {
+impl FrameKind {
     /// The kind of the frame set `frames` travelling `dir` (without the
     /// routing identity).
-    pub fn of(dir: Direction, frames: &[Vec<u8>]) -> Kind {
+    pub fn of(dir: Direction, frames: &[Vec<u8>]) -> FrameKind {
         match dir {
             Direction::ToEngine => match frames.first().map(|f| f.as_slice()) {
-                Some([0x00]) => Kind::Add,
-                Some([0x01]) => Kind::Abort,
-                Some([0x03]) => Kind::Utility,
-                _ => Kind::OtherInput,
+                Some([0x00]) => FrameKind::Add,
+                Some([0x01]) => FrameKind::Abort,
+                Some([0x03]) => FrameKind::Utility,
+                _ => FrameKind::OtherInput,
             },
             Direction::ToGateway => match frames {
-                [only] if only.as_slice() == ENGINE_CORE_DEAD => Kind::Dead,
-                _ => Kind::Outputs,
+                [only] if only.as_slice() == ENGINE_CORE_DEAD => FrameKind::Dead,
+                _ => FrameKind::Outputs,
             },
         }
     }
 
-    fn matches(self, actual: Kind) -> bool {
-        self == Kind::Any || self == actual
+    fn matches(self, actual: FrameKind) -> bool {
+        self == FrameKind::Any || self == actual
     }
 }
 
@@ -94,7 +94,7 @@ pub enum Side {
 /// One fault.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Fault {
+pub enum WireFault {
     /// Hold this message and every later one of its direction for `ms`
     /// (a slow link: order is kept).
     Delay {
@@ -132,17 +132,17 @@ fn default_hold_ms() -> u64 {
     1000
 }
 
-impl Fault {
+impl WireFault {
     /// The fault's name (`delay`, `drop`, ...).
     pub fn name(&self) -> &'static str {
         match self {
-            Fault::Delay { .. } => "delay",
-            Fault::Drop => "drop",
-            Fault::Duplicate => "duplicate",
-            Fault::Reorder { .. } => "reorder",
-            Fault::Truncate { .. } => "truncate",
-            Fault::Corrupt { .. } => "corrupt",
-            Fault::Cut { .. } => "cut",
+            WireFault::Delay { .. } => "delay",
+            WireFault::Drop => "drop",
+            WireFault::Duplicate => "duplicate",
+            WireFault::Reorder { .. } => "reorder",
+            WireFault::Truncate { .. } => "truncate",
+            WireFault::Corrupt { .. } => "corrupt",
+            WireFault::Cut { .. } => "cut",
         }
     }
 }
@@ -151,19 +151,19 @@ impl Fault {
 /// them (0-based; every one without `nth`), each with `probability`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
+pub struct ScheduleEntry {
     pub direction: Direction,
     #[serde(default = "any_kind")]
-    pub kind: Kind,
+    pub kind: FrameKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nth: Option<u64>,
     #[serde(default = "certain")]
     pub probability: f64,
-    pub fault: Fault,
+    pub fault: WireFault,
 }
 
-fn any_kind() -> Kind {
-    Kind::Any
+fn any_kind() -> FrameKind {
+    FrameKind::Any
 }
 
 fn certain() -> f64 {
@@ -177,7 +177,7 @@ fn certain() -> f64 {
 pub struct Schedule {
     #[serde(default)]
     pub seed: u64,
-    pub faults: Vec<Entry>,
+    pub faults: Vec<ScheduleEntry>,
 }
 
 /// Why a schedule cannot be used.
@@ -208,8 +208,8 @@ impl Schedule {
                 return Err(ScheduleError::Probability { origin: origin.into(), entry: i, p: e.probability });
             }
             let fits = match e.direction {
-                Direction::ToEngine => !matches!(e.kind, Kind::Outputs | Kind::Dead),
-                Direction::ToGateway => matches!(e.kind, Kind::Outputs | Kind::Dead | Kind::Any),
+                Direction::ToEngine => !matches!(e.kind, FrameKind::Outputs | FrameKind::Dead),
+                Direction::ToGateway => matches!(e.kind, FrameKind::Outputs | FrameKind::Dead | FrameKind::Any),
             };
             if !fits {
                 return Err(ScheduleError::Entry {
@@ -223,8 +223,8 @@ impl Schedule {
     }
 
     /// A schedule of one entry that always fires.
-    pub fn single(direction: Direction, kind: Kind, nth: Option<u64>, fault: Fault) -> Schedule {
-        Schedule { seed: 0, faults: vec![Entry { direction, kind, nth, probability: 1.0, fault }] }
+    pub fn single(direction: Direction, kind: FrameKind, nth: Option<u64>, fault: WireFault) -> Schedule {
+        Schedule { seed: 0, faults: vec![ScheduleEntry { direction, kind, nth, probability: 1.0, fault }] }
     }
 }
 
@@ -233,7 +233,7 @@ impl Schedule {
 pub struct Decision {
     /// The schedule entry's index.
     pub entry: usize,
-    pub fault: Fault,
+    pub fault: WireFault,
 }
 
 /// Decides, message by message, which fault applies: counts each entry's
@@ -253,7 +253,7 @@ impl Decider {
     }
 
     /// The fault for a message of `dir` and `kind`, if one fires.
-    pub fn decide(&mut self, dir: Direction, kind: Kind) -> Option<Decision> {
+    pub fn decide(&mut self, dir: Direction, kind: FrameKind) -> Option<Decision> {
         let mut chosen = None;
         for (i, e) in self.schedule.faults.iter().enumerate() {
             if e.direction != dir || !e.kind.matches(kind) {
@@ -322,10 +322,10 @@ mod tests {
             "test",
         )
         .unwrap();
-        assert_eq!(s.faults[0].fault, Fault::Truncate { frame: 0, keep: 3 });
-        assert_eq!((s.faults[1].kind, s.faults[1].probability), (Kind::Any, 1.0));
-        assert_eq!(s.faults[1].fault, Fault::Reorder { hold_ms: 1000 });
-        assert_eq!(s.faults[2].fault, Fault::Cut { side: Side::Gateway });
+        assert_eq!(s.faults[0].fault, WireFault::Truncate { frame: 0, keep: 3 });
+        assert_eq!((s.faults[1].kind, s.faults[1].probability), (FrameKind::Any, 1.0));
+        assert_eq!(s.faults[1].fault, WireFault::Reorder { hold_ms: 1000 });
+        assert_eq!(s.faults[2].fault, WireFault::Cut { side: Side::Gateway });
     }
 
     #[test]
@@ -340,39 +340,39 @@ mod tests {
 
     #[test]
     fn kinds_are_read_from_the_type_byte_and_the_sentinel() {
-        assert_eq!(Kind::of(Direction::ToEngine, &[vec![0], vec![0x90]]), Kind::Add);
-        assert_eq!(Kind::of(Direction::ToEngine, &[vec![1], vec![0x90]]), Kind::Abort);
-        assert_eq!(Kind::of(Direction::ToEngine, &[vec![3], vec![0x90]]), Kind::Utility);
-        assert_eq!(Kind::of(Direction::ToEngine, &[vec![9]]), Kind::OtherInput);
-        assert_eq!(Kind::of(Direction::ToGateway, &[ENGINE_CORE_DEAD.to_vec()]), Kind::Dead);
-        assert_eq!(Kind::of(Direction::ToGateway, &[vec![0x93]]), Kind::Outputs);
+        assert_eq!(FrameKind::of(Direction::ToEngine, &[vec![0], vec![0x90]]), FrameKind::Add);
+        assert_eq!(FrameKind::of(Direction::ToEngine, &[vec![1], vec![0x90]]), FrameKind::Abort);
+        assert_eq!(FrameKind::of(Direction::ToEngine, &[vec![3], vec![0x90]]), FrameKind::Utility);
+        assert_eq!(FrameKind::of(Direction::ToEngine, &[vec![9]]), FrameKind::OtherInput);
+        assert_eq!(FrameKind::of(Direction::ToGateway, &[ENGINE_CORE_DEAD.to_vec()]), FrameKind::Dead);
+        assert_eq!(FrameKind::of(Direction::ToGateway, &[vec![0x93]]), FrameKind::Outputs);
     }
 
     #[test]
     fn the_nth_entry_fires_only_on_its_message() {
-        let mut d = Decider::new(Schedule::single(Direction::ToEngine, Kind::Add, Some(1), Fault::Drop));
-        assert_eq!(d.decide(Direction::ToEngine, Kind::Abort), None);
-        assert_eq!(d.decide(Direction::ToEngine, Kind::Add), None);
-        assert_eq!(d.decide(Direction::ToGateway, Kind::Outputs), None);
-        assert_eq!(d.decide(Direction::ToEngine, Kind::Add).map(|x| x.fault), Some(Fault::Drop));
-        assert_eq!(d.decide(Direction::ToEngine, Kind::Add), None);
+        let mut d = Decider::new(Schedule::single(Direction::ToEngine, FrameKind::Add, Some(1), WireFault::Drop));
+        assert_eq!(d.decide(Direction::ToEngine, FrameKind::Abort), None);
+        assert_eq!(d.decide(Direction::ToEngine, FrameKind::Add), None);
+        assert_eq!(d.decide(Direction::ToGateway, FrameKind::Outputs), None);
+        assert_eq!(d.decide(Direction::ToEngine, FrameKind::Add).map(|x| x.fault), Some(WireFault::Drop));
+        assert_eq!(d.decide(Direction::ToEngine, FrameKind::Add), None);
     }
 
     #[test]
     fn the_same_seed_draws_the_same_faults() {
         let s = |seed| Schedule {
             seed,
-            faults: vec![Entry {
+            faults: vec![ScheduleEntry {
                 direction: Direction::ToGateway,
-                kind: Kind::Outputs,
+                kind: FrameKind::Outputs,
                 nth: None,
                 probability: 0.3,
-                fault: Fault::Drop,
+                fault: WireFault::Drop,
             }],
         };
         let draw = |seed| {
             let mut d = Decider::new(s(seed));
-            (0..200).map(|_| d.decide(Direction::ToGateway, Kind::Outputs).is_some()).collect::<Vec<_>>()
+            (0..200).map(|_| d.decide(Direction::ToGateway, FrameKind::Outputs).is_some()).collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));

@@ -13,7 +13,7 @@ use std::time::Duration;
 use engine_protocol::ReleaseSchema;
 use serde_json::{json, Value as Json};
 
-use super::differential::{base_request, send_both, without, Difference, Verdict, NOT_SWEPT};
+use super::differential::{base_request, send_both, without, Difference, ProbeVerdict, NOT_SWEPT};
 use super::lifecycle::Session;
 use super::request_space::{RequestSpace, Row};
 use super::scenario::Endpoint;
@@ -119,11 +119,11 @@ pub struct CombinationResult {
     pub refused: Option<u16>,
 }
 
-fn differences(v: &Verdict) -> Option<(Vec<Difference>, Option<u16>)> {
+fn differences(v: &ProbeVerdict) -> Option<(Vec<Difference>, Option<u16>)> {
     match v {
-        Verdict::Same | Verdict::BothRefused => None,
-        Verdict::Refused(s) => Some((Vec::new(), Some(*s))),
-        Verdict::Differs(d) => Some((d.clone(), None)),
+        ProbeVerdict::Same | ProbeVerdict::BothRefused => None,
+        ProbeVerdict::Refused(s) => Some((Vec::new(), Some(*s))),
+        ProbeVerdict::Differs(d) => Some((d.clone(), None)),
     }
 }
 

@@ -7,7 +7,7 @@
 //! does, so the list cannot go stale. Lines starting with `#` and blank
 //! lines are ignored.
 
-use super::differential::{ProbeResult, Verdict};
+use super::differential::{ProbeResult, ProbeVerdict};
 use super::scenario::Endpoint;
 
 /// One known finding.
@@ -46,7 +46,7 @@ pub struct Judged<'a> {
 }
 
 fn differs(r: &ProbeResult) -> bool {
-    !matches!(r.verdict, Verdict::Same | Verdict::BothRefused)
+    !matches!(r.verdict, ProbeVerdict::Same | ProbeVerdict::BothRefused)
 }
 
 fn field_of(r: &ProbeResult) -> &str {
@@ -120,12 +120,12 @@ impl DiffExpectations {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::differential::{Difference, Probe};
+    use crate::gateway::differential::{DiffProbe, Difference};
     use serde_json::json;
 
     fn result(field: Option<&str>, ep: Endpoint, differs: bool) -> ProbeResult {
         ProbeResult {
-            probe: Probe {
+            probe: DiffProbe {
                 endpoint: ep,
                 stream: false,
                 field: field.map(str::to_string),
@@ -133,9 +133,9 @@ mod tests {
                 body: json!({}),
             },
             verdict: if differs {
-                Verdict::Differs(vec![Difference { path: "x".into(), reference: json!(1), test: json!(2) }])
+                ProbeVerdict::Differs(vec![Difference { path: "x".into(), reference: json!(1), test: json!(2) }])
             } else {
-                Verdict::Same
+                ProbeVerdict::Same
             },
         }
     }

@@ -56,7 +56,7 @@ pub const NOT_SWEPT: &[(&str, &str)] = &[
 
 /// One generated request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Probe {
+pub struct DiffProbe {
     pub endpoint: Endpoint,
     pub stream: bool,
     /// The field set on the base request (`None`: the base request alone).
@@ -67,7 +67,7 @@ pub struct Probe {
 
 /// How one probe came out.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub enum ProbeVerdict {
     /// Both answered alike.
     Same,
     /// Both refused it (any error status).
@@ -91,8 +91,8 @@ pub struct Difference {
 /// A probe with its verdict.
 #[derive(Debug, Clone)]
 pub struct ProbeResult {
-    pub probe: Probe,
-    pub verdict: Verdict,
+    pub probe: DiffProbe,
+    pub verdict: ProbeVerdict,
 }
 
 /// The base request of an endpoint: a short request of a few tokens,
@@ -119,13 +119,23 @@ fn endpoint_of(model: &RequestModel) -> Option<Endpoint> {
 /// `streams`, the base request alone, then every field alone with each of
 /// its values. Fields left out come back with why ([`NOT_SWEPT`], or no
 /// value can be made).
-pub fn sweep(space: &RequestSpace, endpoints: &[Endpoint], streams: &[bool]) -> (Vec<Probe>, Vec<(String, String)>) {
+pub fn sweep(
+    space: &RequestSpace,
+    endpoints: &[Endpoint],
+    streams: &[bool],
+) -> (Vec<DiffProbe>, Vec<(String, String)>) {
     let mut probes = Vec::new();
     let mut left_out = Vec::new();
     for model in &space.models {
         let Some(ep) = endpoint_of(model).filter(|e| endpoints.contains(e)) else { continue };
         for &stream in streams {
-            probes.push(Probe { endpoint: ep, stream, field: None, value: Json::Null, body: base_request(ep, stream) });
+            probes.push(DiffProbe {
+                endpoint: ep,
+                stream,
+                field: None,
+                value: Json::Null,
+                body: base_request(ep, stream),
+            });
         }
         for (name, row) in model.rows() {
             let at = format!("{} {name}", model.endpoint);
@@ -144,7 +154,7 @@ pub fn sweep(space: &RequestSpace, endpoints: &[Endpoint], streams: &[bool]) -> 
                 for v in &values {
                     let mut body = base_request(ep, stream);
                     body[name.as_str()] = v.clone();
-                    probes.push(Probe { endpoint: ep, stream, field: Some(name.clone()), value: v.clone(), body });
+                    probes.push(DiffProbe { endpoint: ep, stream, field: Some(name.clone()), value: v.clone(), body });
                 }
             }
         }
@@ -155,7 +165,7 @@ pub fn sweep(space: &RequestSpace, endpoints: &[Endpoint], streams: &[bool]) -> 
 /// Every `take`-th field probe from `offset` (a fixed sample for CI),
 /// and every base probe: a field probe's findings are what it adds to its
 /// base request's.
-pub fn sample(probes: Vec<Probe>, take: usize, offset: usize) -> Vec<Probe> {
+pub fn sample(probes: Vec<DiffProbe>, take: usize, offset: usize) -> Vec<DiffProbe> {
     let take = take.max(1);
     probes
         .into_iter()
@@ -187,7 +197,7 @@ fn request_of(endpoint: Endpoint, body: &Json, grace: Duration) -> GwRequest {
 pub async fn run(
     reference: &Session,
     test: &Session,
-    probes: &[Probe],
+    probes: &[DiffProbe],
     model: &str,
     release: &'static ReleaseSchema,
     grace: Duration,
@@ -210,7 +220,7 @@ pub async fn send_both(
     model: &str,
     release: &'static ReleaseSchema,
     grace: Duration,
-) -> Verdict {
+) -> ProbeVerdict {
     let req = request_of(endpoint, body, grace);
     let a = run_request(reference, &req, model, release).await;
     let b = run_request(test, &req, model, release).await;
@@ -218,14 +228,14 @@ pub async fn send_both(
 }
 
 /// `v` without the differences in `known` (the base request's).
-pub fn without(v: Verdict, known: &[Difference]) -> Verdict {
+pub fn without(v: ProbeVerdict, known: &[Difference]) -> ProbeVerdict {
     match v {
-        Verdict::Differs(mut d) => {
+        ProbeVerdict::Differs(mut d) => {
             d.retain(|x| !known.contains(x));
             if d.is_empty() {
-                Verdict::Same
+                ProbeVerdict::Same
             } else {
-                Verdict::Differs(d)
+                ProbeVerdict::Differs(d)
             }
         }
         v => v,
@@ -238,12 +248,12 @@ fn ok(o: &Observed) -> bool {
 
 /// What differs between the reference's observation `a` and the test's
 /// `b`.
-pub fn compare(a: &Observed, b: &Observed) -> Verdict {
+pub fn compare(a: &Observed, b: &Observed) -> ProbeVerdict {
     match (ok(a), ok(b)) {
-        (false, false) => return Verdict::BothRefused,
-        (true, false) => return Verdict::Refused(b.status.unwrap_or(0)),
+        (false, false) => return ProbeVerdict::BothRefused,
+        (true, false) => return ProbeVerdict::Refused(b.status.unwrap_or(0)),
         (false, true) => {
-            return Verdict::Differs(vec![Difference {
+            return ProbeVerdict::Differs(vec![Difference {
                 path: "status".into(),
                 reference: json!(a.status),
                 test: json!(b.status),
@@ -286,9 +296,9 @@ pub fn compare(a: &Observed, b: &Observed) -> Verdict {
     };
     diff("response", &norm(a), &norm(b), &mut d);
     if d.is_empty() {
-        Verdict::Same
+        ProbeVerdict::Same
     } else {
-        Verdict::Differs(d)
+        ProbeVerdict::Differs(d)
     }
 }
 
@@ -328,7 +338,7 @@ pub fn base_differences(results: &[ProbeResult]) -> Vec<(Endpoint, bool, Vec<Dif
         .iter()
         .filter(|r| r.probe.field.is_none())
         .map(|r| {
-            let d = if let Verdict::Differs(d) = &r.verdict { d.clone() } else { Vec::new() };
+            let d = if let ProbeVerdict::Differs(d) = &r.verdict { d.clone() } else { Vec::new() };
             (r.probe.endpoint, r.probe.stream, d)
         })
         .collect()
@@ -344,13 +354,13 @@ pub fn subtract_base(results: &mut [ProbeResult]) {
         let Some((_, _, known)) = base.iter().find(|(e, s, _)| *e == r.probe.endpoint && *s == r.probe.stream) else {
             continue;
         };
-        r.verdict = without(std::mem::replace(&mut r.verdict, Verdict::Same), known);
+        r.verdict = without(std::mem::replace(&mut r.verdict, ProbeVerdict::Same), known);
     }
 }
 
 /// One cell of the parameter matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Cell {
+pub enum MatrixCell {
     /// Every probe of the field answered as vLLM.
     Same,
     /// Some probe refused by the gateway where vLLM served it.
@@ -359,26 +369,26 @@ pub enum Cell {
     Differs,
 }
 
-impl Cell {
+impl MatrixCell {
     pub fn name(self) -> &'static str {
         match self {
-            Cell::Same => "same",
-            Cell::Refused => "refused",
-            Cell::Differs => "differs",
+            MatrixCell::Same => "same",
+            MatrixCell::Refused => "refused",
+            MatrixCell::Differs => "differs",
         }
     }
 }
 
 /// The parameter matrix: field × (endpoint, stream), the worst verdict of
 /// the field's probes (a probe both refused counts as the same).
-pub fn matrix(results: &[ProbeResult]) -> BTreeMap<String, BTreeMap<(String, bool), Cell>> {
-    let mut m: BTreeMap<String, BTreeMap<(String, bool), Cell>> = BTreeMap::new();
+pub fn matrix(results: &[ProbeResult]) -> BTreeMap<String, BTreeMap<(String, bool), MatrixCell>> {
+    let mut m: BTreeMap<String, BTreeMap<(String, bool), MatrixCell>> = BTreeMap::new();
     for r in results {
         let field = r.probe.field.clone().unwrap_or_else(|| "(base request)".into());
         let cell = match r.verdict {
-            Verdict::Same | Verdict::BothRefused => Cell::Same,
-            Verdict::Refused(_) => Cell::Refused,
-            Verdict::Differs(_) => Cell::Differs,
+            ProbeVerdict::Same | ProbeVerdict::BothRefused => MatrixCell::Same,
+            ProbeVerdict::Refused(_) => MatrixCell::Refused,
+            ProbeVerdict::Differs(_) => MatrixCell::Differs,
         };
         let e =
             m.entry(field).or_default().entry((r.probe.endpoint.path().to_string(), r.probe.stream)).or_insert(cell);
@@ -392,7 +402,7 @@ pub fn matrix(results: &[ProbeResult]) -> BTreeMap<String, BTreeMap<(String, boo
 pub fn report_json(reference: &str, test: &str, results: &[ProbeResult], left_out: &[(String, String)]) -> Json {
     let findings: Vec<Json> = results
         .iter()
-        .filter(|r| !matches!(r.verdict, Verdict::Same | Verdict::BothRefused))
+        .filter(|r| !matches!(r.verdict, ProbeVerdict::Same | ProbeVerdict::BothRefused))
         .map(|r| {
             let mut f = json!({
                 "endpoint": r.probe.endpoint.path(),
@@ -402,8 +412,8 @@ pub fn report_json(reference: &str, test: &str, results: &[ProbeResult], left_ou
                 "request": r.probe.body,
             });
             match &r.verdict {
-                Verdict::Refused(s) => f["refused"] = json!(s),
-                Verdict::Differs(d) => {
+                ProbeVerdict::Refused(s) => f["refused"] = json!(s),
+                ProbeVerdict::Differs(d) => {
                     f["differences"] =
                         d.iter().map(|x| json!({"path": x.path, "reference": x.reference, "test": x.test})).collect();
                 }
@@ -413,7 +423,7 @@ pub fn report_json(reference: &str, test: &str, results: &[ProbeResult], left_ou
         })
         .collect();
     let m = matrix(results);
-    let cells = |c: Cell| m.values().flat_map(|r| r.values()).filter(|x| **x == c).count();
+    let cells = |c: MatrixCell| m.values().flat_map(|r| r.values()).filter(|x| **x == c).count();
     let table: serde_json::Map<String, Json> = m
         .iter()
         .map(|(field, row)| {
@@ -427,7 +437,7 @@ pub fn report_json(reference: &str, test: &str, results: &[ProbeResult], left_ou
         "reference": reference,
         "gateway": test,
         "probes": results.len(),
-        "matrix_cells": {"same": cells(Cell::Same), "refused": cells(Cell::Refused), "differs": cells(Cell::Differs)},
+        "matrix_cells": {"same": cells(MatrixCell::Same), "refused": cells(MatrixCell::Refused), "differs": cells(MatrixCell::Differs)},
         "matrix": table,
         "findings": findings,
         "left_out": left_out.iter().map(|(f, why)| json!({"field": f, "why": why})).collect::<Vec<_>>(),
@@ -512,37 +522,40 @@ mod tests {
     fn volatile_fields_are_normalised_and_other_differences_named_by_path() {
         let a = observed(200, json!({"id": "a", "created": 1, "choices": [{"text": "hi", "finish_reason": "length"}]}));
         let b = observed(200, json!({"id": "b", "created": 2, "choices": [{"text": "hi", "finish_reason": "length"}]}));
-        assert_eq!(compare(&a, &b), Verdict::Same);
+        assert_eq!(compare(&a, &b), ProbeVerdict::Same);
         let s1 = observed(200, json!({"_sse": {"events": 3, "done": 1}}));
-        assert_eq!(compare(&s1, &observed(200, json!({"_sse": {"events": 5, "done": 1}}))), Verdict::Same);
-        assert!(matches!(compare(&s1, &observed(200, json!({"_sse": {"events": 3, "done": 0}}))), Verdict::Differs(_)));
+        assert_eq!(compare(&s1, &observed(200, json!({"_sse": {"events": 5, "done": 1}}))), ProbeVerdict::Same);
+        assert!(matches!(
+            compare(&s1, &observed(200, json!({"_sse": {"events": 3, "done": 0}}))),
+            ProbeVerdict::Differs(_)
+        ));
         let c = observed(200, json!({"id": "c", "choices": [{"text": "hi", "finish_reason": "stop"}]}));
         assert_eq!(
             compare(&a, &c),
-            Verdict::Differs(vec![Difference {
+            ProbeVerdict::Differs(vec![Difference {
                 path: "response.choices[0].finish_reason".into(),
                 reference: json!("length"),
                 test: json!("stop"),
             }])
         );
-        assert_eq!(compare(&observed(400, json!({})), &observed(422, json!({}))), Verdict::BothRefused);
-        assert_eq!(compare(&a, &observed(400, json!({}))), Verdict::Refused(400));
-        assert!(matches!(compare(&observed(400, json!({})), &a), Verdict::Differs(d) if d[0].path == "status"));
+        assert_eq!(compare(&observed(400, json!({})), &observed(422, json!({}))), ProbeVerdict::BothRefused);
+        assert_eq!(compare(&a, &observed(400, json!({}))), ProbeVerdict::Refused(400));
+        assert!(matches!(compare(&observed(400, json!({})), &a), ProbeVerdict::Differs(d) if d[0].path == "status"));
     }
 
     #[test]
     fn numbers_are_compared_as_the_f32_the_engine_sent() {
         let a = observed(200, json!({"lp": -0.10000000149011612, "n": 3}));
-        assert_eq!(compare(&a, &observed(200, json!({"lp": -0.1, "n": 3}))), Verdict::Same);
-        assert!(matches!(compare(&a, &observed(200, json!({"lp": -0.2, "n": 3}))), Verdict::Differs(_)));
+        assert_eq!(compare(&a, &observed(200, json!({"lp": -0.1, "n": 3}))), ProbeVerdict::Same);
+        assert!(matches!(compare(&a, &observed(200, json!({"lp": -0.2, "n": 3}))), ProbeVerdict::Differs(_)));
         // Integers are compared exactly.
-        assert!(matches!(compare(&a, &observed(200, json!({"lp": -0.1, "n": 4}))), Verdict::Differs(_)));
+        assert!(matches!(compare(&a, &observed(200, json!({"lp": -0.1, "n": 4}))), ProbeVerdict::Differs(_)));
     }
 
     #[test]
     fn a_probe_shows_what_its_field_changes_not_what_the_base_request_already_does() {
         let d = |path: &str, a: Json, b: Json| Difference { path: path.into(), reference: a, test: b };
-        let probe = |field: Option<&str>| Probe {
+        let probe = |field: Option<&str>| DiffProbe {
             endpoint: Endpoint::Completions,
             stream: false,
             field: field.map(str::to_string),
@@ -551,28 +564,28 @@ mod tests {
         };
         let base_diff = d("sent[0].sampling_params.output_kind", json!(2), json!(0));
         let mut rs = vec![
-            ProbeResult { probe: probe(None), verdict: Verdict::Differs(vec![base_diff.clone()]) },
-            ProbeResult { probe: probe(Some("echo")), verdict: Verdict::Differs(vec![base_diff.clone()]) },
+            ProbeResult { probe: probe(None), verdict: ProbeVerdict::Differs(vec![base_diff.clone()]) },
+            ProbeResult { probe: probe(Some("echo")), verdict: ProbeVerdict::Differs(vec![base_diff.clone()]) },
             ProbeResult {
                 probe: probe(Some("ignore_eos")),
-                verdict: Verdict::Differs(vec![
+                verdict: ProbeVerdict::Differs(vec![
                     base_diff.clone(),
                     d("sent[0].sampling_params.ignore_eos", json!(true), json!(false)),
                 ]),
             },
         ];
         subtract_base(&mut rs);
-        assert_eq!(rs[0].verdict, Verdict::Differs(vec![base_diff]), "the base keeps its own");
-        assert_eq!(rs[1].verdict, Verdict::Same);
+        assert_eq!(rs[0].verdict, ProbeVerdict::Differs(vec![base_diff]), "the base keeps its own");
+        assert_eq!(rs[1].verdict, ProbeVerdict::Same);
         assert_eq!(
             rs[2].verdict,
-            Verdict::Differs(vec![d("sent[0].sampling_params.ignore_eos", json!(true), json!(false))])
+            ProbeVerdict::Differs(vec![d("sent[0].sampling_params.ignore_eos", json!(true), json!(false))])
         );
     }
 
     #[test]
     fn the_matrix_keeps_the_worst_verdict_of_a_field() {
-        let probe = |stream| Probe {
+        let probe = |stream| DiffProbe {
             endpoint: Endpoint::Completions,
             stream,
             field: Some("top_k".into()),
@@ -580,13 +593,13 @@ mod tests {
             body: json!({}),
         };
         let rs = vec![
-            ProbeResult { probe: probe(false), verdict: Verdict::Same },
-            ProbeResult { probe: probe(false), verdict: Verdict::Refused(400) },
-            ProbeResult { probe: probe(true), verdict: Verdict::BothRefused },
+            ProbeResult { probe: probe(false), verdict: ProbeVerdict::Same },
+            ProbeResult { probe: probe(false), verdict: ProbeVerdict::Refused(400) },
+            ProbeResult { probe: probe(true), verdict: ProbeVerdict::BothRefused },
         ];
         let m = matrix(&rs);
-        assert_eq!(m["top_k"][&("/v1/completions".to_string(), false)], Cell::Refused);
-        assert_eq!(m["top_k"][&("/v1/completions".to_string(), true)], Cell::Same);
+        assert_eq!(m["top_k"][&("/v1/completions".to_string(), false)], MatrixCell::Refused);
+        assert_eq!(m["top_k"][&("/v1/completions".to_string(), true)], MatrixCell::Same);
         let md = matrix_markdown("g", &rs);
         assert!(md.contains("| `top_k` | refused | same |"), "{md}");
     }

@@ -28,7 +28,7 @@ use scenario_checks::report::{Expectations, ScenarioResult, Verdict};
 
 /// What an e2e scenario checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum E2eCheck {
     /// The same greedy completion twice: same text, same completion tokens.
     GreedyRepeat,
     /// `max_tokens` N (ignore_eos): exactly N completion tokens, finish_reason length.
@@ -41,14 +41,14 @@ pub enum Kind {
     StopString,
 }
 
-impl Kind {
-    fn parse(s: &str) -> Result<Kind, ScenarioError> {
+impl E2eCheck {
+    fn parse(s: &str) -> Result<E2eCheck, ScenarioError> {
         Ok(match s {
-            "greedy_repeat" => Kind::GreedyRepeat,
-            "length_exact" => Kind::LengthExact,
-            "chat_nonempty" => Kind::ChatNonEmpty,
-            "prompt_tokens" => Kind::PromptTokens,
-            "stop_string" => Kind::StopString,
+            "greedy_repeat" => E2eCheck::GreedyRepeat,
+            "length_exact" => E2eCheck::LengthExact,
+            "chat_nonempty" => E2eCheck::ChatNonEmpty,
+            "prompt_tokens" => E2eCheck::PromptTokens,
+            "stop_string" => E2eCheck::StopString,
             o => return Err(format!("unknown e2e kind {o:?}").into()),
         })
     }
@@ -59,7 +59,7 @@ impl Kind {
 pub struct E2eScenario {
     pub name: String,
     pub doc: String,
-    pub kind: Kind,
+    pub kind: E2eCheck,
     /// The OpenAI body (`model` filled in); chat for `chat_nonempty`.
     pub body: Json,
 }
@@ -86,16 +86,16 @@ pub fn load_dir(dir: &Path) -> Result<Vec<E2eScenario>, LoadError> {
 /// One e2e scenario from its JSON.
 pub fn parse(v: &Json) -> Result<E2eScenario, ScenarioError> {
     let name = v.get("scenario").and_then(Json::as_str).ok_or("no `scenario`")?.to_string();
-    let kind = Kind::parse(v.get("kind").and_then(Json::as_str).ok_or("no `kind`")?)?;
+    let kind = E2eCheck::parse(v.get("kind").and_then(Json::as_str).ok_or("no `kind`")?)?;
     let body = v.get("body").cloned().ok_or("no `body`")?;
     if !body.is_object() {
         return Err("`body` is not an object".into());
     }
-    let need = if kind == Kind::ChatNonEmpty { "messages" } else { "prompt" };
+    let need = if kind == E2eCheck::ChatNonEmpty { "messages" } else { "prompt" };
     if body.get(need).is_none() {
         return Err(format!("kind {kind:?} needs body.{need}").into());
     }
-    if kind == Kind::LengthExact && body.get("max_tokens").and_then(Json::as_i64).is_none() {
+    if kind == E2eCheck::LengthExact && body.get("max_tokens").and_then(Json::as_i64).is_none() {
         return Err("length_exact needs body.max_tokens".into());
     }
     let doc = v.get("doc").and_then(Json::as_str).unwrap_or("").to_string();
@@ -346,7 +346,7 @@ pub async fn run_scenario(pair: &Pair, s: &E2eScenario, tok: &GatewayTokenizer) 
     let mut run = Run { checks: Vec::new(), requests: Vec::new() };
     const C: &str = "/v1/completions";
     match s.kind {
-        Kind::GreedyRepeat => {
+        E2eCheck::GreedyRepeat => {
             let a = post(pair, C, &s.body).await;
             let b = post(pair, C, &s.body).await;
             if run.record("first", C, &s.body, &a) & run.record("second", C, &s.body, &b) {
@@ -368,7 +368,7 @@ pub async fn run_scenario(pair: &Pair, s: &E2eScenario, tok: &GatewayTokenizer) 
                 );
             }
         }
-        Kind::LengthExact => {
+        E2eCheck::LengthExact => {
             let n = s.body.get("max_tokens").and_then(Json::as_i64);
             let x = post(pair, C, &s.body).await;
             if run.record("r", C, &s.body, &x) {
@@ -384,7 +384,7 @@ pub async fn run_scenario(pair: &Pair, s: &E2eScenario, tok: &GatewayTokenizer) 
                 );
             }
         }
-        Kind::ChatNonEmpty => {
+        E2eCheck::ChatNonEmpty => {
             let ep = "/v1/chat/completions";
             let x = post(pair, ep, &s.body).await;
             if run.record("r", ep, &s.body, &x) {
@@ -393,7 +393,7 @@ pub async fn run_scenario(pair: &Pair, s: &E2eScenario, tok: &GatewayTokenizer) 
                 run.check("r", "text", ok, format!("message content {t:?}"), "a non-empty message");
             }
         }
-        Kind::PromptTokens => {
+        E2eCheck::PromptTokens => {
             let x = post(pair, C, &s.body).await;
             if run.record("r", C, &s.body, &x) {
                 let prompt = s.body.get("prompt").and_then(Json::as_str).unwrap_or("");
@@ -411,7 +411,7 @@ pub async fn run_scenario(pair: &Pair, s: &E2eScenario, tok: &GatewayTokenizer) 
                 );
             }
         }
-        Kind::StopString => {
+        E2eCheck::StopString => {
             let g = post(pair, C, &s.body).await;
             if run.record("greedy", C, &s.body, &g) {
                 let text = text_of(&g.body).unwrap_or_default();
@@ -516,7 +516,13 @@ mod tests {
     fn the_e2e_scenarios_parse_and_cover_every_kind() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../golden/gateway/e2e");
         let s = load_dir(&dir).unwrap();
-        for k in [Kind::GreedyRepeat, Kind::LengthExact, Kind::ChatNonEmpty, Kind::PromptTokens, Kind::StopString] {
+        for k in [
+            E2eCheck::GreedyRepeat,
+            E2eCheck::LengthExact,
+            E2eCheck::ChatNonEmpty,
+            E2eCheck::PromptTokens,
+            E2eCheck::StopString,
+        ] {
             assert!(s.iter().any(|x| x.kind == k), "{k:?}");
         }
         assert!(parse(&json!({"scenario": "x", "kind": "length_exact", "body": {"prompt": "a"}})).is_err());

@@ -37,7 +37,7 @@ pub use mock_engine::registration::{registration_from_case, READY_RESPONSE_CASE}
 
 /// How the gateway under test is started.
 #[derive(Debug, Clone)]
-pub enum Launch {
+pub enum GatewayLaunch {
     /// SMG from its venv.
     Smg { venv: PathBuf },
     /// A shell command with placeholders `{http_port}`, `{prometheus_port}`,
@@ -49,8 +49,8 @@ pub enum Launch {
 
 /// Everything a gateway session is started from.
 #[derive(Debug, Clone)]
-pub struct Target {
-    pub launch: Launch,
+pub struct GatewayTarget {
+    pub launch: GatewayLaunch,
     /// `host:port` of the gateway's HTTP API (required with attach).
     pub http: Option<String>,
     /// The gateway's handshake address (default: derived from the worker
@@ -180,14 +180,14 @@ fn log_tail(p: &Option<PathBuf>) -> String {
 
 /// Starts the gateway (unless attached), lets the mock engine dial it and
 /// waits until the gateway says it is ready.
-pub async fn start(target: &Target, dir: &Path, smg_args: &[String]) -> Result<Session, GatewayError> {
+pub async fn start(target: &GatewayTarget, dir: &Path, smg_args: &[String]) -> Result<Session, GatewayError> {
     start_with(target, dir, smg_args, true).await
 }
 
 /// [`start`]; with `engine_at_start` false the gateway is only started
 /// (its handshake port accepts connections) and no engine registers yet.
 pub async fn start_with(
-    target: &Target,
+    target: &GatewayTarget,
     dir: &Path,
     smg_args: &[String],
     engine_at_start: bool,
@@ -210,14 +210,14 @@ pub async fn start_with(
         handshake.trim_start_matches("tcp://").rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
     let log = dir.join("gateway.log");
     let mut proc = match &target.launch {
-        Launch::Attach => None,
+        GatewayLaunch::Attach => None,
         launch => {
             if std::net::TcpListener::bind(("127.0.0.1", hs_port)).is_err() {
                 return Err(GatewayError::PortInUse { port: hs_port, worker_url });
             }
             let prometheus_port = free_port()?;
             let p = match launch {
-                Launch::Smg { venv } => {
+                GatewayLaunch::Smg { venv } => {
                     smg::check_venv(venv)?;
                     let spec = smg::SmgSpec {
                         http_port,
@@ -227,7 +227,7 @@ pub async fn start_with(
                     };
                     smg::launch_with(venv, &spec, smg_args, &log)?
                 }
-                Launch::Command(tmpl) => {
+                GatewayLaunch::Command(tmpl) => {
                     let ports = command::Placeholders {
                         http_port,
                         prometheus_port,
@@ -237,7 +237,7 @@ pub async fn start_with(
                     };
                     command::launch(tmpl, &ports, &log)?
                 }
-                Launch::Attach => unreachable!(),
+                GatewayLaunch::Attach => unreachable!(),
             };
             eprintln!("gateway pid {} (http {http}, handshake {handshake}, log {})", p.pid(), log.display());
             Some(p)
@@ -569,7 +569,7 @@ pub fn report_json(gateway: &str, engine_side: &str, results: &[GwResult]) -> St
 /// Runs every scenario against the target: shared-gateway scenarios on one
 /// session, `fresh_gateway` ones each on their own (skipped when attached).
 pub async fn run_all(
-    target: &Target,
+    target: &GatewayTarget,
     scenarios: &[GwScenario],
     tok: &GatewayTokenizer,
     expectations: &Expectations,
@@ -596,7 +596,7 @@ pub async fn run_all(
     for s in order {
         let t0 = Instant::now();
         let (verdict, run) = if s.fresh_gateway {
-            if matches!(target.launch, Launch::Attach) {
+            if matches!(target.launch, GatewayLaunch::Attach) {
                 (Verdict::Skip("needs a gateway of its own; an attached gateway cannot be restarted".into()), None)
             } else {
                 if let Some(sh) = shared.take() {

@@ -134,7 +134,7 @@ pub fn classify(payload: &[u8]) -> Event {
 
 /// One request's shape: the same body every time.
 #[derive(Debug, Clone)]
-pub struct RequestSpec {
+pub struct LoadRequest {
     /// `host:port`.
     pub addr: String,
     pub path: String,
@@ -142,15 +142,15 @@ pub struct RequestSpec {
     pub timeout: Duration,
 }
 
-impl RequestSpec {
+impl LoadRequest {
     /// A streamed completion of `max_tokens` tokens for `prompt`.
-    pub fn completion(addr: &str, model: &str, prompt: &str, max_tokens: u32, timeout: Duration) -> RequestSpec {
+    pub fn completion(addr: &str, model: &str, prompt: &str, max_tokens: u32, timeout: Duration) -> LoadRequest {
         let body = serde_json::json!({
             "model": model, "prompt": prompt, "max_tokens": max_tokens,
             "stream": true, "ignore_eos": true, "temperature": 0.0,
             "stream_options": {"include_usage": true},
         });
-        RequestSpec {
+        LoadRequest {
             addr: addr.to_string(),
             path: "/v1/completions".into(),
             body: Bytes::from(body.to_string()),
@@ -161,12 +161,12 @@ impl RequestSpec {
 
 /// A keep-alive HTTP/1.1 connection to the gateway (reconnects after an error).
 pub struct Client {
-    spec: Arc<RequestSpec>,
+    spec: Arc<LoadRequest>,
     conn: Option<http1::SendRequest<Full<Bytes>>>,
 }
 
 impl Client {
-    pub fn new(spec: Arc<RequestSpec>) -> Client {
+    pub fn new(spec: Arc<LoadRequest>) -> Client {
         Client { spec, conn: None }
     }
 
@@ -269,7 +269,7 @@ pub struct Outcomes {
 
 /// `clients` clients, each sending its next request when its stream ends,
 /// until `duration` has passed (requests under way then finish).
-pub async fn closed_loop(spec: Arc<RequestSpec>, clients: usize, duration: Duration) -> Outcomes {
+pub async fn closed_loop(spec: Arc<LoadRequest>, clients: usize, duration: Duration) -> Outcomes {
     let t0 = Instant::now();
     let end = t0 + duration;
     let mut tasks = tokio::task::JoinSet::new();
@@ -337,7 +337,7 @@ pub fn arrivals(rate: f64, duration: Duration, spacing: Spacing, seed: u64) -> V
 /// Starts a request at each of `schedule`'s offsets (a fresh connection
 /// pool of up to `max_in_flight` clients), whatever the earlier ones are
 /// doing; waits for the last to end.
-pub async fn open_loop(spec: Arc<RequestSpec>, schedule: &[Duration], max_in_flight: usize) -> Outcomes {
+pub async fn open_loop(spec: Arc<LoadRequest>, schedule: &[Duration], max_in_flight: usize) -> Outcomes {
     let t0 = Instant::now();
     let idle: Arc<std::sync::Mutex<Vec<Client>>> = Arc::default();
     let in_flight = Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1)));

@@ -67,8 +67,8 @@ pub mod steps;
 pub use checks::{check_request, json_at, json_close, json_eq, CheckCtx, CheckResult};
 pub use error::GatewayError;
 pub use lifecycle::{
-    registration_from_case, report_json, run_all, run_request, run_scenario, start, start_with, verdict, GwResult,
-    Launch, ScenarioRun, Session, Target, READY_RESPONSE_CASE,
+    registration_from_case, report_json, run_all, run_request, run_scenario, start, start_with, verdict, GatewayLaunch,
+    GatewayTarget, GwResult, ScenarioRun, Session, READY_RESPONSE_CASE,
 };
 pub use observe::{assemble_stream, observe_inputs, NoResponse, Observed};
 pub use scenario::{

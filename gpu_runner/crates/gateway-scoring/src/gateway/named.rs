@@ -66,14 +66,14 @@ impl NamedGateway {
     /// Its launch from `venv` (default: the project's venv of its release,
     /// beside `launcher::default_cpu_venv`), or why that venv cannot run
     /// it (no ready marker; the message names the setup command).
-    pub fn launch(&self, venv: Option<&Path>) -> Result<super::Launch, String> {
+    pub fn launch(&self, venv: Option<&Path>) -> Result<super::GatewayLaunch, String> {
         let root = process_sandbox::launcher::default_cpu_venv().parent().map(Path::to_path_buf).unwrap_or_default();
         let v = venv.map_or_else(|| self.venv(&root), Path::to_path_buf);
         let (marker, setup) = self.ready_marker();
         if !v.join(marker).is_file() {
             return Err(format!("{}: no ready venv at {} (run {setup})", self.name, v.display()));
         }
-        Ok(super::Launch::Command(self.launch_command(&v)))
+        Ok(super::GatewayLaunch::Command(self.launch_command(&v)))
     }
 
     /// The recorded registration of a live engine of its release, which

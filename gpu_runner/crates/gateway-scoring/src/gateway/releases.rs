@@ -31,7 +31,7 @@ pub fn recorded_case(version: &str) -> String {
 
 /// The registration the mock sends, and how the report names it.
 #[derive(Debug, Clone)]
-pub struct Registration {
+pub struct PlayedRegistration {
     pub bytes: Vec<u8>,
     /// `the EngineCoreReadyResponse bytes of <case>` or `an
     /// EngineCoreReadyResponse built from vLLM <v>'s table with the facts
@@ -51,9 +51,9 @@ pub fn registration_for(
     own_case: &Path,
     root: &Path,
     shown: impl Fn(&Path) -> String,
-) -> Result<Registration, GatewayError> {
-    let recorded = |case: &Path| -> Result<Registration, GatewayError> {
-        Ok(Registration {
+) -> Result<PlayedRegistration, GatewayError> {
+    let recorded = |case: &Path| -> Result<PlayedRegistration, GatewayError> {
+        Ok(PlayedRegistration {
             bytes: registration_from_case(case)?,
             described: format!("the EngineCoreReadyResponse bytes of {}", shown(case)),
         })
@@ -68,7 +68,7 @@ pub fn registration_for(
     let own_bytes = registration_from_case(own_case)?;
     let facts = retarget::decode_registration_value(own, &own_bytes)?;
     let bytes = retarget::registration_from(release, &facts)?;
-    Ok(Registration {
+    Ok(PlayedRegistration {
         bytes,
         described: format!(
             "an EngineCoreReadyResponse built from vLLM {}'s table with the facts of {}",

@@ -46,7 +46,7 @@ pub struct FieldRow {
     #[serde(rename = "type")]
     pub type_text: String,
     /// The shapes its type allows.
-    pub kinds: Vec<Kind>,
+    pub kinds: Vec<Shape>,
     /// `"required"`, `{"value": V}` or `{"factory": V | "varies"}`.
     pub default: Json,
     /// Field-level bounds (`ge`, `gt`, `le`, `lt`, `min_length`,
@@ -77,7 +77,7 @@ pub struct Bounds {
 /// One JSON shape a field's type allows.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Kind {
+pub enum Shape {
     Int {
         #[serde(default)]
         bounds: Bounds,
@@ -97,12 +97,12 @@ pub enum Kind {
         values: Vec<Json>,
     },
     List {
-        items: Vec<Kind>,
+        items: Vec<Shape>,
         #[serde(default)]
         bounds: Bounds,
     },
     Map {
-        values: Vec<Kind>,
+        values: Vec<Shape>,
     },
     Object {
         class: String,
@@ -188,7 +188,7 @@ impl FieldRow {
         let classes: Vec<&str> = self
             .kinds
             .iter()
-            .filter_map(|k| if let Kind::Object { class } = k { Some(class.as_str()) } else { None })
+            .filter_map(|k| if let Shape::Object { class } = k { Some(class.as_str()) } else { None })
             .collect();
         Row::NoValues(if classes.is_empty() {
             format!("no value can be made for its type {}", self.type_text)
@@ -257,12 +257,12 @@ fn floats(b: &Bounds) -> Vec<Json> {
     out
 }
 
-fn kind_values(k: &Kind, field: &Bounds) -> Vec<Json> {
+fn kind_values(k: &Shape, field: &Bounds) -> Vec<Json> {
     match k {
-        Kind::Int { bounds } => ints(&merged(bounds, field)),
-        Kind::Float { bounds } => floats(&merged(bounds, field)),
-        Kind::Bool {} => vec![json!(true), json!(false)],
-        Kind::Str { bounds } => {
+        Shape::Int { bounds } => ints(&merged(bounds, field)),
+        Shape::Float { bounds } => floats(&merged(bounds, field)),
+        Shape::Bool {} => vec![json!(true), json!(false)],
+        Shape::Str { bounds } => {
             let b = merged(bounds, field);
             let mut v = vec![json!("x")];
             if b.min_length.unwrap_or(0) == 0 {
@@ -270,9 +270,9 @@ fn kind_values(k: &Kind, field: &Bounds) -> Vec<Json> {
             }
             v
         }
-        Kind::Null {} => vec![Json::Null],
-        Kind::Literal { values } => values.clone(),
-        Kind::List { items, bounds } => {
+        Shape::Null {} => vec![Json::Null],
+        Shape::Literal { values } => values.clone(),
+        Shape::List { items, bounds } => {
             let mut v: Vec<Json> = items
                 .iter()
                 .flat_map(|i| kind_values(i, &Bounds::default()).into_iter().take(1))
@@ -283,7 +283,7 @@ fn kind_values(k: &Kind, field: &Bounds) -> Vec<Json> {
             }
             v
         }
-        Kind::Map { values } => {
+        Shape::Map { values } => {
             let mut v: Vec<Json> = values
                 .iter()
                 .flat_map(|i| kind_values(i, &Bounds::default()).into_iter().take(1))
@@ -292,12 +292,12 @@ fn kind_values(k: &Kind, field: &Bounds) -> Vec<Json> {
             v.push(json!({}));
             v
         }
-        Kind::Object { class } => OBJECT_VALUES
+        Shape::Object { class } => OBJECT_VALUES
             .iter()
             .find(|(c, _)| c == class)
             .and_then(|(_, v)| serde_json::from_str::<Vec<Json>>(v).ok())
             .unwrap_or_default(),
-        Kind::Bytes {} | Kind::Any {} => Vec::new(),
+        Shape::Bytes {} | Shape::Any {} => Vec::new(),
     }
 }
 
@@ -357,7 +357,7 @@ mod tests {
             name: "mystery".into(),
             alias: None,
             type_text: "Widget".into(),
-            kinds: vec![Kind::Object { class: "Widget".into() }],
+            kinds: vec![Shape::Object { class: "Widget".into() }],
             default: json!("required"),
             bounds: Bounds::default(),
             doc: None,

@@ -5,7 +5,7 @@
 //! specs (`id`, `request`, `after`, `abort_after_tokens`, `grace_ms`,
 //! `wait_ms`, `raw`), `after` levels (a cycle is a load error), and the
 //! checks, read into the typed vocabulary of [`crate::check`] for the
-//! dialect's [`ScenarioKind`]. A [`Dialect`] adds its own request and
+//! dialect's [`ScenarioKind`]. A [`DialectFields`] adds its own request and
 //! scenario fields (vLLM: `repeat`, `vary_prompt`, `sequential`,
 //! `utilities`; TokenSpeed: `stream`, `mock`).
 
@@ -40,7 +40,7 @@ pub enum Raw {
 /// What a dialect adds to the scenario model both dialects share (the
 /// header, the request specs, `after` levels, raw requests); its checks
 /// are the shared vocabulary's for its [`ScenarioKind`].
-pub trait Dialect: Sized {
+pub trait DialectFields: Sized {
     /// Request-spec fields only this dialect has.
     type Request: Clone + std::fmt::Debug;
     /// Scenario fields only this dialect has.
@@ -66,7 +66,7 @@ pub trait Dialect: Sized {
 
 /// One request of a scenario.
 #[derive(Debug, Clone)]
-pub struct RequestSpecOf<D: Dialect> {
+pub struct RequestSpecOf<D: DialectFields> {
     pub id: String,
     /// The gateway-level request (vLLM `SamplingParams` names plus
     /// `prompt_token_ids`, or `prompt` text).
@@ -88,7 +88,7 @@ pub struct RequestSpecOf<D: Dialect> {
 /// A scenario: the header both dialects share, its requests, and the
 /// dialect's own fields.
 #[derive(Debug, Clone)]
-pub struct ScenarioOf<D: Dialect> {
+pub struct ScenarioOf<D: DialectFields> {
     pub name: String,
     pub doc: String,
     /// Engines this scenario runs on (`mock`, `vllm-cpu`, `vllm`,
@@ -152,9 +152,7 @@ impl ModelKind {
     }
 }
 
-/// The vLLM dialect.
-#[derive(Debug, Clone)]
-pub struct Vllm;
+pub use engine_client::dialect::Vllm;
 
 /// vLLM's own request-spec fields.
 #[derive(Debug, Clone)]
@@ -201,7 +199,7 @@ pub struct UtilitySpec {
     pub args: Vec<Json>,
 }
 
-impl Dialect for Vllm {
+impl DialectFields for Vllm {
     type Request = VllmRequest;
     type Scenario = VllmScenario;
     const KIND: ScenarioKind = ScenarioKind::Vllm;
@@ -286,7 +284,7 @@ fn hex_frame(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok())).collect()
 }
 
-impl<D: Dialect> ScenarioOf<D> {
+impl<D: DialectFields> ScenarioOf<D> {
     /// Parses a scenario file's text for no model in particular (a
     /// directive makes it not apply); `name_hint` (the file stem) names it
     /// when it has no `scenario`.
@@ -428,7 +426,7 @@ pub struct AfterCycle(pub String);
 /// without a level. Linear in the number of requests (each is given its
 /// level once, walking up its `after` chain to one that has one), so that
 /// a long chain in an untrusted file costs no more than reading it.
-pub fn levels<D: Dialect>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize>>, AfterCycle> {
+pub fn levels<D: DialectFields>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize>>, AfterCycle> {
     let n = requests.len();
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
     for (i, r) in requests.iter().enumerate() {
@@ -473,7 +471,7 @@ pub fn levels<D: Dialect>(requests: &[RequestSpecOf<D>]) -> Result<Vec<Vec<usize
     Ok(out)
 }
 
-impl<D: Dialect> ScenarioFile<ModelFacts> for ScenarioOf<D> {
+impl<D: DialectFields> ScenarioFile<ModelFacts> for ScenarioOf<D> {
     fn parse(stem: &str, text: &str, facts: &ModelFacts) -> Result<ScenarioOf<D>, ScenarioError> {
         ScenarioOf::from_json_on(stem, text, facts)
     }
@@ -491,6 +489,6 @@ pub fn load_dir(dir: &Path, facts: &ModelFacts) -> Result<Vec<Scenario>, LoadErr
 
 /// Loads every `*.json` under `dir` as a scenario of dialect `D` for the
 /// model of `facts`, sorted by file name.
-pub fn load_dir_of<D: Dialect>(dir: &Path, facts: &ModelFacts) -> Result<Vec<ScenarioOf<D>>, LoadError> {
+pub fn load_dir_of<D: DialectFields>(dir: &Path, facts: &ModelFacts) -> Result<Vec<ScenarioOf<D>>, LoadError> {
     crate::load::load_dir(dir, facts)
 }

@@ -29,14 +29,13 @@ use serde_json::Value as Json;
 
 use crate::check::ScenarioKind;
 use crate::load::{LoadError, ScenarioError};
-use crate::scenario::{load_dir_of, Dialect, RequestSpecOf, ScenarioOf};
+use crate::scenario::{load_dir_of, DialectFields, RequestSpecOf, ScenarioOf};
 
 /// The TokenSpeed dialect of the shared scenario model
 /// ([`crate::scenario::ScenarioOf`]): the header, request specs, `after`
 /// levels and raw requests are the vLLM scenario's; `raw.set` paths point
 /// into the `TokenizedGenerateReqInput`.
-#[derive(Debug, Clone)]
-pub struct Tokenspeed;
+pub use engine_client::dialect::Tokenspeed;
 
 /// TokenSpeed's own request-spec fields.
 #[derive(Debug, Clone)]
@@ -58,7 +57,7 @@ pub type Scenario = ScenarioOf<Tokenspeed>;
 /// One request of a TokenSpeed scenario.
 pub type RequestSpec = RequestSpecOf<Tokenspeed>;
 
-impl Dialect for Tokenspeed {
+impl DialectFields for Tokenspeed {
     type Request = RequestFields;
     type Scenario = ScenarioFields;
     const KIND: ScenarioKind = ScenarioKind::Tokenspeed;
