@@ -89,7 +89,7 @@ pub(crate) fn named_target(
             let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
             CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
         })?;
-        (g.launch(None).map_err(CliError::Usage)?, "/health", g.registration_case())
+        (g.launch(None).map_err(|e| CliError::Usage(e.to_string()))?, "/health", g.registration_case())
     };
     Ok(GatewayTarget {
         launch,

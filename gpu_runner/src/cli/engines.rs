@@ -11,6 +11,7 @@
 //! while the others serve on; `vllm serve --headless` starts every local
 //! rank under one launcher, which shuts all of them down when one dies.
 
+use engine_replay::replay::run::KillError;
 use std::sync::Mutex;
 
 use engine_client::dialect::Vllm;
@@ -93,17 +94,15 @@ impl Engine {
     /// Kills rank `rank` outright: SIGKILL to its process group, or its
     /// mock's task aborted, so that its sockets close as a crashed
     /// engine's do.
-    pub fn kill(&self, rank: u16) -> Result<(), String> {
+    pub fn kill(&self, rank: u16) -> Result<(), KillError> {
         let Engine::Ranks(ranks) = self else {
             return Err(match self {
-                Engine::Process(_) => "the ranks were started by one `vllm serve --headless`, which cannot lose one: \
-                     kill_engine needs --launch inproc"
-                    .into(),
-                _ => "an attached engine is not this run's to kill".into(),
+                Engine::Process(_) => KillError::OneProcess,
+                _ => KillError::Attached,
             });
         };
-        let slot = ranks.get(usize::from(rank)).ok_or_else(|| format!("no engine of rank {rank}"))?;
-        let taken = slot.lock().map_err(|_| "engine lock poisoned".to_string())?.take();
+        let slot = ranks.get(usize::from(rank)).ok_or(KillError::NoRank { rank })?;
+        let taken = slot.lock().map_err(|_| KillError::Poisoned)?.take();
         match taken {
             Some(RankEngine::Process(mut p)) => {
                 p.kill();
@@ -113,7 +112,7 @@ impl Engine {
                 drop(m);
                 Ok(())
             }
-            None => Err(format!("engine {rank} was already killed")),
+            None => Err(KillError::AlreadyKilled { rank }),
         }
     }
 }

@@ -212,11 +212,11 @@ async fn run_case(target: &GatewayTarget, dir: &Path, case: &FaultCase, deadline
     s.handshake = wire.handshake_endpoint().to_string();
     let limit = target.startup_timeout;
     let up = match s.register_tuned(|_| {}, limit).await {
-        Ok(_) => s.wait_ready(limit).await,
+        Ok(_) => s.wait_ready(limit).await.map_err(|e| e.to_string()),
         Err(e) => Err(format!("the mock engine did not register: {e}")),
     };
     if let Err(e) = up {
-        out.error = Some(e);
+        out.error = Some(e.to_string());
         s.stop().await;
         return out;
     }

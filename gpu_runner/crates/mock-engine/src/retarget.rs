@@ -102,6 +102,9 @@ pub enum RegistrationError {
     /// The facts' registration does not decode, or the result does not encode.
     #[error("registration for vLLM {release}: {source}")]
     Codec { release: &'static str, source: Error },
+    /// The handshake's registration encoder refused the facts.
+    #[error(transparent)]
+    Handshake(#[from] handshake::HandshakeError),
 }
 
 /// An `EngineCoreReadyResponse` of `release` from the facts of `source`
@@ -137,14 +140,14 @@ pub fn registration_from(release: &'static ReleaseSchema, source: &StructValue) 
 /// The registration the mock builds itself (no recorded bytes given):
 /// [`handshake::encode_registration`]'s for a release with the typed API,
 /// else its 0.32.0 registration re-targeted ([`registration_from`]).
-pub fn registration(release: &'static ReleaseSchema, a: &Announce) -> Result<Vec<u8>, String> {
+pub fn registration(release: &'static ReleaseSchema, a: &Announce) -> Result<Vec<u8>, RegistrationError> {
     if has_typed_api(release) {
-        return handshake::encode_registration(release, a).map_err(|e| e.to_string());
+        return Ok(handshake::encode_registration(release, a)?);
     }
     let facts = Announce { vllm_version: SOURCE.version.to_string(), ..a.clone() };
-    let bytes = handshake::encode_registration(SOURCE, &facts).map_err(|e| e.to_string())?;
-    let source = decode_registration_value(SOURCE, &bytes).map_err(|e| e.to_string())?;
-    registration_from(release, &source).map_err(|e| e.to_string())
+    let bytes = handshake::encode_registration(SOURCE, &facts)?;
+    let source = decode_registration_value(SOURCE, &bytes)?;
+    registration_from(release, &source)
 }
 
 /// A registration payload decoded as a struct of `release`'s table.

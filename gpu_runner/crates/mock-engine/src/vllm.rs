@@ -148,7 +148,7 @@ async fn serve(handshake: &str, script: &Script, log: &Mutex<Log>) -> Result<End
     };
     let registration = match &script.registration {
         Some(r) => r.clone(),
-        None => super::retarget::registration(release, &announce)?,
+        None => super::retarget::registration(release, &announce).map_err(|e| e.to_string())?,
     };
     let ready = handshake::encode_status(release, "READY", false, true);
     if script.ready_first {

@@ -381,14 +381,12 @@ async fn kill_engine(ctx: &Context<'_, Vllm>, spec: &RequestSpec, rank: u16) -> 
     let mut res = RequestResult { request: json!({ "kill_engine": rank }), ..Default::default() };
     let mut c = ChildResult { engine: rank, ..Default::default() };
     let killed = match ctx.kill {
-        None => {
-            Err("this run cannot kill one engine (an attached engine, or ranks started by one `vllm serve`)".into())
-        }
+        None => Err(crate::replay::run::KillError::Unsupported),
         Some(kill) => kill(rank),
     };
     match killed {
         Err(e) => {
-            c.error = Some(e);
+            c.error = Some(e.to_string());
             c.outcome = Outcome::Failed;
         }
         Ok(()) => {

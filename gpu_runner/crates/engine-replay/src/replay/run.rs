@@ -152,7 +152,31 @@ pub struct Context<'a, D: Replay = Vllm> {
 /// Kills the engine of a data-parallel rank (SIGKILL to its process
 /// group; a mock's task aborted): its sockets close as a crashed engine's
 /// do. `Err`: why it cannot.
-pub type KillEngine<'a> = dyn Fn(u16) -> Result<(), String> + Sync + 'a;
+pub type KillEngine<'a> = dyn Fn(u16) -> Result<(), KillError> + Sync + 'a;
+
+/// Why a run cannot kill one engine (`kill_engine`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KillError {
+    /// The run has no way to kill one engine.
+    #[error("this run cannot kill one engine (an attached engine, or ranks started by one `vllm serve`)")]
+    Unsupported,
+    /// The ranks were started by one `vllm serve --headless`.
+    #[error("the ranks were started by one `vllm serve --headless`, which cannot lose one: kill_engine needs --launch inproc")]
+    OneProcess,
+    /// The engine is attached, not started by this run.
+    #[error("an attached engine is not this run's to kill")]
+    Attached,
+    /// No engine has that rank.
+    #[error("no engine of rank {rank}")]
+    NoRank { rank: u16 },
+    /// The engine's slot lock is poisoned.
+    #[error("engine lock poisoned")]
+    Poisoned,
+    /// The engine of that rank was killed before.
+    #[error("engine {rank} was already killed")]
+    AlreadyKilled { rank: u16 },
+}
 
 /// How long a request waits for its outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -275,6 +275,33 @@ fn dealer(identity: &[u8]) -> Result<DealerSocket, String> {
     Ok(DealerSocket::with_options(opts))
 }
 
+/// Why an INIT could not be rewritten to point the engine at the wire.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InitRewriteError {
+    /// The INIT does not decode.
+    #[error("INIT does not decode: {0}")]
+    Decode(engine_protocol::Error),
+    /// The INIT is not a map.
+    #[error("INIT is not a map")]
+    NotAMap,
+    /// The INIT has no `addresses`.
+    #[error("INIT has no addresses")]
+    NoAddresses,
+    /// `addresses` has no `key`.
+    #[error("INIT addresses have no {key}")]
+    NoKey { key: &'static str },
+    /// `addresses.key` is an empty list.
+    #[error("INIT {key} is empty")]
+    Empty { key: &'static str },
+    /// `addresses.key` is not a list.
+    #[error("INIT {key} is not a list")]
+    NotAList { key: &'static str },
+    /// The rewritten INIT does not encode.
+    #[error("rewritten INIT does not encode: {0}")]
+    Encode(engine_protocol::Error),
+}
+
 /// Rewrites an INIT so that the engine dials `input` and `output`; returns
 /// the new payload and the gateway's (first) input and output addresses.
 pub fn rewrite_init(
@@ -282,27 +309,27 @@ pub fn rewrite_init(
     frame: &[u8],
     input: &str,
     output: &str,
-) -> Result<(Vec<u8>, String, String), String> {
+) -> Result<(Vec<u8>, String, String), InitRewriteError> {
     let d = decode_message(release, MessageKind::HandshakeInit, &[frame], &Limits::default())
-        .map_err(|e| format!("INIT does not decode: {e}"))?;
-    let Value::Struct(mut init) = d.value else { return Err("INIT is not a map".into()) };
-    let Some(Value::Struct(addr)) = init.get_mut("addresses") else { return Err("INIT has no addresses".into()) };
-    let mut first = |k: &str, to: &str| -> Result<String, String> {
-        let slot = addr.get_mut(k).ok_or_else(|| format!("INIT addresses have no {k}"))?;
+        .map_err(InitRewriteError::Decode)?;
+    let Value::Struct(mut init) = d.value else { return Err(InitRewriteError::NotAMap) };
+    let Some(Value::Struct(addr)) = init.get_mut("addresses") else { return Err(InitRewriteError::NoAddresses) };
+    let mut first = |key: &'static str, to: &str| -> Result<String, InitRewriteError> {
+        let slot = addr.get_mut(key).ok_or(InitRewriteError::NoKey { key })?;
         let old = match slot {
             Value::Array(xs) => match xs.first() {
                 Some(Value::Str(s)) => s.clone(),
-                _ => return Err(format!("INIT {k} is empty")),
+                _ => return Err(InitRewriteError::Empty { key }),
             },
-            _ => return Err(format!("INIT {k} is not a list")),
+            _ => return Err(InitRewriteError::NotAList { key }),
         };
         *slot = Value::Array(vec![Value::Str(to.into())]);
         Ok(old)
     };
     let gw_in = first("inputs", input)?;
     let gw_out = first("outputs", output)?;
-    let mut frames = encode_message(release, MessageKind::HandshakeInit, &Value::Struct(init))
-        .map_err(|e| format!("rewritten INIT does not encode: {e}"))?;
+    let mut frames =
+        encode_message(release, MessageKind::HandshakeInit, &Value::Struct(init)).map_err(InitRewriteError::Encode)?;
     Ok((frames.swap_remove(0), gw_in, gw_out))
 }
 
@@ -429,7 +456,8 @@ impl Proxy {
         let n = self.links;
         let my_in = format!("ipc://{}", self.ipc_dir.join(format!("wire-in-{n}.sock")).display());
         let my_out = format!("ipc://{}", self.ipc_dir.join(format!("wire-out-{n}.sock")).display());
-        let (rewritten, gw_in, gw_out) = rewrite_init(self.release, init, &my_in, &my_out)?;
+        let (rewritten, gw_in, gw_out) =
+            rewrite_init(self.release, init, &my_in, &my_out).map_err(|e| e.to_string())?;
         let mut gi = dealer(&id)?;
         gi.connect(&gw_in).await.map_err(|e| format!("dial gateway input {gw_in}: {e}"))?;
         let mut go = PushSocket::new();

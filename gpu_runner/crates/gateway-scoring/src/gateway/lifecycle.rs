@@ -88,7 +88,7 @@ impl Session {
     /// Polls the readiness route (every 200 ms, 2 s a request) until it
     /// answers 200; an error after `limit`. For a gateway whose engine
     /// registered after it started (the bench's and the fault wire's).
-    pub async fn wait_ready(&self, limit: Duration) -> Result<(), String> {
+    pub async fn wait_ready(&self, limit: Duration) -> Result<(), ReadyError> {
         let t0 = Instant::now();
         loop {
             let (h, p) = (self.http.clone(), self.ready_path.clone());
@@ -97,7 +97,7 @@ impl Session {
                 return Ok(());
             }
             if t0.elapsed() > limit {
-                return Err(format!("not ready within {}s", limit.as_secs()));
+                return Err(ReadyError::NotReady { limit });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -123,7 +123,7 @@ impl Session {
         &mut self,
         tune: impl FnOnce(&mut Script),
         limit: Duration,
-    ) -> Result<Duration, String> {
+    ) -> Result<Duration, ReadyError> {
         tune(&mut self.script);
         self.register_engine(limit).await
     }
@@ -141,7 +141,7 @@ impl Session {
     /// the recorded registration (the previous one, if any, is stopped
     /// first: its sockets close). Waits until it got INIT, the end of a
     /// registration, or `limit` passes.
-    async fn register_engine(&mut self, limit: Duration) -> Result<Duration, String> {
+    async fn register_engine(&mut self, limit: Duration) -> Result<Duration, ReadyError> {
         if let Some(old) = self.mock.take() {
             let _ = old.stop().await;
         }
@@ -154,15 +154,31 @@ impl Session {
                 return Ok(t0.elapsed());
             }
             if let Some(how) = l.ended {
-                return Err(format!("the engine ended before INIT: {how}"));
+                return Err(ReadyError::EngineEnded { how });
             }
             if t0.elapsed() >= limit {
-                let said = if l.hello_sent { "HELLO sent, " } else { "" };
-                return Err(format!("{said}no INIT within {:.1}s", limit.as_secs_f64()));
+                return Err(ReadyError::NoInit { hello_sent: l.hello_sent, limit });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Why a mock engine did not register with the gateway, or the gateway
+/// did not become ready ([`Session::register_tuned`],
+/// [`Session::wait_ready`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadyError {
+    /// The mock engine ended before the gateway's INIT, and how.
+    #[error("the engine ended before INIT: {how}")]
+    EngineEnded { how: String },
+    /// No INIT within the limit (`hello_sent`: the engine said HELLO).
+    #[error("{}no INIT within {:.1}s", if *.hello_sent { "HELLO sent, " } else { "" }, .limit.as_secs_f64())]
+    NoInit { hello_sent: bool, limit: Duration },
+    /// The readiness route did not answer 200 within the limit.
+    #[error("not ready within {}s", .limit.as_secs())]
+    NotReady { limit: Duration },
 }
 
 fn free_port() -> Result<u16, GatewayError> {
@@ -484,9 +500,12 @@ async fn run_action(session: &mut Session, a: &GwAction) -> ActionObserved {
                 detail: format!("a new engine registered (INIT after {:.2}s)", d.as_secs_f64()),
                 ..Default::default()
             },
-            Err(why) => {
-                ActionObserved { ok: false, seconds: a.timeout.as_secs_f64(), detail: why, ..Default::default() }
-            }
+            Err(why) => ActionObserved {
+                ok: false,
+                seconds: a.timeout.as_secs_f64(),
+                detail: why.to_string(),
+                ..Default::default()
+            },
         },
         ActionKind::StopGateway => {
             let Some(mut proc) = session.proc.take() else {

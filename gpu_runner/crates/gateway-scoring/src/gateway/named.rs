@@ -66,12 +66,12 @@ impl NamedGateway {
     /// Its launch from `venv` (default: the project's venv of its release,
     /// beside `launcher::default_cpu_venv`), or why that venv cannot run
     /// it (no ready marker; the message names the setup command).
-    pub fn launch(&self, venv: Option<&Path>) -> Result<super::GatewayLaunch, String> {
+    pub fn launch(&self, venv: Option<&Path>) -> Result<super::GatewayLaunch, NoReadyVenv> {
         let root = process_sandbox::launcher::default_cpu_venv().parent().map(Path::to_path_buf).unwrap_or_default();
         let v = venv.map_or_else(|| self.venv(&root), Path::to_path_buf);
         let (marker, setup) = self.ready_marker();
         if !v.join(marker).is_file() {
-            return Err(format!("{}: no ready venv at {} (run {setup})", self.name, v.display()));
+            return Err(NoReadyVenv { gateway: self.name, venv: v, setup });
         }
         Ok(super::GatewayLaunch::Command(self.launch_command(&v)))
     }
@@ -81,6 +81,16 @@ impl NamedGateway {
     pub fn registration_case(&self) -> String {
         format!("golden/vllm/{}/live/handshake-ready-response.json", self.release)
     }
+}
+
+/// A named gateway's venv is not ready: the venv and the command that
+/// sets it up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{gateway}: no ready venv at {} (run {setup})", venv.display())]
+pub struct NoReadyVenv {
+    pub gateway: &'static str,
+    pub venv: PathBuf,
+    pub setup: String,
 }
 
 #[cfg(test)]
