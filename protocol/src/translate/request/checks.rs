@@ -172,7 +172,7 @@ pub fn check_data_parallel_rank(req: &GenerateRequest, opts: &TranslateOptions) 
 
 /// Step: the `max_tokens` to send: the request's, or, when it has none,
 /// the room left in the context (`max_model_len - prompt_len`) capping the
-/// model's default (`default_max_tokens`, [`GenerationDefaults::max_tokens`]).
+/// model's default (`default_max_tokens`, [`GenerationDefaults::max_tokens`](super::super::GenerationDefaults::max_tokens)).
 /// An explicit value over the room is refused or reported as a warning
 /// ([`TranslateOptions::reject_max_tokens_over_room`]).
 pub fn resolve_max_tokens(
