@@ -1,11 +1,14 @@
 //! Whole messages: the [`Message`] trait over the generated structs that
 //! are messages (their kind and error root), the checked encode of
 //! `EngineCoreRequest` (vLLM's `__post_init__` rules before the bytes),
-//! ABORT (a plain list of request ids after its type byte; docs/wire-protocol.md
-//! §7.3) and the typed decoders, with the verdicts of [`decode_message`].
+//! ABORT (an array of request-id strings after its type byte; docs/wire-protocol.md
+//! §7.10) and the typed decoders, with the verdicts of [`decode_message`].
 
 use super::wire::{self, At, Enc, Rel, WireType};
-use super::*;
+use super::{
+    plainly_valid, EncodeOptions, EngineCoreOutputs, EngineCoreReadyResponse, EngineCoreRequest,
+    EngineHandshakeMetadata, HandshakeStatus, StartDpWave, UtilityOutput, UtilityRequest,
+};
 use crate::decode::{decode_payload, Limits};
 use crate::error::Error;
 use crate::message::{decode_message, MessageKind};

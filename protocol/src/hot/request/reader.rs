@@ -1,9 +1,9 @@
 //! The MessagePack primitives of the direct request decoder: a cursor over
-//! the payload that reads each wire form a request field may take (fixint
-//! to int64/uint64, float32 widened and float64, fixstr to str32, bin, ext,
-//! nil for `None`) and bails out (`Bail`: "not read here", the message
-//! then goes to the reference path) on anything else. Arrays and maps
-//! count against the nesting limit as the schema-driven decoder counts them;
+//! the payload that reads the wire forms a request field may take (integers
+//! in every form, floats as float64 or float32 widened, strings, `bin`,
+//! ext, nil for `None`) and bails out (`Bail`: "not read here", the message
+//! then goes to the reference path) on anything else. Arrays and maps count
+//! against the nesting limit as the schema-driven decoder counts them;
 //! declared lengths are checked against the bytes left before allocating.
 
 use std::borrow::Cow;

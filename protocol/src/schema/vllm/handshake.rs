@@ -1,4 +1,4 @@
-//! The handshake (docs/wire-protocol.md §4.4): HELLO and READY as plain
+//! The handshake (docs/wire-protocol.md §4.2-§4.4): HELLO and READY as plain
 //! dicts `{status, local, headless, ...}`, the engine's ZMQ addresses, the
 //! init metadata (a parallel-config value is an int, a string or a list of
 //! ints) and the ready response (0.33.0 added `coord_store_port`,

@@ -1,9 +1,10 @@
 //! The structs of an output batch (engine → client; docs/wire-protocol.md
 //! §8): `EngineCoreOutputs` and `EngineCoreOutput` (positional arrays;
 //! 0.33.0 added a 19th field, `error: RequestError | None`),
-//! `LogprobsLists`/`LogprobsTensors` (named tuples of numpy arrays: ids
-//! `<i4`, logprobs `<f4`, ranks `<i8` as a real engine sends them), the
-//! events, prefill and spec-decode metrics, and `UtilityOutput`.
+//! `LogprobsLists` (a named tuple of numpy arrays: ids `<i4`, logprobs
+//! `<f4`, ranks `<i8` as a real engine sends them) and `LogprobsTensors` (a
+//! named tuple of torch tensors), the events, prefill and spec-decode
+//! metrics, the sampling mask, and `UtilityOutput`.
 
 use super::*;
 

@@ -1,5 +1,5 @@
-//! The structs of a request (client → engine; docs/wire-protocol.md §4.4,
-//! §7): `EngineCoreRequest` (a positional array of every field), the
+//! The structs of a request (client → engine; docs/wire-protocol.md
+//! §7.1-§7.12): `EngineCoreRequest` (a positional array of every field), the
 //! `SamplingParams` map of the fields that differ from their defaults, the
 //! dataclasses it nests (`StructuredOutputsParams`, repetition detection),
 //! LoRA, pooling and multimodal parts, KV hints, and the UTILITY and

@@ -1,7 +1,7 @@
 //! The scheduler statistics an output batch may carry: dataclasses, all
 //! sent as maps of every field (`SchedulerStats` and what it nests: prefix
 //! cache, KV-cache eviction, spec decoding, CUDA graph and perf stats), and
-//! the KV events config.
+//! the KV events config the ready response carries.
 
 use super::*;
 

@@ -2,8 +2,9 @@
 //! order: the sampling draft as `SamplingParams`' constructor receives it
 //! (a positive temperature below 1e-2 raised to it), its `__post_init__`
 //! and `_verify_args` rules, the vocabulary (ids outside `0..vocab`), the
-//! prompt (empty, or no room left in `max_model_len`), the data-parallel
-//! rank, and `max_tokens` (the room left in the context when absent).
+//! prompt (not empty, inside the vocabulary, leaving room in
+//! `max_model_len` for one output token), the data-parallel rank, and
+//! `max_tokens` (the room left in the context when absent).
 
 use super::{err, err_class, GenerateRequest, TranslateError, TranslateErrorClass, TranslateOptions};
 use crate::schema::ReleaseSchema;

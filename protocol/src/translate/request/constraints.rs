@@ -1,8 +1,8 @@
 //! Steps on the structured-output constraint: exactly one constraint
 //! field set (`json_object: false` counts), and vLLM's frontend checks on
-//! each (a JSON schema or structural tag nested deeper than vLLM allows:
-//! containers at level 64 + 1, a structural tag's wrapper at 16 + 1; a
-//! `choice` list sent as the EBNF grammar `root ::= "a" | "b"`).
+//! each (a JSON schema nested deeper than 64 levels of containers, a
+//! structural tag deeper than 64 + 16 for its wrapper, are refused; a
+//! `choice` list is sent as the EBNF grammar `root ::= "a" | "b"`).
 
 use super::{
     err, err_class, so_fields, ConstraintFields, JsonObjectFalse, TranslateError, TranslateErrorClass, TranslateOptions,

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::*;
+use super::{raw_at, type_error, unwrap_optional, At, Enc, EncodeResult, Rel, WireType};
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
 use crate::schema::{Default as FieldDefault, Ty};
