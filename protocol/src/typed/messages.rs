@@ -85,7 +85,7 @@ macro_rules! message {
             /// The frames of this message for `release` as shared buffers,
             /// in one call: request-type byte, payload, then every aux
             /// frame, an array held as [`bytes::Bytes`] (a 0.34.0 prompt,
-            /// [`TokenIds`]) shared with the struct, not copied. `options`
+            /// [`TokenIds`](super::TokenIds)) shared with the struct, not copied. `options`
             /// sets what vLLM's encoder reads from its environment (the
             /// zero-copy threshold).
             pub fn encode_shared(
