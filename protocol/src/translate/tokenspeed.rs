@@ -263,10 +263,73 @@ pub fn translate(
     tok: &GatewayTokenizer,
     opts: &TokenSpeedOptions,
 ) -> Result<TokenSpeedTranslated, TranslateError> {
-    use TranslateErrorClass::*;
     let mut warnings = Vec::new();
+    let (prompt_len, prompt) = check_n_and_prompt(req, info, tok, opts)?;
+    let max_new_tokens = max_new_tokens(req, info, opts, prompt, &mut warnings)?;
+    let (typed_sp, logprobs) = draft_sampling_params(req, opts, max_new_tokens)?;
+    let sp = finalise_sampling_params(&typed_sp, req, info)?;
+    let return_logprob = logprobs.is_some();
+    check_logprobs_carried(req, info, return_logprob)?;
 
-    // The gateway fans out n itself (the engine aborts n != 1).
+    let typed = TokenizedGenerateReqInput {
+        rid: Some(Rid::One(req.request_id.clone())),
+        input_ids: Some(req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect()),
+        sampling_params: SamplingParams::from_struct(&V0_1_1, &sp).map_err(internal)?,
+        return_logprob,
+        logprob_start_len: i128::from((prompt - 1).max(0)),
+        top_logprobs_num: 0,
+        stream: opts.stream,
+        created_time: opts.created_time,
+        data_parallel_rank: opts.data_parallel_rank.map(i128::from),
+        ..TokenizedGenerateReqInput::default()
+    };
+    let request = typed.to_value(&V0_1_1).map_err(internal)?;
+    let Value::Struct(r) = &request else {
+        return refuse(TranslateErrorClass::Malformed, "request", "the request table is not a struct");
+    };
+    // The engine socket's logprob gate, on what is sent (it cannot fail
+    // after the checks above; kept so the two can never drift apart).
+    if let Err(v) = ts::logprob_gate(r, &RECEIVE_0_1_1, &info.engine_config()) {
+        return refuse(TranslateErrorClass::Unsupported, "logprobs", format!("{}: {}", v.path(), v.message));
+    }
+
+    let stop = StopParams {
+        stop: req.stop.clone(),
+        include_stop_str_in_output: req.include_stop_str_in_output,
+        min_tokens: usize::try_from(req.min_tokens.unwrap_or(0)).unwrap_or(0),
+        skip_special_tokens: req.skip_special_tokens.unwrap_or(true),
+        spaces_between_special_tokens: req.spaces_between_special_tokens.unwrap_or(true),
+        semantics: opts.stop_semantics,
+        ..Default::default()
+    };
+    Ok(TokenSpeedTranslated {
+        request_id: req.request_id.clone(),
+        request,
+        typed,
+        stop,
+        max_new_tokens,
+        prompt_len,
+        warnings,
+    })
+}
+
+/// A table conversion that cannot fail on what the translation built
+/// (`malformed` on `sampling_params` if it ever does).
+fn internal(e: crate::Error) -> TranslateError {
+    TranslateError { class: TranslateErrorClass::Malformed, field: "sampling_params".into(), message: e.to_string() }
+}
+
+/// `n` (the gateway fans out itself: the engine aborts `n != 1`) and the
+/// prompt (not empty, within the engine's maximum input length, and, when
+/// asked, within the vocabulary): the prompt length, as a count and as the
+/// `i64` the length arithmetic uses.
+fn check_n_and_prompt(
+    req: &GenerateRequest,
+    info: &TokenSpeedEngineInfo,
+    tok: &GatewayTokenizer,
+    opts: &TokenSpeedOptions,
+) -> Result<(usize, i64), TranslateError> {
+    use TranslateErrorClass::*;
     match req.n {
         Some(n) if n < 1 => return refuse(InvalidValue, "n", format!("n must be at least 1, got {n}")),
         Some(n) if n > 1 => {
@@ -297,17 +360,27 @@ pub fn translate(
             );
         }
     }
+    Ok((prompt_len, prompt))
+}
 
-    // max_new_tokens: the room left when unset; cut to it when it reaches
-    // the end of the context.
+/// `max_new_tokens`: the room left when unset; cut to it when it reaches
+/// the end of the context (or refused, with
+/// [`TokenSpeedOptions::reject_max_tokens_over_room`]).
+fn max_new_tokens(
+    req: &GenerateRequest,
+    info: &TokenSpeedEngineInfo,
+    opts: &TokenSpeedOptions,
+    prompt: i64,
+    warnings: &mut Vec<String>,
+) -> Result<i64, TranslateError> {
     let room = info.max_model_len - prompt;
-    let max_new_tokens = match req.max_tokens {
+    Ok(match req.max_tokens {
         None => room,
         Some(m) if i128::from(m) + i128::from(prompt) >= i128::from(info.max_model_len) => {
             if m > room {
                 if opts.reject_max_tokens_over_room {
                     return refuse(
-                        TooLong,
+                        TranslateErrorClass::TooLong,
                         "max_tokens",
                         format!(
                             "max_tokens ({m}) plus the prompt ({prompt}) exceeds max_model_len ({})",
@@ -320,11 +393,19 @@ pub fn translate(
             room
         }
         Some(m) => m,
-    };
+    })
+}
 
-    // Fields TokenSpeed's SamplingParams does not have.
+/// The typed `SamplingParams` the frontend builds from the request, before
+/// its finalisation, and the logprob count sent: fields TokenSpeed's
+/// `SamplingParams` does not have are refused.
+fn draft_sampling_params(
+    req: &GenerateRequest,
+    opts: &TokenSpeedOptions,
+    max_new_tokens: i64,
+) -> Result<(SamplingParams, Option<i64>), TranslateError> {
     if req.allowed_token_ids.is_some() {
-        return refuse(Unsupported, "allowed_token_ids", "TokenSpeed has no allowed_token_ids");
+        return refuse(TranslateErrorClass::Unsupported, "allowed_token_ids", "TokenSpeed has no allowed_token_ids");
     }
     let (json_schema, regex, ebnf, structural_tag) = match &req.structured_outputs {
         Some(c) => constraint(c, opts)?,
@@ -334,27 +415,11 @@ pub fn translate(
         Some(1) if opts.logprobs_one_as_sampled => Some(0),
         other => other,
     };
-
     let stop_token_ids = (!req.stop_token_ids.is_empty()).then(|| {
         let mut ids = req.stop_token_ids.clone();
         ids.sort_unstable();
         ids.dedup();
         IntList::from(ids)
-    });
-    let logit_bias = req.logit_bias.as_ref().map(|bias| {
-        // A dict: a repeated key keeps its first place and its last value.
-        let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::with_capacity(bias.len());
-        let mut m: Vec<(String, f64)> = Vec::with_capacity(bias.len());
-        for &(id, b) in bias {
-            match at.get(&id) {
-                Some(&i) => m[i].1 = b,
-                None => {
-                    at.insert(id, m.len());
-                    m.push((id.to_string(), b));
-                }
-            }
-        }
-        m
     });
     let typed_sp = SamplingParams {
         max_new_tokens: Some(i128::from(max_new_tokens)),
@@ -376,16 +441,41 @@ pub fn translate(
         skip_special_tokens: req.skip_special_tokens.unwrap_or(true),
         spaces_between_special_tokens: req.spaces_between_special_tokens.unwrap_or(true),
         no_stop_trim: req.include_stop_str_in_output,
-        logit_bias,
+        logit_bias: req.logit_bias.as_deref().map(logit_bias_dict),
         seed: req.seed.map(i128::from),
         logprobs: logprobs.map(i128::from),
         ..SamplingParams::default()
     };
-    let internal =
-        |e: crate::Error| TranslateError { class: Malformed, field: "sampling_params".into(), message: e.to_string() };
-    let mut sp = typed_sp.to_struct(&V0_1_1).map_err(internal)?;
+    Ok((typed_sp, logprobs))
+}
 
-    // The frontend's finalisation, with the engine's own functions.
+/// `logit_bias` as the Python dict the frontend sends: string keys, a
+/// repeated key keeping its first place and its last value.
+fn logit_bias_dict(bias: &[(i64, f64)]) -> Vec<(String, f64)> {
+    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::with_capacity(bias.len());
+    let mut m: Vec<(String, f64)> = Vec::with_capacity(bias.len());
+    for &(id, b) in bias {
+        match at.get(&id) {
+            Some(&i) => m[i].1 = b,
+            None => {
+                at.insert(id, m.len());
+                m.push((id.to_string(), b));
+            }
+        }
+    }
+    m
+}
+
+/// The frontend's finalisation, with the engine's own functions
+/// (`post_init`, the seed from the request id, `normalize`, `verify`): the
+/// sampling parameters' table struct, or the rule they break.
+fn finalise_sampling_params(
+    typed_sp: &SamplingParams,
+    req: &GenerateRequest,
+    info: &TokenSpeedEngineInfo,
+) -> Result<StructValue, TranslateError> {
+    use TranslateErrorClass::*;
+    let mut sp = typed_sp.to_struct(&V0_1_1).map_err(internal)?;
     let rid = Value::Str(req.request_id.clone());
     ts::post_init(&mut sp, &RECEIVE_0_1_1);
     ts::resolve_seed(&mut sp, &rid).map_err(|v| TranslateError {
@@ -405,55 +495,29 @@ pub fn translate(
         let field = v.fields.iter().map(|f| gateway_field(f)).collect::<Vec<_>>().join(",");
         return refuse(class, &field, v.message);
     }
-    let return_logprob = logprobs.is_some();
+    Ok(sp)
+}
+
+/// Logprobs the engine cannot return: any, from an engine started without
+/// `--enable-output-logprobs`; prompt logprobs, which the TokenSpeed wire
+/// does not carry.
+fn check_logprobs_carried(
+    req: &GenerateRequest,
+    info: &TokenSpeedEngineInfo,
+    return_logprob: bool,
+) -> Result<(), TranslateError> {
     if (return_logprob || req.prompt_logprobs.is_some()) && !info.enable_output_logprobs {
         let field = if return_logprob { "logprobs" } else { "prompt_logprobs" };
-        return refuse(Unsupported, field, "the engine runs without --enable-output-logprobs");
+        return refuse(TranslateErrorClass::Unsupported, field, "the engine runs without --enable-output-logprobs");
     }
     if req.prompt_logprobs.is_some() {
-        return refuse(Unsupported, "prompt_logprobs", "prompt logprobs are not carried on the TokenSpeed wire");
+        return refuse(
+            TranslateErrorClass::Unsupported,
+            "prompt_logprobs",
+            "prompt logprobs are not carried on the TokenSpeed wire",
+        );
     }
-
-    let typed = TokenizedGenerateReqInput {
-        rid: Some(Rid::One(req.request_id.clone())),
-        input_ids: Some(req.prompt_token_ids.iter().map(|&t| i64::from(t)).collect()),
-        sampling_params: SamplingParams::from_struct(&V0_1_1, &sp).map_err(internal)?,
-        return_logprob,
-        logprob_start_len: i128::from((prompt - 1).max(0)),
-        top_logprobs_num: 0,
-        stream: opts.stream,
-        created_time: opts.created_time,
-        data_parallel_rank: opts.data_parallel_rank.map(i128::from),
-        ..TokenizedGenerateReqInput::default()
-    };
-    let request = typed.to_value(&V0_1_1).map_err(internal)?;
-    let Value::Struct(r) = &request else {
-        return refuse(Malformed, "request", "the request table is not a struct");
-    };
-    // The engine socket's logprob gate, on what is sent (it cannot fail
-    // after the checks above; kept so the two can never drift apart).
-    if let Err(v) = ts::logprob_gate(r, &RECEIVE_0_1_1, &info.engine_config()) {
-        return refuse(Unsupported, "logprobs", format!("{}: {}", v.path(), v.message));
-    }
-
-    let stop = StopParams {
-        stop: req.stop.clone(),
-        include_stop_str_in_output: req.include_stop_str_in_output,
-        min_tokens: usize::try_from(req.min_tokens.unwrap_or(0)).unwrap_or(0),
-        skip_special_tokens: req.skip_special_tokens.unwrap_or(true),
-        spaces_between_special_tokens: req.spaces_between_special_tokens.unwrap_or(true),
-        semantics: opts.stop_semantics,
-        ..Default::default()
-    };
-    Ok(TokenSpeedTranslated {
-        request_id: req.request_id.clone(),
-        request,
-        typed,
-        stop,
-        max_new_tokens,
-        prompt_len,
-        warnings,
-    })
+    Ok(())
 }
 
 /// The ADD payload bytes: the frame after the request-type byte `00` (the
