@@ -225,7 +225,7 @@ impl Gen<'_, '_> {
         })
     }
 
-    #[allow(unreachable_patterns)] // a `Ty` added later makes the draw fail, not the build
+    #[allow(unreachable_patterns, reason = "a `Ty` added later makes the draw fail, not the build")]
     fn value(&mut self, ty: &'static Ty, depth: usize) -> Result<Value> {
         Ok(match ty {
             Ty::Any => self.any(0)?,

@@ -69,7 +69,7 @@ pub fn generate() -> String {
          //! Each converts from a decoded [`Value`], to a [`Value`] of a chosen\n\
          //! release, and encodes straight to MessagePack bytes (docs/wire-protocol.md §5).\n\
          \n\
-         #![allow(clippy::all)]\n\
+         #![allow(clippy::all, reason = \"generated code\")]\n\
          \n\
          use super::wire::*;\n\
          use super::*;\n\
@@ -103,7 +103,7 @@ pub fn generate_tokenspeed() -> String {
          //! straight to MessagePack bytes (docs/tokenspeed-wire.md §3, §8): a\n\
          //! tagged struct writes its tag (the class name) as element 0.\n\
          \n\
-         #![allow(clippy::all, unused_imports)]\n\
+         #![allow(clippy::all, unused_imports, reason = \"generated code\")]\n\
          \n\
          use super::*;\n\
          use crate::error::Error;\n\

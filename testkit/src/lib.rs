@@ -25,21 +25,37 @@
 //!   fuzz targets (`fuzz/`), shared with the stable seed tests
 //!   (`protocol/tests/fuzz_seed_corpus.rs`).
 //!
+//! What the suite needs at run time (`corpus`, `hex`, `json`, `model`,
+//! `outcome`: `conformance verify` and the runner read goldens, models and
+//! report outcomes with them) is always built; what only tests, seed
+//! writers and fuzz targets use (`bless`, `build`, `house`, `rng`,
+//! `fuzz_dict`, `split`, `oracle`) is behind the feature `test-support`,
+//! on by default and turned on by the workspace's dev-dependencies, so the
+//! `gpu-runner` and `conformance` binaries carry none of it.
+//!
 //! It depends on `engine-protocol` (without its translation layer),
 //! `serde_json` and `hex` only; `engine-protocol` itself depends on no crate
 //! of ours and takes this one as a dev-dependency of its integration tests.
 
-pub mod bless;
-pub mod build;
 pub mod corpus;
-pub mod fuzz_dict;
 pub mod hex;
-pub mod house;
 pub mod json;
 pub mod model;
-pub mod oracle;
 pub mod outcome;
+
+#[cfg(feature = "test-support")]
+pub mod bless;
+#[cfg(feature = "test-support")]
+pub mod build;
+#[cfg(feature = "test-support")]
+pub mod fuzz_dict;
+#[cfg(feature = "test-support")]
+pub mod house;
+#[cfg(feature = "test-support")]
+pub mod oracle;
+#[cfg(feature = "test-support")]
 pub mod rng;
+#[cfg(feature = "test-support")]
 pub mod split;
 
 pub use outcome::{EngineVerdict, Totals, Verdict};

@@ -156,7 +156,7 @@ mod tests {
         let e = ModelDir::read(&dir).expect_err("no tokenizer.json");
         match &e {
             ModelDirError::Read { file, .. } => assert_eq!(file, &dir.join("tokenizer.json")),
-            #[allow(unreachable_patterns)]
+            #[allow(unreachable_patterns, reason = "the error enum is non_exhaustive")]
             other => panic!("{other:?}"),
         }
         assert!(e.to_string().contains("tokenizer.json"), "{e}");

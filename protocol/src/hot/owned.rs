@@ -41,8 +41,7 @@ impl std::fmt::Debug for Table {
 /// wire order: boxed, so that the common output, which has none, carries
 /// one word for them.
 #[derive(Debug, Clone, PartialEq, Default)]
-// One word (a `Vec` is three) in every output: the box is the point.
-#[allow(clippy::box_collection)]
+#[expect(clippy::box_collection, reason = "one word (a `Vec` is three) in every output: the box is the point")]
 pub(crate) struct Rare(Option<Box<Vec<(usize, Value)>>>);
 
 impl Rare {
@@ -67,7 +66,7 @@ impl Drop for Rare {
 
 #[cold]
 #[inline(never)]
-#[allow(clippy::box_collection)]
+#[expect(clippy::box_collection, reason = "takes the boxed field as it is")]
 fn drop_rare(r: Option<Box<Vec<(usize, Value)>>>) {
     drop(r);
 }

@@ -7,7 +7,7 @@
 //! Each converts from a decoded [`Value`], to a [`Value`] of a chosen
 //! release, and encodes straight to MessagePack bytes (docs/wire-protocol.md §5).
 
-#![allow(clippy::all)]
+#![allow(clippy::all, reason = "generated code")]
 
 use super::wire::*;
 use super::*;

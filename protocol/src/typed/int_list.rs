@@ -37,8 +37,7 @@ pub struct IntList(Repr);
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Repr {
     Narrow(Vec<i64>),
-    // Boxed on purpose (the size of the list, above).
-    #[allow(clippy::box_collection)]
+    #[expect(clippy::box_collection, reason = "boxed on purpose: the size of the list, above")]
     Wide(Box<Vec<i128>>),
 }
 

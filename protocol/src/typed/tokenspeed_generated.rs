@@ -8,7 +8,7 @@
 //! straight to MessagePack bytes (docs/tokenspeed-wire.md §3, §8): a
 //! tagged struct writes its tag (the class name) as element 0.
 
-#![allow(clippy::all, unused_imports)]
+#![allow(clippy::all, unused_imports, reason = "generated code")]
 
 use super::*;
 use crate::error::Error;

@@ -1,7 +1,7 @@
 //! Shared helpers for the protocol tests: the names these tests have always
 //! used, over `engine-testkit` (tables, hex, decoding, golden frames), plus
 //! the captured bytes and the tiny model's tokenizer.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses what it needs")]
 
 use engine_protocol::{Decoded, Error, MessageKind, ReleaseSchema};
 

@@ -12,7 +12,7 @@
 //! types in `impls`; the trait, the path and error helpers here.
 //!
 //! Not part of the public API: the generated code calls it.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "not part of the public API: the generated code calls it")]
 
 use crate::error::{Error, RejectClass};
 use crate::msgpack::write;
