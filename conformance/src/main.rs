@@ -291,7 +291,7 @@ fn main() -> ExitCode {
                 }
             };
             for e in &errors {
-                eprintln!("conformance: malformed case file {}: {}", e.file.display(), e.message);
+                eprintln!("conformance: malformed case file {}: {}", e.file.display(), e.error);
             }
             eprintln!("conformance bench: allocator {ALLOCATOR_NAME}, best of {repeats} batches of >= {batch_ms} ms");
             let (lines, skipped) = bench::run(&cases, repeats.max(1), Duration::from_millis(batch_ms));

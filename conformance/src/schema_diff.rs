@@ -434,7 +434,6 @@ fn extra(enc: Encoding) -> (Verdict, Rule) {
 }
 
 fn diff_struct(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
-    let path = |f: &str| format!("{}.{f}", tb.name);
     if ta.encoding.positional() != tb.encoding.positional() {
         out.push(Change {
             path: tb.name.clone(),
@@ -444,150 +443,169 @@ fn diff_struct(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
         });
         return;
     }
-    let positional = tb.encoding.positional();
+    if tb.encoding.positional() {
+        diff_positional_fields(ta, tb, out);
+    } else {
+        diff_keyed_fields(ta, tb, out);
+    }
+}
+
+/// `<struct>.<field>`, the path of a field change (named as in `tb`).
+fn field_path(tb: &TypeDef, field: &str) -> String {
+    format!("{}.{field}", tb.name)
+}
+
+/// A field both releases have (`ta.fields[i]`, `tb.fields[j]`): its type
+/// and its default.
+fn diff_common_field(ta: &TypeDef, tb: &TypeDef, (i, j): (usize, usize), out: &mut Vec<Change>) {
+    let (fa, fb) = (&ta.fields[i], &tb.fields[j]);
+    if fa.ty != fb.ty {
+        out.push(Change {
+            path: field_path(tb, &fb.name),
+            kind: ChangeKind::FieldRetyped { a: fa.ty.clone(), b: fb.ty.clone() },
+            a_reads_b: retyped(&fa.ty, &fb.ty),
+            b_reads_a: retyped(&fb.ty, &fa.ty),
+        });
+    }
+    if fa.default != fb.default {
+        // The writer omits a field equal to its own default; a struct
+        // written in full carries every value.
+        let read = |writer: &TypeDef| {
+            if writer.omit_defaults {
+                (Verdict::Breaking, Rule::OmittedTakesReadersDefault)
+            } else {
+                (Verdict::Compatible, Rule::DefaultWrittenInFull)
+            }
+        };
+        out.push(Change {
+            path: field_path(tb, &fb.name),
+            kind: ChangeKind::DefaultChanged { a: fa.default.clone(), b: fb.default.clone() },
+            a_reads_b: read(tb),
+            b_reads_a: read(ta),
+        });
+    }
+}
+
+/// The fields of two positional structs (array-like, named tuples): by
+/// place, so a rename is invisible and an insertion shifts what follows.
+fn diff_positional_fields(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
     let shifted = (Verdict::Breaking, Rule::PositionShifted);
-    let common = |i: usize, j: usize, out: &mut Vec<Change>| {
-        let (fa, fb) = (&ta.fields[i], &tb.fields[j]);
-        if fa.ty != fb.ty {
-            out.push(Change {
-                path: path(&fb.name),
-                kind: ChangeKind::FieldRetyped { a: fa.ty.clone(), b: fb.ty.clone() },
-                a_reads_b: retyped(&fa.ty, &fb.ty),
-                b_reads_a: retyped(&fb.ty, &fa.ty),
-            });
-        }
-        if fa.default != fb.default {
-            // The writer omits a field equal to its own default; a struct
-            // written in full carries every value.
-            let read = |writer: &TypeDef| {
-                if writer.omit_defaults {
-                    (Verdict::Breaking, Rule::OmittedTakesReadersDefault)
-                } else {
-                    (Verdict::Compatible, Rule::DefaultWrittenInFull)
-                }
+    let n = ta.fields.len().min(tb.fields.len());
+    let a_has = |name: &str| ta.fields.iter().any(|f| f.name == name);
+    let b_has = |name: &str| tb.fields.iter().any(|f| f.name == name);
+    // Fields that keep their name but change their place: an insertion
+    // or a removal before them (or a reorder).
+    let moved: Vec<(usize, usize)> = ta
+        .fields
+        .iter()
+        .enumerate()
+        .filter_map(|(i, fa)| tb.fields.iter().position(|fb| fb.name == fa.name).map(|j| (i, j)))
+        .filter(|(i, j)| i != j)
+        .collect();
+    let renamed_at = |i: usize| i < n && !a_has(&tb.fields[i].name) && !b_has(&ta.fields[i].name);
+    for i in 0..n {
+        let (fa, fb) = (&ta.fields[i], &tb.fields[i]);
+        if fa.name == fb.name {
+            diff_common_field(ta, tb, (i, i), out);
+        } else if renamed_at(i) {
+            let v = if fa.ty == fb.ty {
+                (Verdict::Compatible, Rule::PositionalNameNotOnWire)
+            } else {
+                (Verdict::Breaking, Rule::TypeRefusesOthers)
             };
             out.push(Change {
-                path: path(&fb.name),
-                kind: ChangeKind::DefaultChanged { a: fa.default.clone(), b: fb.default.clone() },
-                a_reads_b: read(tb),
-                b_reads_a: read(ta),
+                path: field_path(tb, &fb.name),
+                kind: ChangeKind::FieldRenamed { index: i, a: fa.name.clone(), b: fb.name.clone() },
+                a_reads_b: v,
+                b_reads_a: v,
             });
         }
-    };
-    if positional {
-        let n = ta.fields.len().min(tb.fields.len());
-        let a_has = |name: &str| ta.fields.iter().any(|f| f.name == name);
-        let b_has = |name: &str| tb.fields.iter().any(|f| f.name == name);
-        // Fields that keep their name but change their place: an insertion
-        // or a removal before them (or a reorder).
-        let moved: Vec<(usize, usize)> = ta
-            .fields
-            .iter()
-            .enumerate()
-            .filter_map(|(i, fa)| tb.fields.iter().position(|fb| fb.name == fa.name).map(|j| (i, j)))
-            .filter(|(i, j)| i != j)
-            .collect();
-        let renamed_at = |i: usize| i < n && !a_has(&tb.fields[i].name) && !b_has(&ta.fields[i].name);
-        for i in 0..n {
-            let (fa, fb) = (&ta.fields[i], &tb.fields[i]);
-            if fa.name == fb.name {
-                common(i, i, out);
-            } else if renamed_at(i) {
-                let v = if fa.ty == fb.ty {
-                    (Verdict::Compatible, Rule::PositionalNameNotOnWire)
-                } else {
-                    (Verdict::Breaking, Rule::TypeRefusesOthers)
-                };
-                out.push(Change {
-                    path: path(&fb.name),
-                    kind: ChangeKind::FieldRenamed { index: i, a: fa.name.clone(), b: fb.name.clone() },
-                    a_reads_b: v,
-                    b_reads_a: v,
-                });
-            }
+    }
+    for &(i, j) in &moved {
+        out.push(Change {
+            path: field_path(tb, &tb.fields[j].name),
+            kind: ChangeKind::FieldMoved { a: i, b: j },
+            a_reads_b: shifted,
+            b_reads_a: shifted,
+        });
+        diff_common_field(ta, tb, (i, j), out);
+    }
+    for (j, fb) in tb.fields.iter().enumerate() {
+        if a_has(&fb.name) || renamed_at(j) {
+            continue;
         }
-        for &(i, j) in &moved {
-            out.push(Change {
-                path: path(&tb.fields[j].name),
-                kind: ChangeKind::FieldMoved { a: i, b: j },
-                a_reads_b: shifted,
-                b_reads_a: shifted,
-            });
-            common(i, j, out);
+        let appended = j >= ta.fields.len() && moved.is_empty();
+        out.push(Change {
+            path: field_path(tb, &fb.name),
+            kind: ChangeKind::FieldAdded { index: j, appended, default: fb.default.clone() },
+            a_reads_b: if appended { extra(tb.encoding) } else { shifted },
+            b_reads_a: if appended { absent(&fb.default) } else { shifted },
+        });
+    }
+    for (i, fa) in ta.fields.iter().enumerate() {
+        if b_has(&fa.name) || renamed_at(i) {
+            continue;
         }
-        for (j, fb) in tb.fields.iter().enumerate() {
-            if a_has(&fb.name) || renamed_at(j) {
-                continue;
-            }
-            let appended = j >= ta.fields.len() && moved.is_empty();
-            out.push(Change {
-                path: path(&fb.name),
-                kind: ChangeKind::FieldAdded { index: j, appended, default: fb.default.clone() },
-                a_reads_b: if appended { extra(tb.encoding) } else { shifted },
-                b_reads_a: if appended { absent(&fb.default) } else { shifted },
-            });
+        let trailing = i >= tb.fields.len() && moved.is_empty();
+        out.push(Change {
+            path: field_path(tb, &fa.name),
+            kind: ChangeKind::FieldRemoved { index: i, trailing, default: fa.default.clone() },
+            a_reads_b: if trailing { absent(&fa.default) } else { shifted },
+            b_reads_a: if trailing { extra(ta.encoding) } else { shifted },
+        });
+    }
+}
+
+/// The fields of two keyed structs (maps, dataclasses): by name, a key
+/// gone and one added at the same place with the same type a rename.
+fn diff_keyed_fields(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
+    let added: Vec<usize> =
+        (0..tb.fields.len()).filter(|&j| !ta.fields.iter().any(|f| f.name == tb.fields[j].name)).collect();
+    let removed: Vec<usize> =
+        (0..ta.fields.len()).filter(|&i| !tb.fields.iter().any(|f| f.name == ta.fields[i].name)).collect();
+    for (j, fb) in tb.fields.iter().enumerate() {
+        if let Some(i) = ta.fields.iter().position(|f| f.name == fb.name) {
+            diff_common_field(ta, tb, (i, j), out);
         }
-        for (i, fa) in ta.fields.iter().enumerate() {
-            if b_has(&fa.name) || renamed_at(i) {
-                continue;
-            }
-            let trailing = i >= tb.fields.len() && moved.is_empty();
-            out.push(Change {
-                path: path(&fa.name),
-                kind: ChangeKind::FieldRemoved { index: i, trailing, default: fa.default.clone() },
-                a_reads_b: if trailing { absent(&fa.default) } else { shifted },
-                b_reads_a: if trailing { extra(ta.encoding) } else { shifted },
-            });
-        }
-    } else {
-        let added: Vec<usize> =
-            (0..tb.fields.len()).filter(|&j| !ta.fields.iter().any(|f| f.name == tb.fields[j].name)).collect();
-        let removed: Vec<usize> =
-            (0..ta.fields.len()).filter(|&i| !tb.fields.iter().any(|f| f.name == ta.fields[i].name)).collect();
-        for (j, fb) in tb.fields.iter().enumerate() {
-            if let Some(i) = ta.fields.iter().position(|f| f.name == fb.name) {
-                common(i, j, out);
-            }
-        }
-        for &j in &added {
-            let fb = &tb.fields[j];
-            // A key gone at the same place with the same type: a rename.
-            let renamed = removed.iter().copied().find(|&i| i == j && ta.fields[i].ty == fb.ty);
-            match renamed {
-                Some(i) => out.push(Change {
-                    path: path(&fb.name),
-                    kind: ChangeKind::FieldRenamed { index: j, a: ta.fields[i].name.clone(), b: fb.name.clone() },
-                    a_reads_b: (Verdict::Breaking, Rule::RenamedKeyDropsValue),
-                    b_reads_a: (Verdict::Breaking, Rule::RenamedKeyDropsValue),
-                }),
-                None => out.push(Change {
-                    path: path(&fb.name),
-                    kind: ChangeKind::FieldAdded {
-                        index: j,
-                        appended: j + 1 == tb.fields.len(),
-                        default: fb.default.clone(),
-                    },
-                    a_reads_b: extra(tb.encoding),
-                    b_reads_a: absent(&fb.default),
-                }),
-            }
-        }
-        for &i in &removed {
-            let fa = &ta.fields[i];
-            if added.iter().any(|&j| j == i && tb.fields[j].ty == fa.ty) {
-                continue;
-            }
-            out.push(Change {
-                path: path(&fa.name),
-                kind: ChangeKind::FieldRemoved {
-                    index: i,
-                    trailing: i + 1 == ta.fields.len(),
-                    default: fa.default.clone(),
+    }
+    for &j in &added {
+        let fb = &tb.fields[j];
+        // A key gone at the same place with the same type: a rename.
+        let renamed = removed.iter().copied().find(|&i| i == j && ta.fields[i].ty == fb.ty);
+        match renamed {
+            Some(i) => out.push(Change {
+                path: field_path(tb, &fb.name),
+                kind: ChangeKind::FieldRenamed { index: j, a: ta.fields[i].name.clone(), b: fb.name.clone() },
+                a_reads_b: (Verdict::Breaking, Rule::RenamedKeyDropsValue),
+                b_reads_a: (Verdict::Breaking, Rule::RenamedKeyDropsValue),
+            }),
+            None => out.push(Change {
+                path: field_path(tb, &fb.name),
+                kind: ChangeKind::FieldAdded {
+                    index: j,
+                    appended: j + 1 == tb.fields.len(),
+                    default: fb.default.clone(),
                 },
-                a_reads_b: absent(&fa.default),
-                b_reads_a: extra(ta.encoding),
-            });
+                a_reads_b: extra(tb.encoding),
+                b_reads_a: absent(&fb.default),
+            }),
         }
+    }
+    for &i in &removed {
+        let fa = &ta.fields[i];
+        if added.iter().any(|&j| j == i && tb.fields[j].ty == fa.ty) {
+            continue;
+        }
+        out.push(Change {
+            path: field_path(tb, &fa.name),
+            kind: ChangeKind::FieldRemoved {
+                index: i,
+                trailing: i + 1 == ta.fields.len(),
+                default: fa.default.clone(),
+            },
+            a_reads_b: absent(&fa.default),
+            b_reads_a: extra(ta.encoding),
+        });
     }
 }
 
