@@ -143,21 +143,31 @@ fn with_detail(class: impl std::fmt::Display, detail: &str) -> String {
     }
 }
 
+/// A decode answer with another verdict (or reject class) than the case's.
+#[derive(Debug, thiserror::Error)]
+#[error("expected {expected}, got {got}")]
+struct WrongVerdict {
+    expected: Expect,
+    /// The answer's verdict as failures print it (`reject type: detail`).
+    got: String,
+}
+
+impl From<WrongVerdict> for Stop {
+    fn from(e: WrongVerdict) -> Self {
+        Stop::Fail(e.to_string())
+    }
+}
+
 /// The view and drift of a decode answer that accepts as the case expects;
 /// otherwise the failure (a wrong verdict or class).
-fn accepted(answer: DecodeAnswer, expect: &Expect) -> Result<(Json, Vec<String>), String> {
-    match (expect, answer) {
-        (Expect::Accept, DecodeAnswer::Accept { view, drift }) => Ok((view, drift)),
-        (Expect::Accept, DecodeAnswer::Reject { class, detail }) => {
-            Err(format!("expected accept, got {}", with_detail(class, &detail)))
-        }
-        (Expect::Reject(class), DecodeAnswer::Accept { drift, .. }) => {
-            Err(format!("expected reject {class}, got {}", Outcome::Accept { drift }.label()))
-        }
-        (Expect::Reject(class), DecodeAnswer::Reject { class: got, detail }) => {
-            Err(format!("expected reject {class}, got {}", with_detail(got, &detail)))
-        }
-    }
+fn accepted(answer: DecodeAnswer, expect: &Expect) -> Result<(Json, Vec<String>), WrongVerdict> {
+    let got = match (expect, answer) {
+        (Expect::Accept, DecodeAnswer::Accept { view, drift }) => return Ok((view, drift)),
+        (Expect::Accept, DecodeAnswer::Reject { class, detail }) => with_detail(class, &detail),
+        (Expect::Reject(_), DecodeAnswer::Accept { drift, .. }) => Outcome::Accept { drift }.label(),
+        (Expect::Reject(_), DecodeAnswer::Reject { class: got, detail }) => with_detail(got, &detail),
+    };
+    Err(WrongVerdict { expected: expect.clone(), got })
 }
 
 /// The checks in order; `Ok(Some(reason))` when none failed but the codec

@@ -31,7 +31,7 @@
 //! written into `docs/reports/compatibility.md`; a test fails when it is stale.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use engine_protocol::{Dialect, MessageKind, RejectClass};
 use serde_json::Value as Json;
@@ -83,14 +83,40 @@ pub enum Reading {
     Refused(RejectClass, String),
 }
 
+/// Why the compatibility matrix could not be built: the case, release or
+/// directory.
+#[derive(Debug, thiserror::Error)]
+pub enum CompatError {
+    /// A case of a writer's corpus is not a message case.
+    #[error("{case}: not a message case")]
+    NotAMessage { case: String },
+    /// The in-process codec gave no answer for a case (skipped or failed).
+    #[error("{0}")]
+    NoAnswer(String),
+    /// The release root could not be listed.
+    #[error("{}: {source}", root.display())]
+    ReadRoot { root: PathBuf, source: std::io::Error },
+    /// A release directory that has no schema table in this build.
+    #[error("{}/{version}: {error}", root.display())]
+    NoTable {
+        root: PathBuf,
+        version: String,
+        #[source]
+        error: engine_protocol::schema::UnknownRelease,
+    },
+    /// A release's corpus did not load.
+    #[error(transparent)]
+    Corpus(#[from] engine_testkit::corpus::CorpusError),
+}
+
 /// One message of the writer's corpus read with the reader's table.
-pub fn read(writer_case: &Case, reader_version: &str) -> Result<Reading, String> {
+pub fn read(writer_case: &Case, reader_version: &str) -> Result<Reading, CompatError> {
     let Body::Message { message, frames, value, .. } = &writer_case.body else {
-        return Err(format!("{}: not a message case", writer_case.report_id()));
+        return Err(CompatError::NotAMessage { case: writer_case.report_id() });
     };
     let target = Target { case: &writer_case.id, dialect: "vllm", version: reader_version, message: *message };
     let answer = InProcess::default().decode(&target, frames).map_err(|e| match e {
-        NoAnswer::Skipped(s) | NoAnswer::Failed(s) => s,
+        NoAnswer::Skipped(s) | NoAnswer::Failed(s) => CompatError::NoAnswer(s),
     })?;
     Ok(match answer {
         DecodeAnswer::Reject { class, detail } => Reading::Refused(class, detail),
@@ -234,9 +260,9 @@ pub struct Matrix {
 
 /// Reads every release directory under `root` (`golden/vllm`) that has a
 /// table; a directory without one is an error naming it.
-pub fn build(root: &Path) -> Result<Matrix, String> {
+pub fn build(root: &Path) -> Result<Matrix, CompatError> {
     let mut releases: Vec<String> = std::fs::read_dir(root)
-        .map_err(|e| format!("{}: {e}", root.display()))?
+        .map_err(|source| CompatError::ReadRoot { root: root.to_path_buf(), source })?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_dir())
         .filter_map(|e| e.file_name().into_string().ok())
@@ -244,7 +270,11 @@ pub fn build(root: &Path) -> Result<Matrix, String> {
     releases.sort_by_key(|v| v.split('.').map(|p| p.parse::<u32>().unwrap_or(0)).collect::<Vec<_>>());
     let mut corpora = Vec::new();
     for v in &releases {
-        engine_protocol::release(Dialect::Vllm, v).map_err(|e| format!("{}/{v}: {e}", root.display()))?;
+        engine_protocol::release(Dialect::Vllm, v).map_err(|error| CompatError::NoTable {
+            root: root.to_path_buf(),
+            version: v.clone(),
+            error,
+        })?;
         corpora.push(participating(engine_testkit::corpus::message_cases(&root.join(v))?));
     }
     let mut cells = vec![vec![Cell::default(); releases.len()]; releases.len()];

@@ -10,15 +10,17 @@
 
 use std::path::Path;
 
-pub use engine_testkit::corpus::{json_files, Body, Case, EncodeMode, Expect, LoadError};
+pub use engine_testkit::corpus::{
+    json_files, Body, Case, CaseError, CaseKeyError, CorpusError, EncodeMode, Expect, LoadError,
+};
 use serde_json::Value as Json;
 
 /// The cases and load errors under `dir`, in path order.
-pub fn load(dir: &Path) -> Result<(Vec<Case>, Vec<LoadError>), String> {
+pub fn load(dir: &Path) -> Result<(Vec<Case>, Vec<LoadError>), CorpusError> {
     engine_testkit::corpus::load(dir, crate::kinds::KNOWN)
 }
 
 /// Parses one case object; errors say which key is wrong.
-pub fn parse_case(file: &Path, json: &Json) -> Result<Case, String> {
+pub fn parse_case(file: &Path, json: &Json) -> Result<Case, CaseError> {
     engine_testkit::corpus::parse_case(file, json, crate::kinds::KNOWN)
 }

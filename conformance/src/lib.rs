@@ -33,14 +33,17 @@ pub fn group_of(case: &corpus::Case) -> String {
 /// Loads and checks every case under `dir` against the reference
 /// implementation, in process. Load errors become failures naming their
 /// file.
-pub fn verify_dir(dir: &Path) -> Result<Vec<CaseResult>, String> {
+pub fn verify_dir(dir: &Path) -> Result<Vec<CaseResult>, corpus::CorpusError> {
     verify_dir_with(dir, check::check)
 }
 
 /// Loads every case under `dir` and judges each with `check`, in path
 /// order. Load errors and duplicate case ids become failures, whatever
 /// `check` is.
-pub fn verify_dir_with(dir: &Path, mut check: impl FnMut(&corpus::Case) -> Verdict) -> Result<Vec<CaseResult>, String> {
+pub fn verify_dir_with(
+    dir: &Path,
+    mut check: impl FnMut(&corpus::Case) -> Verdict,
+) -> Result<Vec<CaseResult>, corpus::CorpusError> {
     let (cases, errors) = corpus::load(dir)?;
     let mut results: Vec<CaseResult> = errors
         .into_iter()
@@ -48,7 +51,7 @@ pub fn verify_dir_with(dir: &Path, mut check: impl FnMut(&corpus::Case) -> Verdi
             id: e.file.display().to_string(),
             file: e.file.display().to_string(),
             group: "load".into(),
-            verdict: Verdict::Fail(format!("malformed case file: {}", e.message)),
+            verdict: Verdict::Fail(format!("malformed case file: {}", e.error)),
         })
         .collect();
     let mut seen = std::collections::HashMap::new();

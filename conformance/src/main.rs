@@ -160,13 +160,22 @@ enum Command {
     },
 }
 
+/// Why a `--testee-timeout` value is not a number of seconds.
+#[derive(Debug, thiserror::Error)]
+enum SecondsError {
+    #[error("{0}")]
+    NotANumber(#[from] std::num::ParseFloatError),
+    #[error("`{0}` is not a positive number of seconds")]
+    OutOfRange(String),
+}
+
 /// A positive, finite number of seconds.
-fn seconds(s: &str) -> Result<Duration, String> {
-    let x: f64 = s.parse().map_err(|e| format!("{e}"))?;
+fn seconds(s: &str) -> Result<Duration, SecondsError> {
+    let x: f64 = s.parse()?;
     if x.is_finite() && x > 0.0 && x < 1e9 {
         Ok(Duration::from_secs_f64(x))
     } else {
-        Err(format!("`{s}` is not a positive number of seconds"))
+        Err(SecondsError::OutOfRange(s.to_string()))
     }
 }
 
@@ -291,7 +300,7 @@ fn main() -> ExitCode {
                 }
             };
             for e in &errors {
-                eprintln!("conformance: malformed case file {}: {}", e.file.display(), e.message);
+                eprintln!("conformance: malformed case file {}: {}", e.file.display(), e.error);
             }
             eprintln!("conformance bench: allocator {ALLOCATOR_NAME}, best of {repeats} batches of >= {batch_ms} ms");
             let (lines, skipped) = bench::run(&cases, repeats.max(1), Duration::from_millis(batch_ms));

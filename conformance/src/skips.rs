@@ -15,6 +15,8 @@
 //! reports print it (`vllm/0.33.0/request/add_default`); `#` starts a
 //! comment line; blank lines are ignored. A reason is required.
 
+use std::path::{Path, PathBuf};
+
 use crate::check::Verdict;
 use crate::report::CaseResult;
 
@@ -27,6 +29,27 @@ pub struct ExpectedSkip {
     pub line: usize,
 }
 
+/// Why an expected-skips list could not be read: the line, or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SkipsError {
+    /// An entry without a reason.
+    #[error("line {line}: `{text}` has no reason (`<case id> <reason>`)")]
+    NoReason { line: usize, text: String },
+    /// A case listed twice.
+    #[error("line {line}: {case} is already listed on line {first}")]
+    Duplicate { line: usize, case: String, first: usize },
+    /// The list file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The list file read, but does not parse.
+    #[error("{}: {error}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        error: Box<SkipsError>,
+    },
+}
+
 /// An expected-skips list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExpectedSkips {
@@ -35,7 +58,7 @@ pub struct ExpectedSkips {
 
 impl ExpectedSkips {
     /// Parses a list; errors name the line.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SkipsError> {
         let mut entries: Vec<ExpectedSkip> = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
@@ -44,10 +67,10 @@ impl ExpectedSkips {
             }
             let (case, reason) = match line.split_once(char::is_whitespace) {
                 Some((c, r)) if !r.trim().is_empty() => (c.to_string(), r.trim().to_string()),
-                _ => return Err(format!("line {}: `{line}` has no reason (`<case id> <reason>`)", i + 1)),
+                _ => return Err(SkipsError::NoReason { line: i + 1, text: line.to_string() }),
             };
             if let Some(prev) = entries.iter().find(|e| e.case == case) {
-                return Err(format!("line {}: {case} is already listed on line {}", i + 1, prev.line));
+                return Err(SkipsError::Duplicate { line: i + 1, case, first: prev.line });
             }
             entries.push(ExpectedSkip { case, reason, line: i + 1 });
         }
@@ -55,9 +78,9 @@ impl ExpectedSkips {
     }
 
     /// Reads and parses a list file.
-    pub fn load(path: &std::path::Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, SkipsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SkipsError::Read { path: path.into(), source })?;
+        Self::parse(&text).map_err(|error| SkipsError::Parse { path: path.into(), error: Box::new(error) })
     }
 
     fn find(&self, case: &str) -> Option<&ExpectedSkip> {
@@ -109,12 +132,14 @@ mod tests {
     #[test]
     fn an_entry_without_a_reason_is_an_error_naming_its_line() {
         let e = ExpectedSkips::parse("# comment\n\nvllm/0.33.0/a\n").unwrap_err();
-        assert!(e.starts_with("line 3:"), "{e}");
+        assert!(matches!(&e, SkipsError::NoReason { line: 3, text } if text == "vllm/0.33.0/a"), "{e}");
+        assert!(e.to_string().starts_with("line 3:"), "{e}");
     }
 
     #[test]
     fn a_duplicate_entry_is_an_error() {
-        assert!(ExpectedSkips::parse("a one\na two\n").is_err());
+        let e = ExpectedSkips::parse("a one\na two\n").unwrap_err();
+        assert!(matches!(&e, SkipsError::Duplicate { line: 2, case, first: 1 } if case == "a"), "{e}");
     }
 
     #[test]

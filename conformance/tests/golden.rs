@@ -18,7 +18,7 @@ fn main() {
     let (cases, errors) = corpus::load(&root).expect("golden/ is readable");
     let mut trials = Vec::new();
     let n_messages = cases.iter().filter(|c| c.kind == "message").count();
-    let load_errors: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.message)).collect();
+    let load_errors: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.error)).collect();
     trials.push(Trial::test("corpus_has_no_malformed_case_files", move || {
         if load_errors.is_empty() {
             Ok(())

@@ -27,7 +27,7 @@
 use engine_protocol::Dialect;
 use engine_testkit::fuzz_dict::{self, ident};
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use engine_protocol::internal::msgpack::{Reader, Token};
 use engine_protocol::schema::{Ty, ALL_RELEASES};
@@ -37,11 +37,41 @@ use serde_json::Value as Json;
 use crate::oracle::TARGETS;
 use crate::split::join;
 
+/// Why the seeds could not be built or written: the file or seed.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedsError {
+    /// The golden tree could not be walked.
+    #[error(transparent)]
+    Corpus(#[from] engine_testkit::corpus::CorpusError),
+    /// A file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// An entry of a seed directory could not be read.
+    #[error("{source}")]
+    DirEntry { dir: PathBuf, source: std::io::Error },
+    /// A seed file could not be removed or written.
+    #[error("{name}: {source}")]
+    Seed { name: String, source: std::io::Error },
+    /// A golden file is not JSON.
+    #[error("{}: not JSON: {source}", file.display())]
+    Json { file: PathBuf, source: engine_protocol::view::JsonError },
+    /// A message case without `frames`.
+    #[error("{}: no frames", file.display())]
+    NoFrames { file: PathBuf },
+    /// A message case whose `frames` are not hex strings.
+    #[error("{}: frames are not hex strings", file.display())]
+    FramesNotHex { file: PathBuf },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SeedsError + '_ {
+    move |source| SeedsError::Io { path: path.to_path_buf(), source }
+}
+
 /// Seeds by target, then by file name.
 pub type Corpus = BTreeMap<&'static str, BTreeMap<String, Vec<u8>>>;
 
 /// The seed corpus of every golden case under `golden`.
-pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
+pub fn from_goldens(golden: &Path) -> Result<Corpus, SeedsError> {
     let files = engine_testkit::corpus::json_files(golden)?;
     let mut corpus: Corpus = TARGETS.iter().chain(&["stop_detector"]).map(|t| (*t, BTreeMap::new())).collect();
     let mut seen: HashSet<(&'static str, Vec<u8>)> = HashSet::new();
@@ -51,9 +81,9 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         }
     };
     for file in &files {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let json: Json =
-            engine_protocol::view::parse_json(&text).map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file).map_err(io(file))?;
+        let json: Json = engine_protocol::view::parse_json(&text)
+            .map_err(|source| SeedsError::Json { file: file.clone(), source })?;
         let Some(case) = json.get("case").and_then(Json::as_str) else { continue };
         if json.get("kind").and_then(Json::as_str) == Some("stop_detection") {
             // Same input in every release's tree: one seed per case id.
@@ -74,11 +104,11 @@ pub fn from_goldens(golden: &Path) -> Result<Corpus, String> {
         let frames: Vec<Vec<u8>> = json
             .get("frames")
             .and_then(Json::as_array)
-            .ok_or_else(|| format!("{}: no frames", file.display()))?
+            .ok_or_else(|| SeedsError::NoFrames { file: file.clone() })?
             .iter()
             .map(|f| f.as_str().and_then(|s| hex::decode(s).ok()))
             .collect::<Option<_>>()
-            .ok_or_else(|| format!("{}: frames are not hex strings", file.display()))?;
+            .ok_or_else(|| SeedsError::FramesNotHex { file: file.clone() })?;
         let name = seed_name(&format!("{dialect_name}-{version}-{case}"));
         let Some(joined) = join(&frames) else { continue };
         if dialect == Dialect::TokenSpeed {
@@ -365,17 +395,17 @@ fn literals(ty: &'static Ty, out: &mut Vec<&'static str>, depth: usize) {
 
 /// Writes `corpus` under `dir` (one folder per target, replacing what the
 /// folder held), or with `check` only compares; returns the differences.
-pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, String> {
+pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, SeedsError> {
     let mut diffs = Vec::new();
     for (target, seeds) in corpus {
         let tdir = dir.join(target);
         let mut existing: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         if tdir.is_dir() {
-            for entry in std::fs::read_dir(&tdir).map_err(|e| format!("{}: {e}", tdir.display()))? {
-                let path = entry.map_err(|e| e.to_string())?.path();
+            for entry in std::fs::read_dir(&tdir).map_err(io(&tdir))? {
+                let path = entry.map_err(|source| SeedsError::DirEntry { dir: tdir.clone(), source })?.path();
                 if path.is_file() {
                     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-                    existing.insert(name, std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+                    existing.insert(name, std::fs::read(&path).map_err(io(&path))?);
                 }
             }
         }
@@ -390,13 +420,15 @@ pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, St
             diffs.push(format!("{target}/{name}: not written by write-seeds"));
         }
         if !check {
-            std::fs::create_dir_all(&tdir).map_err(|e| format!("{}: {e}", tdir.display()))?;
+            std::fs::create_dir_all(&tdir).map_err(io(&tdir))?;
             for name in existing.keys().filter(|n| !seeds.contains_key(*n)) {
-                std::fs::remove_file(tdir.join(name)).map_err(|e| format!("{name}: {e}"))?;
+                std::fs::remove_file(tdir.join(name))
+                    .map_err(|source| SeedsError::Seed { name: name.clone(), source })?;
             }
             for (name, bytes) in seeds {
                 if existing.get(name) != Some(bytes) {
-                    std::fs::write(tdir.join(name), bytes).map_err(|e| format!("{name}: {e}"))?;
+                    std::fs::write(tdir.join(name), bytes)
+                        .map_err(|source| SeedsError::Seed { name: name.clone(), source })?;
                 }
             }
         }

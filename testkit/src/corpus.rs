@@ -99,19 +99,89 @@ impl Case {
 }
 
 /// A file that could not be read as a case.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct LoadError {
     pub file: PathBuf,
-    pub message: String,
+    /// What is wrong with it ([`CorpusError::Read`], [`CorpusError::Json`]
+    /// or [`CorpusError::Case`]).
+    pub error: CorpusError,
+}
+
+/// Why a corpus, or one file of it, could not be loaded. Each variant names
+/// the directory or file, or (for [`CorpusError::Case`]) the key.
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    /// A directory of the walk could not be listed.
+    #[error("{}: {source}", dir.display())]
+    ReadDir { dir: PathBuf, source: std::io::Error },
+    /// A file could not be read.
+    #[error("cannot read: {source}")]
+    Read { file: PathBuf, source: std::io::Error },
+    /// A file is not JSON (as case files are read, deep views allowed).
+    #[error("not valid JSON: {source}")]
+    Json { file: PathBuf, source: engine_protocol::view::JsonError },
+    /// A case object with a wrong or missing key.
+    #[error(transparent)]
+    Case(#[from] CaseError),
+    /// Files that did not load ([`message_cases`]): one line per file.
+    #[error("{}", load_lines(.0))]
+    Load(Vec<LoadError>),
+}
+
+fn load_lines(errors: &[LoadError]) -> String {
+    let lines: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.error)).collect();
+    lines.join("\n")
+}
+
+/// Why a case object is not a case: which key is wrong, in which case.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CaseError {
+    /// The case id itself (`case`) is missing or not a string.
+    #[error(transparent)]
+    Id(CaseKeyError),
+    /// Another key of case `id`.
+    #[error("case {id}: {error}")]
+    Key {
+        id: String,
+        #[source]
+        error: CaseKeyError,
+    },
+}
+
+/// A wrong or missing contract key of a case object (docs/case-format.md).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CaseKeyError {
+    #[error("missing key `{key}`")]
+    Missing { key: &'static str },
+    #[error("key `{key}` must be a string, got {got}")]
+    NotString { key: &'static str, got: Json },
+    #[error("`provenance.source` must be a string")]
+    ProvenanceSource,
+    /// `frames` is missing or not a list of hex strings.
+    #[error(transparent)]
+    Frames(#[from] crate::hex::FramesError),
+    /// `expect` is missing or not a verdict.
+    #[error(transparent)]
+    Expect(#[from] crate::outcome::ExpectError),
+    #[error("accepted case without `value`")]
+    AcceptedWithoutValue,
+    /// `encode` is neither `"exact"` nor `"equivalent"` (or the latter is
+    /// missing on an accepted case).
+    #[error("`encode` must be \"exact\" or \"equivalent\", got {got:?}")]
+    Encode { got: Option<String> },
+    #[error("`drift` entries must be strings")]
+    DriftEntry,
+    #[error("`drift` must be an array of paths")]
+    DriftNotArray,
 }
 
 /// Every `*.json` file below `dir` (or `dir` itself when it is a file), in
 /// path order. An unreadable directory is an error naming it.
-pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
-        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for entry in entries {
-            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CorpusError> {
+        let read_dir = |source| CorpusError::ReadDir { dir: dir.to_path_buf(), source };
+        for entry in std::fs::read_dir(dir).map_err(read_dir)? {
+            let path = entry.map_err(read_dir)?.path();
             if path.is_dir() {
                 walk(&path, out)?;
             } else if path.extension().is_some_and(|e| e == "json") {
@@ -131,22 +201,23 @@ pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Reads one JSON file as a case file is read (deep views allowed).
-pub fn read_json(file: &Path) -> Result<Json, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
-    engine_protocol::view::parse_json(&text).map_err(|e| format!("not valid JSON: {e}"))
+pub fn read_json(file: &Path) -> Result<Json, CorpusError> {
+    let text =
+        std::fs::read_to_string(file).map_err(|source| CorpusError::Read { file: file.to_path_buf(), source })?;
+    engine_protocol::view::parse_json(&text).map_err(|source| CorpusError::Json { file: file.to_path_buf(), source })
 }
 
 /// The cases and load errors under `dir`, in path order. `other_kinds` are
 /// the non-message kinds the caller checks; a case of any other kind is
 /// [`Body::Unsupported`].
-pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<LoadError>), String> {
+pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<LoadError>), CorpusError> {
     let mut cases = Vec::new();
     let mut errors = Vec::new();
     for file in json_files(dir)? {
         let json = match read_json(&file) {
             Ok(j) => j,
-            Err(message) => {
-                errors.push(LoadError { file, message });
+            Err(error) => {
+                errors.push(LoadError { file, error });
                 continue;
             }
         };
@@ -155,7 +226,7 @@ pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<LoadErro
         }
         match parse_case(&file, &json, other_kinds) {
             Ok(c) => cases.push(c),
-            Err(message) => errors.push(LoadError { file, message }),
+            Err(error) => errors.push(LoadError { file, error: error.into() }),
         }
     }
     Ok((cases, errors))
@@ -163,79 +234,77 @@ pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<LoadErro
 
 /// The `message` cases under `dir` whose dialect and version have a schema
 /// table, in path order; a load error is an error (naming every file).
-pub fn message_cases(dir: &Path) -> Result<Vec<Case>, String> {
+pub fn message_cases(dir: &Path) -> Result<Vec<Case>, CorpusError> {
     let (cases, errors) = load(dir, &[])?;
     if !errors.is_empty() {
-        let lines: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.message)).collect();
-        return Err(lines.join("\n"));
+        return Err(CorpusError::Load(errors));
     }
     Ok(cases.into_iter().filter(|c| c.message().is_some() && c.release().is_some()).collect())
 }
 
-fn string(json: &Json, key: &str) -> Result<String, String> {
+fn string(json: &Json, key: &'static str) -> Result<String, CaseKeyError> {
     match json.get(key) {
         Some(Json::String(s)) => Ok(s.clone()),
-        Some(other) => Err(format!("key `{key}` must be a string, got {other}")),
-        None => Err(format!("missing key `{key}`")),
+        Some(other) => Err(CaseKeyError::NotString { key, got: other.clone() }),
+        None => Err(CaseKeyError::Missing { key }),
     }
 }
 
 /// Parses one case object; errors say which key is wrong.
-pub fn parse_case(file: &Path, json: &Json, other_kinds: &[&str]) -> Result<Case, String> {
-    let id = string(json, "case")?;
-    let with_id = |e: String| format!("case {id}: {e}");
+pub fn parse_case(file: &Path, json: &Json, other_kinds: &[&str]) -> Result<Case, CaseError> {
+    let id = string(json, "case").map_err(CaseError::Id)?;
+    let with_id = |error: CaseKeyError| CaseError::Key { id: id.clone(), error };
     let dialect = string(json, "dialect").map_err(with_id)?;
     let version = string(json, "version").map_err(with_id)?;
     let kind = string(json, "kind").map_err(with_id)?;
     let doc = json.get("doc").and_then(Json::as_str).unwrap_or("").to_string();
-    let provenance = json.get("provenance").cloned().ok_or_else(|| with_id("missing key `provenance`".into()))?;
+    let provenance =
+        json.get("provenance").cloned().ok_or(CaseKeyError::Missing { key: "provenance" }).map_err(with_id)?;
     if provenance.get("source").and_then(Json::as_str).is_none() {
-        return Err(with_id("`provenance.source` must be a string".into()));
+        return Err(with_id(CaseKeyError::ProvenanceSource));
     }
     let body = if kind == "message" {
-        let name = string(json, "message").map_err(with_id)?;
-        let Some(message) = MessageKind::parse(&name) else {
-            let body = Body::Unsupported(format!("message type `{name}` is not implemented by this build"));
-            return Ok(Case { id, file: file.to_path_buf(), dialect, version, kind, doc, provenance, body });
-        };
-        let frames = match json.get("frames") {
-            Some(f) => crate::hex::decode_frames(f).map_err(with_id)?,
-            None => return Err(with_id("`frames` must be an array of hex strings".into())),
-        };
-        let expect = match json.get("expect") {
-            Some(e) => EngineVerdict::from_json(e).map_err(with_id)?,
-            None => return Err(with_id("`expect` must be \"accept\" or {\"reject\": CLASS}".into())),
-        };
-        let value = json.get("value").cloned();
-        if expect == Expect::Accept && value.is_none() {
-            return Err(with_id("accepted case without `value`".into()));
-        }
-        let encode = match json.get("encode").and_then(Json::as_str) {
-            Some("exact") => EncodeMode::Exact,
-            Some("equivalent") | None if expect != Expect::Accept => EncodeMode::Equivalent,
-            Some("equivalent") => EncodeMode::Equivalent,
-            other => return Err(with_id(format!("`encode` must be \"exact\" or \"equivalent\", got {other:?}"))),
-        };
-        let drift = match json.get("drift") {
-            None => None,
-            Some(Json::Array(xs)) => Some(
-                xs.iter()
-                    .map(|x| {
-                        x.as_str().map(str::to_string).ok_or_else(|| with_id("`drift` entries must be strings".into()))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-            Some(_) => return Err(with_id("`drift` must be an array of paths".into())),
-        };
-        Body::Message { message, frames, expect, value, encode, drift }
+        message_body(json).map_err(with_id)?
     } else if other_kinds.contains(&kind.as_str()) {
-        let input = json.get("input").cloned().ok_or_else(|| with_id("missing key `input`".into()))?;
-        let expected = json.get("expected").cloned().ok_or_else(|| with_id("missing key `expected`".into()))?;
+        let input = json.get("input").cloned().ok_or(CaseKeyError::Missing { key: "input" }).map_err(with_id)?;
+        let expected =
+            json.get("expected").cloned().ok_or(CaseKeyError::Missing { key: "expected" }).map_err(with_id)?;
         Body::Other { input, expected }
     } else {
         Body::Unsupported(format!("kind `{kind}` is not implemented by this build"))
     };
     Ok(Case { id, file: file.to_path_buf(), dialect, version, kind, doc, provenance, body })
+}
+
+/// The body of a `message` case (§4): [`Body::Unsupported`] for a message
+/// type this build does not know.
+fn message_body(json: &Json) -> Result<Body, CaseKeyError> {
+    let name = string(json, "message")?;
+    let Some(message) = MessageKind::parse(&name) else {
+        return Ok(Body::Unsupported(format!("message type `{name}` is not implemented by this build")));
+    };
+    let frames = crate::hex::decode_frames(json.get("frames").unwrap_or(&Json::Null))?;
+    let expect = EngineVerdict::from_json(json.get("expect").unwrap_or(&Json::Null))?;
+    let value = json.get("value").cloned();
+    if expect == Expect::Accept && value.is_none() {
+        return Err(CaseKeyError::AcceptedWithoutValue);
+    }
+    let encode = match json.get("encode").and_then(Json::as_str) {
+        Some("exact") => EncodeMode::Exact,
+        Some("equivalent") | None if expect != Expect::Accept => EncodeMode::Equivalent,
+        Some("equivalent") => EncodeMode::Equivalent,
+        other => return Err(CaseKeyError::Encode { got: other.map(str::to_string) }),
+    };
+    let drift = match json.get("drift") {
+        None => None,
+        Some(Json::Array(xs)) => Some(
+            xs.iter()
+                .map(|x| x.as_str().map(str::to_string).ok_or(CaseKeyError::DriftEntry))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => return Err(CaseKeyError::DriftNotArray),
+    };
+    Ok(Body::Message { message, frames, expect, value, encode, drift })
 }
 
 /// This repository's `golden/` directory (the committed corpus).

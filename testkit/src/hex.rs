@@ -64,17 +64,35 @@ pub fn unhex(s: &str) -> Vec<u8> {
     decode_spaced(s).unwrap_or_else(|e| panic!("test hex: {e}"))
 }
 
+/// Why a case's `frames` are not a list of hex frames: which element.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FramesError {
+    /// `frames` is not an array.
+    #[error("`frames` must be an array of hex strings")]
+    NotArray,
+    /// `frames[index]` is not a string.
+    #[error("frames[{index}] is not a string")]
+    NotString { index: usize },
+    /// `frames[index]` is a string but not hex.
+    #[error("frames[{index}] is not hex: {error}")]
+    NotHex {
+        index: usize,
+        #[source]
+        error: HexError,
+    },
+}
+
 /// The bytes of a hex frame list (`frames` of a case): each element must
 /// be a hex string. Errors name the element (`frames[2]`).
-pub fn decode_frames(frames: &serde_json::Value) -> Result<Vec<Vec<u8>>, String> {
+pub fn decode_frames(frames: &serde_json::Value) -> Result<Vec<Vec<u8>>, FramesError> {
     let serde_json::Value::Array(xs) = frames else {
-        return Err("`frames` must be an array of hex strings".into());
+        return Err(FramesError::NotArray);
     };
     xs.iter()
         .enumerate()
-        .map(|(i, x)| {
-            let s = x.as_str().ok_or_else(|| format!("frames[{i}] is not a string"))?;
-            decode(s).map_err(|e| format!("frames[{i}] is not hex: {e}"))
+        .map(|(index, x)| {
+            let s = x.as_str().ok_or(FramesError::NotString { index })?;
+            decode(s).map_err(|error| FramesError::NotHex { index, error })
         })
         .collect()
 }

@@ -224,6 +224,20 @@ pub fn xml_escape(s: &str) -> String {
     o
 }
 
+/// Why a case's `expect` is not a verdict ([`EngineVerdict::from_json`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpectError {
+    /// An object without a string `reject`.
+    #[error("`expect` object needs `reject`")]
+    NoRejectClass,
+    /// `reject` names no class of docs/case-format.md §5.1.
+    #[error("unknown reject class `{class}`")]
+    UnknownRejectClass { class: String },
+    /// Neither `"accept"` nor an object.
+    #[error("`expect` must be \"accept\" or {{\"reject\": CLASS}}")]
+    NotAVerdict,
+}
+
 /// What the engine's own decoder said of a message (docs/case-format.md
 /// §4: a case's `expect`): accepted, or rejected with a class.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,14 +248,16 @@ pub enum EngineVerdict {
 
 impl EngineVerdict {
     /// Reads a case's `expect`: `"accept"` or `{"reject": CLASS}`.
-    pub fn from_json(j: &Json) -> Result<EngineVerdict, String> {
+    pub fn from_json(j: &Json) -> Result<EngineVerdict, ExpectError> {
         match j {
             Json::String(s) if s == "accept" => Ok(EngineVerdict::Accept),
             Json::Object(m) => {
-                let class = m.get("reject").and_then(Json::as_str).ok_or("`expect` object needs `reject`")?;
-                RejectClass::parse(class).map(EngineVerdict::Reject).ok_or(format!("unknown reject class `{class}`"))
+                let class = m.get("reject").and_then(Json::as_str).ok_or(ExpectError::NoRejectClass)?;
+                RejectClass::parse(class)
+                    .map(EngineVerdict::Reject)
+                    .ok_or_else(|| ExpectError::UnknownRejectClass { class: class.to_string() })
             }
-            _ => Err("`expect` must be \"accept\" or {\"reject\": CLASS}".into()),
+            _ => Err(ExpectError::NotAVerdict),
         }
     }
 

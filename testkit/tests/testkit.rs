@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use engine_protocol::typed::FinishReason;
 use engine_protocol::{MessageKind, Outcome, RejectClass, Value};
 use engine_testkit::build::{add_frames, decode, vllm, Output, OutputBatch, Request};
-use engine_testkit::corpus::{self, Body, EncodeMode, Expect};
-use engine_testkit::hex::{self, HexError};
-use engine_testkit::outcome::{xml_escape, EngineVerdict, JunitElement, Totals, Verdict};
+use engine_testkit::corpus::{self, Body, CaseError, CaseKeyError, CorpusError, EncodeMode, Expect};
+use engine_testkit::hex::{self, FramesError, HexError};
+use engine_testkit::outcome::{xml_escape, EngineVerdict, ExpectError, JunitElement, Totals, Verdict};
 use engine_testkit::{json, rng, split};
 use serde_json::json;
 
@@ -51,17 +51,23 @@ fn load_errors_name_the_file_and_what_is_wrong_and_non_cases_are_passed_over() {
     let mut ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["abort/two_ids", "mutant/abort_truncated", "stop/no_stop"], "schema/dump.json is no case");
-    let mut errs: Vec<(String, &str)> = errors
-        .iter()
-        .map(|e| (e.file.file_name().unwrap().to_string_lossy().into_owned(), e.message.as_str()))
-        .collect();
-    errs.sort();
+    let mut errs: Vec<(String, &corpus::CorpusError)> =
+        errors.iter().map(|e| (e.file.file_name().unwrap().to_string_lossy().into_owned(), &e.error)).collect();
+    errs.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(errs.len(), 2, "{errs:?}");
     assert_eq!(errs[0].0, "bad_hex.json");
-    assert!(errs[0].1.contains("case broken/bad_hex: frames[1] is not hex"), "{}", errs[0].1);
-    assert!(errs[0].1.contains("'z' at offset 1"), "{}", errs[0].1);
+    let CorpusError::Case(CaseError::Key { id, error: CaseKeyError::Frames(frames) }) = errs[0].1 else {
+        panic!("{:?}", errs[0].1)
+    };
+    assert_eq!(id, "broken/bad_hex");
+    assert_eq!(*frames, FramesError::NotHex { index: 1, error: HexError::BadDigit { at: 1, found: 'z' } });
+    // The report text of a load error: the case, the key and the offset.
+    let shown = errs[0].1.to_string();
+    assert!(shown.contains("case broken/bad_hex: frames[1] is not hex"), "{shown}");
+    assert!(shown.contains("'z' at offset 1"), "{shown}");
     assert_eq!(errs[1].0, "not_json.json");
-    assert!(errs[1].1.starts_with("not valid JSON"), "{}", errs[1].1);
+    assert!(matches!(errs[1].1, CorpusError::Json { .. }), "{:?}", errs[1].1);
+    assert!(errs[1].1.to_string().starts_with("not valid JSON"), "{}", errs[1].1);
 }
 
 #[test]
@@ -81,15 +87,21 @@ fn a_missing_contract_key_is_an_error_naming_the_key() {
     let ok = json!({"case": "x/y", "dialect": "vllm", "version": "0.33.0", "kind": "message",
         "provenance": {"source": "t"}, "message": "AbortRequest", "frames": ["01", "90"], "expect": "accept"});
     let e = corpus::parse_case(Path::new("x.json"), &ok, &[]).unwrap_err();
-    assert_eq!(e, "case x/y: accepted case without `value`");
+    assert_eq!(e, CaseError::Key { id: "x/y".into(), error: CaseKeyError::AcceptedWithoutValue });
+    assert_eq!(e.to_string(), "case x/y: accepted case without `value`");
     let mut no_source = ok.clone();
     no_source["provenance"] = json!({});
     let e = corpus::parse_case(Path::new("x.json"), &no_source, &[]).unwrap_err();
-    assert!(e.contains("provenance.source"), "{e}");
+    assert!(matches!(e, CaseError::Key { error: CaseKeyError::ProvenanceSource, .. }), "{e}");
     let mut bad_class = ok;
     bad_class["expect"] = json!({"reject": "nonsense"});
     let e = corpus::parse_case(Path::new("x.json"), &bad_class, &[]).unwrap_err();
-    assert!(e.contains("unknown reject class `nonsense`"), "{e}");
+    let want = ExpectError::UnknownRejectClass { class: "nonsense".into() };
+    assert!(matches!(&e, CaseError::Key { error: CaseKeyError::Expect(got), .. } if *got == want), "{e}");
+    let mut no_id = no_source;
+    no_id.as_object_mut().unwrap().remove("case");
+    let e = corpus::parse_case(Path::new("x.json"), &no_id, &[]).unwrap_err();
+    assert_eq!(e, CaseError::Id(CaseKeyError::Missing { key: "case" }));
 }
 
 #[test]
@@ -102,7 +114,7 @@ fn the_walk_lists_json_files_in_path_order_and_a_missing_directory_is_an_error()
     assert_eq!(names.len(), 6, "{names:?}");
     assert!(!names.iter().any(|n| n.ends_with(".md")));
     let e = corpus::json_files(&fixtures().join("nowhere")).unwrap_err();
-    assert!(e.contains("nowhere"), "{e}");
+    assert!(matches!(&e, CorpusError::ReadDir { dir, .. } if dir.ends_with("nowhere")), "{e}");
 }
 
 #[test]
@@ -123,8 +135,10 @@ fn hex_errors_say_where_and_what() {
     assert_eq!(hex::decode_spaced("ab x").unwrap_err().to_string(), "'x' at offset 3 is not a hex digit");
     assert_eq!(hex::decode_spaced("a bc d").unwrap(), [0xab, 0xcd], "a space inside a byte is ignored");
     let e = hex::decode_frames(&json!(["01", 7])).unwrap_err();
-    assert_eq!(e, "frames[1] is not a string");
-    assert_eq!(hex::decode_frames(&json!("01")).unwrap_err(), "`frames` must be an array of hex strings");
+    assert_eq!(e, FramesError::NotString { index: 1 });
+    assert_eq!(e.to_string(), "frames[1] is not a string");
+    assert_eq!(hex::decode_frames(&json!("01")).unwrap_err(), FramesError::NotArray);
+    assert_eq!(FramesError::NotArray.to_string(), "`frames` must be an array of hex strings");
     assert_eq!(hex::frames_shown(&[vec![1u8, 2, 3], vec![]], 2), "[0102...(3 bytes), ]");
 }
 

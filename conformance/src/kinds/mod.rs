@@ -4,6 +4,7 @@
 //! `expected` (computed by vLLM's, or TokenSpeed's, own frontend).
 //! Shapes are documented in golden/README.md ("Frontend kinds").
 
+mod error;
 pub mod logprobs;
 pub mod stop;
 pub mod tokenspeed_translation;
@@ -17,7 +18,10 @@ use engine_protocol::translate::GatewayTokenizer;
 use serde_json::Value as Json;
 
 use engine_testkit::corpus::Case;
+use engine_testkit::model::ModelDirError;
 use engine_testkit::outcome::Verdict;
+
+pub use error::KindError;
 
 /// The gateway kinds this build checks.
 pub const KNOWN: &[&str] = &["stop_detection", "logprob_shaping", "translation", "tokenspeed_translation"];
@@ -43,7 +47,7 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Verdict {
     };
     match r {
         Ok(()) => Verdict::Pass,
-        Err(e) => Verdict::Fail(e),
+        Err(e) => Verdict::Fail(e.to_string()),
     }
 }
 
@@ -52,11 +56,13 @@ type Cache = Mutex<HashMap<PathBuf, Arc<GatewayTokenizer>>>;
 /// The tokenizer a case names (`"tokenizer": "tiny"`): the directory of
 /// that name found beside the case file or any of its ancestors (so
 /// `golden/tiny/` for `golden/vllm/<v>/<group>/<case>.json`).
-pub fn tokenizer_for(case: &Case, input: &Json) -> Result<Arc<GatewayTokenizer>, String> {
-    let name =
-        input.get("tokenizer").and_then(Json::as_str).ok_or("input.tokenizer must name a tokenizer directory")?;
+pub fn tokenizer_for(case: &Case, input: &Json) -> Result<Arc<GatewayTokenizer>, KindError> {
+    let name = input
+        .get("tokenizer")
+        .and_then(Json::as_str)
+        .ok_or_else(|| KindError::invalid("input.tokenizer", "must name a tokenizer directory"))?;
     if name.contains(['/', '\\']) || name.starts_with('.') {
-        return Err(format!("tokenizer name `{name}` must be a plain directory name"));
+        return Err(KindError::TokenizerName { name: name.to_string() });
     }
     let file = std::fs::canonicalize(&case.file).unwrap_or_else(|_| case.file.clone());
     let dir = file
@@ -64,26 +70,26 @@ pub fn tokenizer_for(case: &Case, input: &Json) -> Result<Arc<GatewayTokenizer>,
         .skip(1)
         .map(|a| a.join(name))
         .find(|d| d.join("tokenizer.json").is_file())
-        .ok_or_else(|| format!("no `{name}/tokenizer.json` beside {} or its ancestors", case.file.display()))?;
+        .ok_or_else(|| KindError::TokenizerNotFound { name: name.to_string(), case_file: case.file.clone() })?;
     load(&dir)
 }
 
-fn load(dir: &Path) -> Result<Arc<GatewayTokenizer>, String> {
+fn load(dir: &Path) -> Result<Arc<GatewayTokenizer>, KindError> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(t) = cache.lock().map_err(|e| e.to_string())?.get(dir) {
+    if let Some(t) = cache.lock().map_err(|_| KindError::TokenizerCache)?.get(dir) {
         return Ok(t.clone());
     }
-    let t = Arc::new(load_tokenizer(dir)?);
-    cache.lock().map_err(|e| e.to_string())?.insert(dir.to_path_buf(), t.clone());
+    let t = Arc::new(load_tokenizer(dir).map_err(|e| KindError::Tokenizer(Box::new(e)))?);
+    cache.lock().map_err(|_| KindError::TokenizerCache)?.insert(dir.to_path_buf(), t.clone());
     Ok(t)
 }
 
 /// Reads a model directory (`tokenizer.json`, and `tokenizer_config.json`
 /// and `generation_config.json` when present) into a gateway tokenizer:
 /// the testkit's loader ([`engine_testkit::model::ModelDir`]).
-pub fn load_tokenizer(dir: &Path) -> Result<GatewayTokenizer, String> {
-    engine_testkit::model::tokenizer(dir).map_err(|e| e.to_string())
+pub fn load_tokenizer(dir: &Path) -> Result<GatewayTokenizer, ModelDirError> {
+    engine_testkit::model::tokenizer(dir)
 }
 
 /// JSON number or non-finite string as f64 (docs/case-format.md §6.4).
@@ -96,10 +102,17 @@ pub fn same_f64(a: f64, b: f64) -> bool {
     a == b || (a.is_nan() && b.is_nan())
 }
 
-pub fn ids(v: &Json, what: &str) -> Result<Vec<u32>, String> {
+/// The token ids at `what`: an array of u32s.
+pub fn ids(v: &Json, what: &str) -> Result<Vec<u32>, KindError> {
     v.as_array()
-        .ok_or_else(|| format!("{what} must be an array"))?
+        .ok_or_else(|| KindError::invalid(what, "must be an array"))?
         .iter()
-        .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| format!("{what}: {x} is not a token id")))
+        .map(|x| {
+            x.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| KindError::NotA {
+                path: what.to_string(),
+                value: x.clone(),
+                what: "a token id",
+            })
+        })
         .collect()
 }

@@ -6,22 +6,28 @@ use engine_protocol::translate::{EngineStep, RequestStream, StepOutput, StopPara
 use engine_protocol::typed::{FinishReason, StopReason};
 use serde_json::Value as Json;
 
-use super::{ids, tokenizer_for};
+use super::{ids, tokenizer_for, KindError};
 use engine_testkit::corpus::Case;
 
-fn flag(p: &Json, k: &str, default: bool) -> Result<bool, String> {
+fn flag(p: &Json, k: &str, default: bool) -> Result<bool, KindError> {
     match p.get(k) {
         None => Ok(default),
-        Some(v) => v.as_bool().ok_or_else(|| format!("params.{k} must be a bool")),
+        Some(v) => v.as_bool().ok_or_else(|| KindError::invalid(format!("params.{k}"), "must be a bool")),
     }
 }
 
-pub fn params_of(p: &Json) -> Result<StopParams, String> {
+pub fn params_of(p: &Json) -> Result<StopParams, KindError> {
     let stop = p
         .get("stop")
         .and_then(Json::as_array)
         .map(|xs| {
-            xs.iter().map(|x| x.as_str().map(str::to_string).ok_or("params.stop entries must be strings")).collect()
+            xs.iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| KindError::invalid("params.stop", "entries must be strings"))
+                })
+                .collect()
         })
         .transpose()?
         .unwrap_or_default();
@@ -36,33 +42,37 @@ pub fn params_of(p: &Json) -> Result<StopParams, String> {
     })
 }
 
-fn finish_of(v: &Json) -> Result<Option<FinishReason>, String> {
+fn bad(field: &'static str, value: &Json) -> KindError {
+    KindError::BadReason { field, value: value.clone() }
+}
+
+fn finish_of(v: &Json) -> Result<Option<FinishReason>, KindError> {
     match v {
         Json::Null => Ok(None),
         Json::Number(n) => {
-            n.as_i64().and_then(FinishReason::from_wire).map(Some).ok_or_else(|| format!("bad finish_reason {n}"))
+            n.as_i64().and_then(FinishReason::from_wire).map(Some).ok_or_else(|| bad("finish_reason", v))
         }
-        other => Err(format!("bad finish_reason {other}")),
+        other => Err(bad("finish_reason", other)),
     }
 }
 
-fn stop_reason_of(v: &Json) -> Result<Option<StopReason>, String> {
+fn stop_reason_of(v: &Json) -> Result<Option<StopReason>, KindError> {
     match v {
         Json::Null => Ok(None),
         Json::Number(n) => {
             let id = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
-            id.map(|i| Some(StopReason::TokenId(i))).ok_or_else(|| format!("bad stop_reason {n}"))
+            id.map(|i| Some(StopReason::TokenId(i))).ok_or_else(|| bad("stop_reason", v))
         }
         Json::String(s) => Ok(Some(StopReason::Text(s.clone()))),
-        other => Err(format!("bad stop_reason {other}")),
+        other => Err(bad("stop_reason", other)),
     }
 }
 
-pub fn steps_of(input: &Json) -> Result<Vec<EngineStep>, String> {
+pub fn steps_of(input: &Json) -> Result<Vec<EngineStep>, KindError> {
     input
         .get("steps")
         .and_then(Json::as_array)
-        .ok_or("input.steps must be an array")?
+        .ok_or_else(|| KindError::invalid("input.steps", "must be an array"))?
         .iter()
         .enumerate()
         .map(|(i, s)| {
@@ -105,20 +115,23 @@ pub fn render(o: &Option<StepOutput>) -> Json {
     }
 }
 
-pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
+pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), KindError> {
     let tok = tokenizer_for(case, input)?;
     let prompt = ids(input.get("prompt_token_ids").unwrap_or(&Json::Null), "input.prompt_token_ids")?;
-    let params = params_of(input.get("params").ok_or("input.params missing")?)?;
+    let params = params_of(input.get("params").ok_or_else(|| KindError::invalid("input.params", "missing"))?)?;
     let steps = steps_of(input)?;
-    let want = expected.get("outputs").and_then(Json::as_array).ok_or("expected.outputs must be an array")?;
+    let want = expected
+        .get("outputs")
+        .and_then(Json::as_array)
+        .ok_or_else(|| KindError::invalid("expected.outputs", "must be an array"))?;
     if want.len() != steps.len() {
-        return Err(format!("expected.outputs has {} entries for {} steps", want.len(), steps.len()));
+        return Err(KindError::OutputsPerStep { outputs: want.len(), steps: steps.len() });
     }
     let mut rs = RequestStream::new(&tok, &prompt, params);
     for (i, (step, want)) in steps.iter().zip(want).enumerate() {
         let got = render(&rs.step(&tok, step));
         if &got != want {
-            return Err(format!("outputs[{i}]: expected {want}, got {got}"));
+            return Err(KindError::differs(format!("outputs[{i}]"), want, got));
         }
     }
     Ok(())

@@ -25,32 +25,33 @@ use engine_protocol::view::{diff, to_view};
 use engine_protocol::{decode_message, Limits, MessageKind};
 use serde_json::Value as Json;
 
-use super::tokenizer_for;
 use super::translation::{error_key, same_key, show_key, ErrorKey};
+use super::{tokenizer_for, KindError};
 use engine_testkit::corpus::Case;
 
 /// The engine facts and options a case runs under.
-pub fn setup(input: &Json) -> Result<(TokenSpeedEngineInfo, TokenSpeedOptions), String> {
-    let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or("input.max_model_len")?;
+pub fn setup(input: &Json) -> Result<(TokenSpeedEngineInfo, TokenSpeedOptions), KindError> {
+    let missing = |k: &str| KindError::missing(format!("input.{k}"));
+    let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or_else(|| missing("max_model_len"))?;
     let vocab_size = match input.get("vocab_size") {
         None | Some(Json::Null) => None,
-        Some(v) => Some(v.as_u64().and_then(|v| u32::try_from(v).ok()).ok_or("input.vocab_size")?),
+        Some(v) => Some(v.as_u64().and_then(|v| u32::try_from(v).ok()).ok_or_else(|| missing("vocab_size"))?),
     };
     let enable_output_logprobs =
-        input.get("enable_output_logprobs").and_then(Json::as_bool).ok_or("input.enable_output_logprobs")?;
+        input.get("enable_output_logprobs").and_then(Json::as_bool).ok_or_else(|| missing("enable_output_logprobs"))?;
     let mut opts = TokenSpeedOptions::tokenspeed_parity();
-    opts.stream = input.get("stream").and_then(Json::as_bool).ok_or("input.stream")?;
-    opts.created_time = input.get("created_time").and_then(Json::as_f64).ok_or("input.created_time")?;
+    opts.stream = input.get("stream").and_then(Json::as_bool).ok_or_else(|| missing("stream"))?;
+    opts.created_time = input.get("created_time").and_then(Json::as_f64).ok_or_else(|| missing("created_time"))?;
     Ok((TokenSpeedEngineInfo { max_model_len, vocab_size, enable_output_logprobs }, opts))
 }
 
 /// Runs the case's request through `translate`. The outer error is a
 /// problem with the case itself.
-pub fn run(case: &Case, input: &Json) -> Result<Result<TokenSpeedTranslated, TranslateError>, String> {
+pub fn run(case: &Case, input: &Json) -> Result<Result<TokenSpeedTranslated, TranslateError>, KindError> {
     let tok = tokenizer_for(case, input)?;
     let (info, opts) = setup(input)?;
-    let req = input.get("request").ok_or("input.request")?;
-    let req = GenerateRequest::from_json(req).map_err(|e| format!("input.request does not parse: {e}"))?;
+    let req = input.get("request").ok_or_else(|| KindError::missing("input.request"))?;
+    let req = GenerateRequest::from_json(req).map_err(|e| KindError::Request(Box::new(e)))?;
     Ok(translate(&req, &info, &tok, &opts))
 }
 
@@ -106,59 +107,70 @@ pub fn classify_tokenspeed_error(kind: &str, message: &str, request: &Json) -> O
 /// The TokenSpeed version the translation layer writes requests for.
 pub const TARGET_VERSION: &str = engine_protocol::schema::tokenspeed::V0_1_1.version;
 
-pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
-    let got = run(case, input)?;
-    match (expected.get("error"), got) {
-        (Some(want), Err(e)) => {
-            let kind = want.get("type").and_then(Json::as_str).ok_or("expected.error.type")?;
-            let message = want.get("message").and_then(Json::as_str).ok_or("expected.error.message")?;
-            let request = input.get("request").ok_or("input.request")?;
-            let want = classify_tokenspeed_error(kind, message, request).ok_or_else(|| {
-                format!("TokenSpeed's error is outside the classified vocabulary: {kind}: {message:?}")
-            })?;
-            let ours = error_key(&e);
-            if same_key(&want, &ours) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "TokenSpeed refused with {} ({message:?}); we refused with {} ({e})",
-                    show_key(&want),
-                    show_key(&ours)
-                ))
-            }
-        }
-        (Some(e), Ok(_)) => Err(format!("expected an error ({e}), translation succeeded")),
-        (None, Err(e)) => Err(format!("expected a translation, got error: {e}")),
-        (None, Ok(t)) => {
-            let want = expected.get("payload").and_then(Json::as_str).ok_or("expected.payload")?;
-            let want = engine_testkit::hex::decode(want).map_err(|e| format!("expected.payload: {e}"))?;
-            let ours = encode_request(&t).map_err(|e| format!("our request does not encode: {e}"))?;
-            if ours == want {
-                return Ok(());
-            }
-            // Equal up to set order: the same view.
-            let rel = case.release().ok_or("no schema table")?;
-            let ty = MessageKind::EngineCoreRequest.payload_type(rel);
-            let theirs =
-                decode_message(rel, MessageKind::EngineCoreRequest, &[&[0u8][..], &want[..]], &Limits::default())
-                    .map_err(|e| format!("TokenSpeed's payload does not decode: {e}"))?;
-            let (theirs, ours_view) = (to_view(ty, &theirs.value), to_view(ty, &t.request));
-            if let Some((path, what)) = diff(&theirs, &ours_view) {
-                return Err(format!("payload differs at TokenizedGenerateReqInput{path}: {what}"));
-            }
-            // Only a set of two or more ids may be written in another order.
-            let ids = input.pointer("/request/stop_token_ids").and_then(Json::as_array).map_or(0, |xs| {
-                let mut xs: Vec<String> = xs.iter().map(Json::to_string).collect();
-                xs.sort();
-                xs.dedup();
-                xs.len()
-            });
-            if ids < 2 {
-                return Err("the payload decodes the same but its bytes differ, and no set explains it".into());
-            }
-            Ok(())
-        }
+pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), KindError> {
+    match (expected.get("error"), run(case, input)?) {
+        (Some(want), Err(e)) => same_refusal(want, input, e),
+        (Some(e), Ok(_)) => Err(KindError::ExpectedRefusal { want: e.clone() }),
+        (None, Err(e)) => Err(KindError::Refused(Box::new(e))),
+        (None, Ok(t)) => same_payload(case, input, expected, &t),
     }
+}
+
+/// TokenSpeed's refusal `want` (`expected.error`) and ours, `e`: the same
+/// class naming the same parameters.
+fn same_refusal(want: &Json, input: &Json, e: TranslateError) -> Result<(), KindError> {
+    let kind = want.get("type").and_then(Json::as_str).ok_or_else(|| KindError::missing("expected.error.type"))?;
+    let message =
+        want.get("message").and_then(Json::as_str).ok_or_else(|| KindError::missing("expected.error.message"))?;
+    let request = input.get("request").ok_or_else(|| KindError::missing("input.request"))?;
+    let want = classify_tokenspeed_error(kind, message, request).ok_or_else(|| KindError::Unclassified {
+        engine: "TokenSpeed",
+        kind: Some(kind.to_string()),
+        message: message.to_string(),
+    })?;
+    let ours = error_key(&e);
+    if same_key(&want, &ours) {
+        Ok(())
+    } else {
+        Err(KindError::RefusedDifferently {
+            engine: "TokenSpeed",
+            theirs: show_key(&want),
+            message: message.to_string(),
+            ours: show_key(&ours),
+            error: Box::new(e),
+        })
+    }
+}
+
+/// Our ADD payload against TokenSpeed's (`expected.payload`): the same
+/// bytes, or the same view with a set of two or more ids in another order.
+fn same_payload(case: &Case, input: &Json, expected: &Json, t: &TokenSpeedTranslated) -> Result<(), KindError> {
+    let want = expected.get("payload").and_then(Json::as_str).ok_or_else(|| KindError::missing("expected.payload"))?;
+    let want = engine_testkit::hex::decode(want).map_err(KindError::PayloadHex)?;
+    let ours = encode_request(t).map_err(|e| KindError::OurEncode(Box::new(e)))?;
+    if ours == want {
+        return Ok(());
+    }
+    // Equal up to set order: the same view.
+    let rel = case.release().ok_or(KindError::NoSchemaTable)?;
+    let ty = MessageKind::EngineCoreRequest.payload_type(rel);
+    let theirs = decode_message(rel, MessageKind::EngineCoreRequest, &[&[0u8][..], &want[..]], &Limits::default())
+        .map_err(|error| KindError::TheirDecode { engine: "TokenSpeed", error: Box::new(error) })?;
+    let (theirs, ours_view) = (to_view(ty, &theirs.value), to_view(ty, &t.request));
+    if let Some((path, what)) = diff(&theirs, &ours_view) {
+        return Err(KindError::PayloadDiffers { path, what });
+    }
+    // Only a set of two or more ids may be written in another order.
+    let ids = input.pointer("/request/stop_token_ids").and_then(Json::as_array).map_or(0, |xs| {
+        let mut xs: Vec<String> = xs.iter().map(Json::to_string).collect();
+        xs.sort();
+        xs.dedup();
+        xs.len()
+    });
+    if ids < 2 {
+        return Err(KindError::BytesDiffer);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

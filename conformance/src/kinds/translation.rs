@@ -27,7 +27,7 @@ use engine_protocol::MessageKind;
 use engine_protocol::{StructValue, Value};
 use serde_json::{json, Value as Json};
 
-use super::{num, same_f64, tokenizer_for};
+use super::{num, same_f64, tokenizer_for, KindError};
 use engine_testkit::corpus::Case;
 
 /// A wire value as JSON: the canonical view of an untyped value
@@ -123,7 +123,11 @@ pub fn options_for(input: &Json) -> TranslateOptions {
 /// Runs the case's request through `translate`. The outer error is a
 /// problem with the case itself (tokenizer, input keys, a request that does
 /// not parse): a failure whatever the case expects.
-pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<Translated, TranslateError>, String> {
+pub fn run(
+    case: &Case,
+    input: &Json,
+    opts: &TranslateOptions,
+) -> Result<Result<Translated, TranslateError>, KindError> {
     let tok = tokenizer_for(case, input)?;
     if let Some(derived) = input.get("generation_defaults") {
         // What vLLM's server derived from the model's generation config
@@ -137,17 +141,18 @@ pub fn run(case: &Case, input: &Json, opts: &TranslateOptions) -> Result<Result<
         }
         let want = GenerationDefaults::from_json(&as_file);
         if want != tok.generation_defaults {
-            return Err(format!(
-                "the model directory's generation config reads as {:?}; vLLM's server derived {want:?}",
-                tok.generation_defaults
-            ));
+            return Err(KindError::GenerationDefaults {
+                ours: Box::new(tok.generation_defaults),
+                theirs: Box::new(want),
+            });
         }
     }
-    let rel = case.release().ok_or("no schema table")?;
-    let max_model_len = input.get("max_model_len").and_then(Json::as_i64).ok_or("input.max_model_len")?;
+    let rel = case.release().ok_or(KindError::NoSchemaTable)?;
+    let max_model_len =
+        input.get("max_model_len").and_then(Json::as_i64).ok_or_else(|| KindError::missing("input.max_model_len"))?;
     let engine = EngineInfo { max_model_len, release: rel };
-    let req = input.get("request").ok_or("input.request")?;
-    let req = GenerateRequest::from_json(req).map_err(|e| format!("input.request does not parse: {e}"))?;
+    let req = input.get("request").ok_or_else(|| KindError::missing("input.request"))?;
+    let req = GenerateRequest::from_json(req).map_err(|e| KindError::Request(Box::new(e)))?;
     Ok(translate(&req, &engine, &tok, opts))
 }
 
@@ -239,84 +244,107 @@ pub fn show_key(k: &ErrorKey) -> String {
     format!("{}({})", k.0, k.1.join(", "))
 }
 
-pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), String> {
-    let got = run(case, input, &options_for(input))?;
-    match (expected.get("error"), got) {
-        (Some(want), Err(e)) => {
-            let message = want.get("message").and_then(Json::as_str).ok_or("expected.error.message")?;
-            let want = classify_vllm_error(message)
-                .ok_or_else(|| format!("vLLM's error is outside the classified vocabulary: {message:?}"))?;
-            let ours = error_key(&e);
-            if same_key(&want, &ours) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "vLLM refused with {} ({message:?}); we refused with {} ({e})",
-                    show_key(&want),
-                    show_key(&ours)
-                ))
-            }
+pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), KindError> {
+    match (expected.get("error"), run(case, input, &options_for(input))?) {
+        (Some(want), Err(e)) => same_refusal(want, e),
+        (Some(e), Ok(_)) => Err(KindError::ExpectedRefusal { want: e.clone() }),
+        (None, Err(e)) => Err(KindError::Refused(Box::new(e))),
+        (None, Ok(t)) => same_requests(case, expected, &t),
+    }
+}
+
+/// vLLM's refusal `want` (`expected.error`) and ours, `e`: the same class
+/// naming the same parameters.
+fn same_refusal(want: &Json, e: TranslateError) -> Result<(), KindError> {
+    let message =
+        want.get("message").and_then(Json::as_str).ok_or_else(|| KindError::missing("expected.error.message"))?;
+    let want = classify_vllm_error(message).ok_or_else(|| KindError::Unclassified {
+        engine: "vLLM",
+        kind: None,
+        message: message.to_string(),
+    })?;
+    let ours = error_key(&e);
+    if same_key(&want, &ours) {
+        Ok(())
+    } else {
+        Err(KindError::RefusedDifferently {
+            engine: "vLLM",
+            theirs: show_key(&want),
+            message: message.to_string(),
+            ours: show_key(&ours),
+            error: Box::new(e),
+        })
+    }
+}
+
+/// `expected.volatile`: the fields of `engine_request` not compared.
+fn volatile_fields(expected: &Json) -> Result<Vec<&str>, KindError> {
+    match expected.get("volatile") {
+        None => Ok(Vec::new()),
+        Some(Json::Array(xs)) => xs
+            .iter()
+            .map(|x| x.as_str().ok_or_else(|| KindError::invalid("expected.volatile", "holds strings")))
+            .collect(),
+        Some(_) => Err(KindError::invalid("expected.volatile", "must be an array of field names")),
+    }
+}
+
+/// Our engine requests against vLLM's (`expected.requests`), one by one.
+fn same_requests(case: &Case, expected: &Json, t: &Translated) -> Result<(), KindError> {
+    let rel = case.release().ok_or(KindError::NoSchemaTable)?;
+    let ty = MessageKind::EngineCoreRequest.payload_type(rel);
+    let volatile = volatile_fields(expected)?;
+    let want =
+        expected.get("requests").and_then(Json::as_array).ok_or_else(|| KindError::missing("expected.requests"))?;
+    if want.len() != t.requests.len() {
+        return Err(KindError::RequestCount { want: want.len(), got: t.requests.len() });
+    }
+    for (i, (w, r)) in want.iter().zip(&t.requests).enumerate() {
+        let Value::Struct(s) = &r.request else { return Err(KindError::OurShape("request is not a struct")) };
+        // `requests[i].prompt_token_ids` is the ids vLLM's input
+        // processor built (a list in every release); the form they
+        // travel in (0.34.0 on: an int32 array) is checked with the
+        // whole `engine_request` below.
+        let prompt = match s.get("prompt_token_ids") {
+            Some(v @ Value::Tensor(_)) => v.token_ids().map_or_else(|| to_json(v), Json::from),
+            Some(v) => to_json(v),
+            None => Json::Null,
+        };
+        if !same(w.get("prompt_token_ids").unwrap_or(&Json::Null), &prompt) {
+            return Err(KindError::differs(format!("requests[{i}].prompt_token_ids"), &w["prompt_token_ids"], prompt));
         }
-        (Some(e), Ok(_)) => Err(format!("expected an error ({e}), translation succeeded")),
-        (None, Err(e)) => Err(format!("expected a translation, got error: {e}")),
-        (None, Ok(t)) => {
-            let rel = case.release().ok_or("no schema table")?;
-            let ty = MessageKind::EngineCoreRequest.payload_type(rel);
-            let volatile: Vec<&str> = match expected.get("volatile") {
-                None => Vec::new(),
-                Some(Json::Array(xs)) => {
-                    xs.iter().map(|x| x.as_str().ok_or("expected.volatile holds strings")).collect::<Result<_, _>>()?
-                }
-                Some(_) => return Err("expected.volatile must be an array of field names".into()),
-            };
-            let want = expected.get("requests").and_then(Json::as_array).ok_or("expected.requests")?;
-            if want.len() != t.requests.len() {
-                return Err(format!("expected {} engine requests, got {}", want.len(), t.requests.len()));
+        if let Some(full) = w.get("engine_request") {
+            same_engine_request(i, full, &to_view(ty, &r.request), &volatile)?;
+        }
+        let got = engine_fields(r.sampling_params());
+        let wsp =
+            w.get("sampling_params").and_then(Json::as_object).ok_or_else(|| KindError::missing("sampling_params"))?;
+        for (k, wv) in wsp {
+            let gv = got.get(k).unwrap_or(&Json::Null);
+            if !same(wv, gv) {
+                return Err(KindError::differs(format!("requests[{i}].sampling_params.{k}"), wv, gv));
             }
-            for (i, (w, r)) in want.iter().zip(&t.requests).enumerate() {
-                let Value::Struct(s) = &r.request else { return Err("request is not a struct".into()) };
-                // `requests[i].prompt_token_ids` is the ids vLLM's input
-                // processor built (a list in every release); the form they
-                // travel in (0.34.0 on: an int32 array) is checked with the
-                // whole `engine_request` below.
-                let prompt = match s.get("prompt_token_ids") {
-                    Some(v @ Value::Tensor(_)) => v.token_ids().map_or_else(|| to_json(v), Json::from),
-                    Some(v) => to_json(v),
-                    None => Json::Null,
-                };
-                if !same(w.get("prompt_token_ids").unwrap_or(&Json::Null), &prompt) {
-                    return Err(format!(
-                        "requests[{i}].prompt_token_ids: expected {}, got {prompt}",
-                        w["prompt_token_ids"]
-                    ));
-                }
-                if let Some(full) = w.get("engine_request") {
-                    let full = full.as_object().ok_or("engine_request must be an object")?;
-                    let ours = to_view(ty, &r.request);
-                    let ours = ours.as_object().ok_or("our request view is not an object")?;
-                    for (k, wv) in full {
-                        if volatile.contains(&k.as_str()) {
-                            continue;
-                        }
-                        let gv = ours.get(k).ok_or_else(|| format!("requests[{i}]: we have no field {k}"))?;
-                        if let Some((path, what)) = diff(wv, gv) {
-                            return Err(format!("requests[{i}].engine_request.{k}{path}: {what}"));
-                        }
-                    }
-                    if let Some(k) = ours.keys().find(|k| !full.contains_key(*k)) {
-                        return Err(format!("requests[{i}]: vLLM's request has no field {k}, ours does"));
-                    }
-                }
-                let got = engine_fields(r.sampling_params());
-                let wsp = w.get("sampling_params").and_then(Json::as_object).ok_or("sampling_params")?;
-                for (k, wv) in wsp {
-                    let gv = got.get(k).unwrap_or(&Json::Null);
-                    if !same(wv, gv) {
-                        return Err(format!("requests[{i}].sampling_params.{k}: expected {wv}, got {gv}"));
-                    }
-                }
-            }
-            Ok(())
         }
     }
+    Ok(())
+}
+
+/// `requests[i].engine_request` (vLLM's whole request, as a view) against
+/// the view of ours, field by field except the `volatile` ones.
+fn same_engine_request(i: usize, full: &Json, ours: &Json, volatile: &[&str]) -> Result<(), KindError> {
+    let full = full.as_object().ok_or_else(|| KindError::invalid("engine_request", "must be an object"))?;
+    let ours = ours.as_object().ok_or(KindError::OurShape("our request view is not an object"))?;
+    for (k, wv) in full {
+        if volatile.contains(&k.as_str()) {
+            continue;
+        }
+        let gv = ours.get(k).ok_or_else(|| KindError::Field { index: i, field: k.clone(), ours_only: false })?;
+        if let Some((path, what)) = diff(wv, gv) {
+            return Err(KindError::ViewDiffers { path: format!("requests[{i}].engine_request.{k}{path}"), what });
+        }
+    }
+    if let Some(k) = ours.keys().find(|k| !full.contains_key(*k)) {
+        return Err(KindError::Field { index: i, field: k.clone(), ours_only: true });
+    }
+    Ok(())
 }

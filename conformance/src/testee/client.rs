@@ -24,7 +24,8 @@ use serde_json::Value as Json;
 
 use super::{
     decode_request, encode_request, framed, hello_request, parse_decode_answer, parse_encode_answer, parse_message,
-    read_message_within, Answer, FrameError, Hello, RequestKind, GATEWAY_SKIP, MAX_ANSWER, MAX_MESSAGE, PROTOCOL,
+    read_message_within, Answer, FrameError, Hello, ProtocolError, RequestKind, GATEWAY_SKIP, MAX_ANSWER, MAX_MESSAGE,
+    PROTOCOL,
 };
 use crate::check::{check_message, Verdict};
 use crate::codec::{Codec, DecodeAnswer, EncodeAnswer, NoAnswer, Target};
@@ -108,14 +109,29 @@ impl fmt::Display for TesteeError {
 
 impl std::error::Error for TesteeError {}
 
+/// Why a testee command line does not split into words ([`split_command`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error("unterminated single quote in `{line}`")]
+    UnterminatedSingleQuote { line: String },
+    #[error("unterminated double quote in `{line}`")]
+    UnterminatedDoubleQuote { line: String },
+    #[error("`{line}` ends with a lone backslash")]
+    LoneBackslash { line: String },
+    #[error("the testee command is empty")]
+    Empty,
+}
+
 /// Splits a command line into words as a shell would (docs/testee.md §1.1):
 /// whitespace separates words; single quotes keep everything literally;
 /// double quotes group, with `\` escaping `"` and `\`; a bare `\` escapes
 /// the next character. No variables, globs, pipes or redirections.
-pub fn split_command(line: &str) -> Result<Vec<String>, String> {
+pub fn split_command(line: &str) -> Result<Vec<String>, CommandError> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
     let mut chars = line.chars();
+    let single = || CommandError::UnterminatedSingleQuote { line: line.to_string() };
+    let double = || CommandError::UnterminatedDoubleQuote { line: line.to_string() };
     while let Some(c) = chars.next() {
         match c {
             c if c.is_whitespace() => words.extend(word.take()),
@@ -125,7 +141,7 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => w.push(c),
-                        None => return Err(format!("unterminated single quote in `{line}`")),
+                        None => return Err(single()),
                     }
                 }
             }
@@ -140,23 +156,23 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                                 w.push('\\');
                                 w.push(c);
                             }
-                            None => return Err(format!("unterminated double quote in `{line}`")),
+                            None => return Err(double()),
                         },
                         Some(c) => w.push(c),
-                        None => return Err(format!("unterminated double quote in `{line}`")),
+                        None => return Err(double()),
                     }
                 }
             }
             '\\' => match chars.next() {
                 Some(c) => word.get_or_insert_with(String::new).push(c),
-                None => return Err(format!("`{line}` ends with a lone backslash")),
+                None => return Err(CommandError::LoneBackslash { line: line.to_string() }),
             },
             c => word.get_or_insert_with(String::new).push(c),
         }
     }
     words.extend(word);
     if words.is_empty() {
-        return Err("the testee command is empty".into());
+        return Err(CommandError::Empty);
     }
     Ok(words)
 }
@@ -281,7 +297,8 @@ impl Testee {
     /// Starts the testee `command` (split by [`split_command`]) and runs the
     /// handshake (docs/testee.md §3). `timeout` bounds every answer.
     pub fn start(command: &str, timeout: Duration) -> Result<Testee, TesteeError> {
-        let argv = split_command(command).map_err(|why| TesteeError::Spawn { command: command.into(), why })?;
+        let argv = split_command(command)
+            .map_err(|why| TesteeError::Spawn { command: command.into(), why: why.to_string() })?;
         let mut testee = Testee {
             argv,
             timeout,
@@ -342,9 +359,9 @@ impl Testee {
     }
 
     /// Drops the process (killed and reaped) after garbage.
-    fn garbage(&mut self, request: RequestKind, case: &str, why: String) -> TesteeError {
+    fn garbage(&mut self, request: RequestKind, case: &str, why: impl fmt::Display) -> TesteeError {
         self.running = None;
-        TesteeError::Garbage { request: request.key(), case: case.into(), why }
+        TesteeError::Garbage { request: request.key(), case: case.into(), why: why.to_string() }
     }
 
     /// Writes one request and reads its answer as a JSON object. Every
@@ -382,10 +399,7 @@ impl Testee {
                 self.running = None;
                 Err(TesteeError::Crashed { request, case: case.into(), status, stderr })
             }
-            Ok(Err(e)) => {
-                let why = e.to_string();
-                Err(self.garbage(kind, case, why))
-            }
+            Ok(Err(e)) => Err(self.garbage(kind, case, e)),
             Err(RecvTimeoutError::Timeout) => {
                 p.reap(Duration::ZERO);
                 let stderr = p.stderr_tail(true);
@@ -402,7 +416,7 @@ impl Testee {
         target: &Target,
         kind: RequestKind,
         body: Vec<u8>,
-        parse: fn(&Json) -> Result<Answer<T>, String>,
+        parse: fn(&Json) -> Result<Answer<T>, ProtocolError>,
     ) -> Result<T, NoAnswer> {
         if !self.hello.supports(target.dialect, target.version, target.message_name()) {
             return Err(NoAnswer::Skipped(self.hello.unsupported_reason(
@@ -468,10 +482,10 @@ mod tests {
 
     #[test]
     fn an_empty_or_unterminated_command_is_an_error() {
-        assert!(split_command("   ").is_err());
-        assert!(split_command("a 'b").is_err());
-        assert!(split_command("a \"b").is_err());
-        assert!(split_command("a \\").is_err());
+        assert_eq!(split_command("   "), Err(CommandError::Empty));
+        assert_eq!(split_command("a 'b"), Err(CommandError::UnterminatedSingleQuote { line: "a 'b".into() }));
+        assert_eq!(split_command("a \"b"), Err(CommandError::UnterminatedDoubleQuote { line: "a \"b".into() }));
+        assert_eq!(split_command("a \\"), Err(CommandError::LoneBackslash { line: "a \\".into() }));
     }
 
     #[test]

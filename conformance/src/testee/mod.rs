@@ -27,7 +27,7 @@ use std::io::{self, Read, Write};
 use engine_protocol::{MessageKind, RejectClass};
 use serde_json::{json, Value as Json};
 
-pub use client::{check, split_command, Testee, TesteeError};
+pub use client::{check, split_command, CommandError, Testee, TesteeError};
 
 use crate::codec::{DecodeAnswer, EncodeAnswer, Target};
 
@@ -75,6 +75,8 @@ impl std::fmt::Display for FrameError {
         }
     }
 }
+
+impl std::error::Error for FrameError {}
 
 /// Writes one message: the length of `body` as 4 bytes little-endian, then
 /// `body`. Does not flush.
@@ -127,14 +129,69 @@ pub fn read_message_within(r: &mut impl Read, limit: u64) -> Result<Vec<u8>, Fra
     Ok(body)
 }
 
+/// A message that breaks the testee protocol (docs/testee.md §2-§5): what
+/// is wrong with it, naming the key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtocolError {
+    /// The body is not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// The body is not JSON (its start quoted).
+    #[error("not JSON (`{excerpt}`): {error}")]
+    NotJson {
+        excerpt: String,
+        #[source]
+        error: engine_protocol::view::JsonError,
+    },
+    /// The body is JSON but not an object (its start quoted).
+    #[error("not a JSON object: {excerpt}")]
+    NotObject { excerpt: String },
+    /// The answer to `hello` has no `hello` key.
+    #[error("the answer to `hello` has no `hello` key")]
+    NoHello,
+    /// A key that is missing or breaks its rule (`must be a string`).
+    #[error("`{key}` {rule}")]
+    Key { key: String, rule: &'static str },
+    /// An answer without any of the answer keys.
+    #[error("no answer key (one of {})", ANSWER_KEYS.join(", "))]
+    NoAnswerKey,
+    /// An answer with more than one answer key.
+    #[error("several answer keys ({})", .keys.join(", "))]
+    SeveralAnswerKeys { keys: Vec<&'static str> },
+    /// An answer key that does not answer this request (`frames` to a
+    /// decode request).
+    #[error("`{key}` does not answer a `{request}` request")]
+    WrongAnswerKey { key: &'static str, request: &'static str },
+    /// `reject` names no reject class of docs/case-format.md §5.1.
+    #[error("`{class}` is not a reject class")]
+    NotARejectClass { class: String },
+    /// An encoded frame that is not a string.
+    #[error("frames[{index}] is not a string")]
+    FrameNotString { index: usize },
+    /// An encoded frame that is not hex.
+    #[error("frames[{index}] is not hex: {error}")]
+    FrameNotHex {
+        index: usize,
+        #[source]
+        error: hex::FromHexError,
+    },
+}
+
+impl ProtocolError {
+    fn key(key: impl Into<String>, rule: &'static str) -> Self {
+        ProtocolError::Key { key: key.into(), rule }
+    }
+}
+
 /// A message body as a JSON object (docs/testee.md §2.2-§2.3).
-pub fn parse_message(body: &[u8]) -> Result<Json, String> {
-    let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
-    let json = engine_protocol::view::parse_json(text).map_err(|e| format!("not JSON (`{}`): {e}", excerpt(text)))?;
+pub fn parse_message(body: &[u8]) -> Result<Json, ProtocolError> {
+    let text = std::str::from_utf8(body).map_err(ProtocolError::NotUtf8)?;
+    let json = engine_protocol::view::parse_json(text)
+        .map_err(|error| ProtocolError::NotJson { excerpt: excerpt(text), error })?;
     if json.is_object() {
         Ok(json)
     } else {
-        Err(format!("not a JSON object: {}", excerpt(text)))
+        Err(ProtocolError::NotObject { excerpt: excerpt(text) })
     }
 }
 
@@ -186,35 +243,42 @@ impl Hello {
     }
 
     /// Reads a handshake answer; errors say what is wrong with it.
-    pub fn parse(answer: &Json) -> Result<Hello, String> {
-        let hello = answer.get("hello").ok_or("the answer to `hello` has no `hello` key")?;
-        let protocol =
-            hello.get("protocol").and_then(Json::as_u64).ok_or("`hello.protocol` must be a non-negative integer")?;
+    pub fn parse(answer: &Json) -> Result<Hello, ProtocolError> {
+        let hello = answer.get("hello").ok_or(ProtocolError::NoHello)?;
+        let protocol = hello
+            .get("protocol")
+            .and_then(Json::as_u64)
+            .ok_or_else(|| ProtocolError::key("hello.protocol", "must be a non-negative integer"))?;
         let implementation = match hello.get("implementation") {
             None => "unnamed".to_string(),
             Some(Json::String(s)) => s.clone(),
-            Some(_) => return Err("`hello.implementation` must be a string".into()),
+            Some(_) => return Err(ProtocolError::key("hello.implementation", "must be a string")),
         };
         let unsupported = match hello.get("unsupported") {
             None | Some(Json::Null) => None,
             Some(Json::String(s)) => Some(s.clone()),
-            Some(_) => return Err("`hello.unsupported` must be a string".into()),
+            Some(_) => return Err(ProtocolError::key("hello.unsupported", "must be a string")),
         };
         let mut supports = Vec::new();
         if protocol == PROTOCOL {
-            let list = hello.get("supports").and_then(Json::as_array).ok_or("`hello.supports` must be an array")?;
+            let list = hello
+                .get("supports")
+                .and_then(Json::as_array)
+                .ok_or_else(|| ProtocolError::key("hello.supports", "must be an array"))?;
             for (i, s) in list.iter().enumerate() {
                 let field = |k: &str| {
                     s.get(k)
                         .and_then(Json::as_str)
                         .map(str::to_string)
-                        .ok_or(format!("`hello.supports[{i}].{k}` must be a string"))
+                        .ok_or_else(|| ProtocolError::key(format!("hello.supports[{i}].{k}"), "must be a string"))
                 };
                 let messages = s
                     .get("messages")
                     .and_then(Json::as_array)
                     .and_then(|m| m.iter().map(|x| x.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
-                    .ok_or(format!("`hello.supports[{i}].messages` must be an array of strings"))?;
+                    .ok_or_else(|| {
+                        ProtocolError::key(format!("hello.supports[{i}].messages"), "must be an array of strings")
+                    })?;
                 supports.push(Support { dialect: field("dialect")?, version: field("version")?, messages });
             }
         }
@@ -299,12 +363,12 @@ pub enum Answer<T> {
 const ANSWER_KEYS: [&str; 5] = ["accept", "frames", "reject", "skipped", "error"];
 
 /// The one answer key of `answer` that fits `kind`; errors say why not.
-fn answer_key(answer: &Json, kind: RequestKind) -> Result<(&'static str, &Json), String> {
+fn answer_key(answer: &Json, kind: RequestKind) -> Result<(&'static str, &Json), ProtocolError> {
     let present: Vec<&'static str> = ANSWER_KEYS.iter().copied().filter(|k| answer.get(*k).is_some()).collect();
     let (key, value) = match present.as_slice() {
         [key] => (*key, &answer[*key]),
-        [] => return Err(format!("no answer key (one of {})", ANSWER_KEYS.join(", "))),
-        many => return Err(format!("several answer keys ({})", many.join(", "))),
+        [] => return Err(ProtocolError::NoAnswerKey),
+        _ => return Err(ProtocolError::SeveralAnswerKeys { keys: present }),
     };
     let fits = match key {
         "accept" => kind == RequestKind::Decode,
@@ -312,39 +376,40 @@ fn answer_key(answer: &Json, kind: RequestKind) -> Result<(&'static str, &Json),
         _ => true,
     };
     if !fits {
-        return Err(format!("`{key}` does not answer a `{}` request", kind.key()));
+        return Err(ProtocolError::WrongAnswerKey { key, request: kind.key() });
     }
     Ok((key, value))
 }
 
-fn reject(value: &Json, answer: &Json) -> Result<(RejectClass, String), String> {
-    let class = value.as_str().ok_or("`reject` must be a reject class (a string)")?;
-    let class = RejectClass::parse(class).ok_or(format!("`{class}` is not a reject class"))?;
+fn reject(value: &Json, answer: &Json) -> Result<(RejectClass, String), ProtocolError> {
+    let class = value.as_str().ok_or_else(|| ProtocolError::key("reject", "must be a reject class (a string)"))?;
+    let class = RejectClass::parse(class).ok_or_else(|| ProtocolError::NotARejectClass { class: class.to_string() })?;
     let detail = match answer.get("detail") {
         None | Some(Json::Null) => String::new(),
         Some(Json::String(s)) => s.clone(),
-        Some(_) => return Err("`detail` must be a string".into()),
+        Some(_) => return Err(ProtocolError::key("detail", "must be a string")),
     };
     Ok((class, detail))
 }
 
-fn text(value: &Json, key: &str) -> Result<String, String> {
-    value.as_str().map(str::to_string).ok_or(format!("`{key}` must be a string"))
+fn text(value: &Json, key: &str) -> Result<String, ProtocolError> {
+    value.as_str().map(str::to_string).ok_or_else(|| ProtocolError::key(key, "must be a string"))
 }
 
 /// Reads an answer to a decode request.
-pub fn parse_decode_answer(answer: &Json) -> Result<Answer<DecodeAnswer>, String> {
+pub fn parse_decode_answer(answer: &Json) -> Result<Answer<DecodeAnswer>, ProtocolError> {
     Ok(match answer_key(answer, RequestKind::Decode)? {
         ("accept", a) => {
-            let view = a.get("value").cloned().ok_or("`accept` has no `value`")?;
+            let view = a.get("value").cloned().ok_or_else(|| ProtocolError::key("accept", "has no `value`"))?;
+            let not_strings = || ProtocolError::key("accept.drift", "must be an array of strings");
             let drift = match a.get("drift") {
                 None | Some(Json::Null) => Vec::new(),
                 Some(Json::Array(xs)) => xs
                     .iter()
                     .map(|x| x.as_str().map(str::to_string))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or("`accept.drift` must be an array of strings")?,
-                Some(_) => return Err("`accept.drift` must be an array of strings".into()),
+                    .ok_or_else(not_strings)?,
+                Some(_) => return Err(not_strings()),
             };
             Answer::Answer(DecodeAnswer::Accept { view, drift })
         }
@@ -358,16 +423,16 @@ pub fn parse_decode_answer(answer: &Json) -> Result<Answer<DecodeAnswer>, String
 }
 
 /// Reads an answer to an encode request.
-pub fn parse_encode_answer(answer: &Json) -> Result<Answer<EncodeAnswer>, String> {
+pub fn parse_encode_answer(answer: &Json) -> Result<Answer<EncodeAnswer>, ProtocolError> {
     Ok(match answer_key(answer, RequestKind::Encode)? {
         ("frames", v) => {
-            let list = v.as_array().ok_or("`frames` must be an array of hex strings")?;
+            let list = v.as_array().ok_or_else(|| ProtocolError::key("frames", "must be an array of hex strings"))?;
             let frames = list
                 .iter()
                 .enumerate()
-                .map(|(i, x)| {
-                    let s = x.as_str().ok_or(format!("frames[{i}] is not a string"))?;
-                    hex::decode(s).map_err(|e| format!("frames[{i}] is not hex: {e}"))
+                .map(|(index, x)| {
+                    let s = x.as_str().ok_or(ProtocolError::FrameNotString { index })?;
+                    hex::decode(s).map_err(|error| ProtocolError::FrameNotHex { index, error })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Answer::Answer(EncodeAnswer::Frames(frames))
@@ -420,15 +485,25 @@ mod tests {
     #[test]
     fn an_answer_must_hold_exactly_one_answer_key_that_fits_the_request() {
         let both = json!({"accept": {"value": []}, "reject": "type"});
-        assert!(parse_decode_answer(&both).unwrap_err().contains("several"));
-        assert!(parse_decode_answer(&json!({"frames": []})).unwrap_err().contains("does not answer"));
-        assert!(parse_encode_answer(&json!({"accept": {"value": []}})).unwrap_err().contains("does not answer"));
-        assert!(parse_decode_answer(&json!({})).unwrap_err().contains("no answer key"));
+        assert!(matches!(parse_decode_answer(&both), Err(ProtocolError::SeveralAnswerKeys { .. })));
+        assert_eq!(parse_decode_answer(&both).unwrap_err().to_string(), "several answer keys (accept, reject)");
+        assert_eq!(
+            parse_decode_answer(&json!({"frames": []})).unwrap_err(),
+            ProtocolError::WrongAnswerKey { key: "frames", request: "decode" }
+        );
+        assert_eq!(
+            parse_encode_answer(&json!({"accept": {"value": []}})).unwrap_err(),
+            ProtocolError::WrongAnswerKey { key: "accept", request: "encode" }
+        );
+        assert_eq!(parse_decode_answer(&json!({})).unwrap_err(), ProtocolError::NoAnswerKey);
     }
 
     #[test]
     fn a_reject_outside_the_classes_of_the_format_is_garbage() {
-        assert!(parse_decode_answer(&json!({"reject": "nope"})).unwrap_err().contains("not a reject class"));
+        assert_eq!(
+            parse_decode_answer(&json!({"reject": "nope"})).unwrap_err(),
+            ProtocolError::NotARejectClass { class: "nope".into() }
+        );
         let ok = parse_decode_answer(&json!({"reject": "missing-field", "detail": "x"})).unwrap();
         assert_eq!(ok, Answer::Answer(DecodeAnswer::Reject { class: RejectClass::MissingField, detail: "x".into() }));
     }
@@ -437,7 +512,8 @@ mod tests {
     fn an_accept_without_drift_has_none_and_frames_must_be_hex() {
         let ok = parse_decode_answer(&json!({"accept": {"value": [1]}})).unwrap();
         assert_eq!(ok, Answer::Answer(DecodeAnswer::Accept { view: json!([1]), drift: vec![] }));
-        assert!(parse_encode_answer(&json!({"frames": ["0g"]})).unwrap_err().contains("not hex"));
+        let e = parse_encode_answer(&json!({"frames": ["0g"]})).unwrap_err();
+        assert!(matches!(e, ProtocolError::FrameNotHex { index: 0, .. }), "{e}");
     }
 
     #[test]

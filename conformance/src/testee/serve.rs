@@ -52,11 +52,26 @@ pub enum Fault {
     FloodAfter(usize),
 }
 
+/// Why a `--fault` value names no fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    /// Not one of the fault names.
+    #[error("unknown fault `{0}`")]
+    Unknown(String),
+    /// A `NAME=N` fault whose count is not a number.
+    #[error("`{fault}`: {error}")]
+    Count {
+        fault: String,
+        #[source]
+        error: std::num::ParseIntError,
+    },
+}
+
 impl FromStr for Fault {
-    type Err = String;
+    type Err = FaultError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let after = |n: &str| n.parse::<usize>().map_err(|e| format!("`{s}`: {e}"));
+        let after = |n: &str| n.parse::<usize>().map_err(|error| FaultError::Count { fault: s.to_string(), error });
         Ok(match s.split_once('=') {
             None => match s {
                 "flip-accept" => Fault::FlipAccept,
@@ -65,15 +80,29 @@ impl FromStr for Fault {
                 "drop-drift" => Fault::DropDrift,
                 "corrupt-encode" => Fault::CorruptEncode,
                 "skip-encode" => Fault::SkipEncode,
-                _ => return Err(format!("unknown fault `{s}`")),
+                _ => return Err(FaultError::Unknown(s.to_string())),
             },
             Some(("crash-after", n)) => Fault::CrashAfter(after(n)?),
             Some(("hang-after", n)) => Fault::HangAfter(after(n)?),
             Some(("garbage-after", n)) => Fault::GarbageAfter(after(n)?),
             Some(("flood-after", n)) => Fault::FloodAfter(after(n)?),
-            Some(_) => return Err(format!("unknown fault `{s}`")),
+            Some(_) => return Err(FaultError::Unknown(s.to_string())),
         })
     }
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A request could not be framed.
+    #[error("cannot read a request: {0}")]
+    Read(#[source] FrameError),
+    /// An answer could not be written (or flushed).
+    #[error("{0}")]
+    Write(#[source] std::io::Error),
+    /// The runner closed the pipe while the `flood-after` fault wrote.
+    #[error("the runner closed the pipe during the flood")]
+    FloodClosed,
 }
 
 /// How serving ended.
@@ -106,7 +135,7 @@ pub fn hello() -> Hello {
 /// Serves requests from `input` until its end, answering on `output`.
 /// Errors: a request that cannot be framed, or output that cannot be
 /// written.
-pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Result<Ending, String> {
+pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Result<Ending, ServeError> {
     let mut input = std::io::BufReader::new(input);
     let mut output = std::io::BufWriter::new(output);
     let mut served = 0usize;
@@ -114,7 +143,7 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
         let body = match read_message(&mut input) {
             Ok(b) => b,
             Err(FrameError::End) => return Ok(Ending::EndOfInput),
-            Err(e) => return Err(format!("cannot read a request: {e}")),
+            Err(e) => return Err(ServeError::Read(e)),
         };
         let request = parse_message(&body);
         let is_hello = request.as_ref().is_ok_and(|r| r.get("hello").is_some());
@@ -137,11 +166,11 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
                         let _ = output.write_all(&len.to_le_bytes());
                         // Until the runner closes the pipe.
                         while output.write_all(&junk).is_ok() {}
-                        return Err("the runner closed the pipe during the flood".into());
+                        return Err(ServeError::FloodClosed);
                     }
                     _ => {
-                        write_message(&mut output, b"}{ this is not JSON").map_err(|e| e.to_string())?;
-                        output.flush().map_err(|e| e.to_string())?;
+                        write_message(&mut output, b"}{ this is not JSON").map_err(ServeError::Write)?;
+                        output.flush().map_err(ServeError::Write)?;
                         served += 1;
                         continue;
                     }
@@ -153,8 +182,8 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
             Ok(r) => answer(&r, fault),
             Err(why) => json!({"error": format!("the request is not a JSON object: {why}")}),
         };
-        write_message(&mut output, answer.to_string().as_bytes()).map_err(|e| e.to_string())?;
-        output.flush().map_err(|e| e.to_string())?;
+        write_message(&mut output, answer.to_string().as_bytes()).map_err(ServeError::Write)?;
+        output.flush().map_err(ServeError::Write)?;
     }
 }
 

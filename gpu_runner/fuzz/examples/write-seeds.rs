@@ -33,7 +33,7 @@ fn main() -> ExitCode {
         if std::fs::read_to_string(&dict).ok().as_deref() != Some(text.as_str()) {
             diffs.push(format!("{}: changed", dict.display()));
             if !check {
-                std::fs::write(&dict, &text).map_err(|e| format!("{}: {e}", dict.display()))?;
+                std::fs::write(&dict, &text).map_err(|source| seeds::SeedsError::Io { path: dict.clone(), source })?;
             }
         }
         Ok((corpus, diffs))

@@ -31,6 +31,41 @@ use conformance::testee::{decode_request, encode_request, framed, hello_request,
 use engine_protocol::MessageKind;
 use serde_json::Value as Json;
 
+/// Why the seeds or the dictionary could not be built or written: the
+/// file, seed or case.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedsError {
+    /// A golden tree could not be walked.
+    #[error(transparent)]
+    Corpus(#[from] engine_testkit::corpus::CorpusError),
+    /// A file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A seed file could not be removed or written.
+    #[error("{target}/{name}: {source}")]
+    Seed { target: &'static str, name: String, source: std::io::Error },
+    /// A committed file is not UTF-8.
+    #[error("{}: {source}", path.display())]
+    NotUtf8 { path: PathBuf, source: std::str::Utf8Error },
+    /// A committed file is not JSON.
+    #[error("{}: {source}", path.display())]
+    Json { path: PathBuf, source: engine_protocol::view::JsonError },
+    /// A golden message case whose `frames` are not hex strings.
+    #[error("{}: frames are not hex strings", path.display())]
+    FramesNotHex { path: PathBuf },
+    /// The reference testee failed on a golden case's requests.
+    #[error("{case}: the reference testee: {source}")]
+    Testee { case: String, source: conformance::testee::serve::ServeError },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SeedsError + '_ {
+    move |source| SeedsError::Io { path: path.to_path_buf(), source }
+}
+
+fn seed_error(target: &'static str, name: &str, source: std::io::Error) -> SeedsError {
+    SeedsError::Seed { target, name: name.to_string(), source }
+}
+
 /// Seeds by target, then by file name.
 pub type Corpus = BTreeMap<&'static str, BTreeMap<String, Vec<u8>>>;
 
@@ -44,9 +79,9 @@ const SCENARIO_DIRS: [&str; 5] = ["replay", "replay/dp", "replay/tokenspeed", "g
 const EXPECTATION_DIRS: [&str; 3] = ["replay/expectations", "gateway/expectations", "gateway/differential"];
 
 /// The files of `dir` ending in `ext`, sorted (not recursive).
-fn files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
+fn files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, SeedsError> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(io(dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == ext))
         .collect();
@@ -54,8 +89,8 @@ fn files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+fn read(path: &Path) -> Result<Vec<u8>, SeedsError> {
+    std::fs::read(path).map_err(io(path))
 }
 
 /// `replay/dp/dp_waves.json` as a seed name: `replay-dp-dp_waves.json`.
@@ -64,7 +99,7 @@ fn seed_name(rel: &str) -> String {
 }
 
 /// The seed corpus from the golden tree `golden`.
-pub fn from_golden(golden: &Path) -> Result<Corpus, String> {
+pub fn from_golden(golden: &Path) -> Result<Corpus, SeedsError> {
     let mut corpus: Corpus = crate::TARGETS.iter().map(|t| (*t, BTreeMap::new())).collect();
     for (name, bytes) in testee_seeds(golden)? {
         corpus.get_mut("testee_frames").expect("a target").insert(name, bytes);
@@ -103,16 +138,15 @@ pub fn from_golden(golden: &Path) -> Result<Corpus, String> {
 
 /// The requests and answers of one case per message type of each tree
 /// of [`TESTEE_TREES`].
-fn testee_seeds(golden: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+fn testee_seeds(golden: &Path) -> Result<Vec<(String, Vec<u8>)>, SeedsError> {
     let mut out = Vec::new();
     for tree in TESTEE_TREES {
         let mut seen: Vec<MessageKind> = Vec::new();
         let mut cases = engine_testkit::corpus::json_files(&golden.join(tree))?;
         cases.sort();
         for path in cases {
-            let text = String::from_utf8(read(&path)?).map_err(|e| format!("{}: {e}", path.display()))?;
-            let case: Json =
-                engine_protocol::view::parse_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = read(&path)?;
+            let case = json_of(&path, &bytes)?;
             let field = |k: &str| case.get(k).and_then(Json::as_str).unwrap_or("");
             if field("kind") != "message" || field("expect") != "accept" {
                 continue;
@@ -125,7 +159,7 @@ fn testee_seeds(golden: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
                 .iter()
                 .map(|f| f.as_str().and_then(|s| hex::decode(s).ok()))
                 .collect::<Option<_>>()
-                .ok_or_else(|| format!("{}: frames are not hex strings", path.display()))?;
+                .ok_or_else(|| SeedsError::FramesNotHex { path: path.clone() })?;
             if frames.iter().map(Vec::len).sum::<usize>() > 1024 || seen.contains(&message) {
                 continue;
             }
@@ -136,7 +170,8 @@ fn testee_seeds(golden: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
             requests.extend(framed(&decode_request(&target, &frames)));
             requests.extend(framed(&encode_request(&target, value)));
             let mut answers = Vec::new();
-            serve(requests.as_slice(), &mut answers, None).map_err(|e| format!("{id}: the reference testee: {e}"))?;
+            serve(requests.as_slice(), &mut answers, None)
+                .map_err(|source| SeedsError::Testee { case: id.clone(), source })?;
             out.push((seed_name(&format!("{id}.requests")), requests));
             out.push((seed_name(&format!("{id}.answers")), answers));
         }
@@ -230,14 +265,14 @@ pub fn hostile() -> Vec<(&'static str, &'static str, Vec<u8>)> {
 
 /// Writes `corpus` under `dir` (one folder per target, replacing what the
 /// folder held), or with `check` only compares; returns the differences.
-pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, String> {
+pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, SeedsError> {
     let mut diffs = Vec::new();
     for (target, seeds) in corpus {
         let tdir = dir.join(target);
         let mut there: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         if tdir.is_dir() {
-            for f in std::fs::read_dir(&tdir).map_err(|e| format!("{}: {e}", tdir.display()))? {
-                let path = f.map_err(|e| format!("{}: {e}", tdir.display()))?.path();
+            for f in std::fs::read_dir(&tdir).map_err(io(&tdir))? {
+                let path = f.map_err(io(&tdir))?.path();
                 if path.is_file() {
                     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
                     there.insert(name, read(&path)?);
@@ -256,12 +291,12 @@ pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, St
         if check {
             continue;
         }
-        std::fs::create_dir_all(&tdir).map_err(|e| format!("{}: {e}", tdir.display()))?;
+        std::fs::create_dir_all(&tdir).map_err(io(&tdir))?;
         for name in stray {
-            std::fs::remove_file(tdir.join(name)).map_err(|e| format!("{target}/{name}: {e}"))?;
+            std::fs::remove_file(tdir.join(name)).map_err(|source| seed_error(target, name, source))?;
         }
         for (name, bytes) in seeds.iter().filter(|(n, b)| there.get(*n) != Some(*b)) {
-            std::fs::write(tdir.join(name), bytes).map_err(|e| format!("{target}/{name}: {e}"))?;
+            std::fs::write(tdir.join(name), bytes).map_err(|source| seed_error(target, name, source))?;
         }
     }
     Ok(diffs)
@@ -272,9 +307,9 @@ pub fn write(dir: &Path, corpus: &Corpus, check: bool) -> Result<Vec<String>, St
 const NAMING: [&str; 5] = ["check", "kind", "action", "probe", "endpoint"];
 
 /// A committed JSON file, parsed.
-fn json_of(path: &Path, bytes: &[u8]) -> Result<Json, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    engine_protocol::view::parse_json(text).map_err(|e| format!("{}: {e}", path.display()))
+fn json_of(path: &Path, bytes: &[u8]) -> Result<Json, SeedsError> {
+    let text = std::str::from_utf8(bytes).map_err(|source| SeedsError::NotUtf8 { path: path.to_path_buf(), source })?;
+    engine_protocol::view::parse_json(text).map_err(|source| SeedsError::Json { path: path.to_path_buf(), source })
 }
 
 /// Collects the object keys of a JSON value, and with `strings` its short
@@ -299,7 +334,7 @@ fn words(v: &Json, out: &mut BTreeSet<String>, strings: bool) {
 }
 
 /// The libFuzzer dictionary, from the committed scenario files.
-pub fn dictionary(golden: &Path) -> Result<String, String> {
+pub fn dictionary(golden: &Path) -> Result<String, SeedsError> {
     let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
     for (name, n) in [
         ("len_u32_max", u32::MAX as u64),

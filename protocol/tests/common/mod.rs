@@ -42,15 +42,39 @@ pub fn golden_frames(version: &str, id: &str) -> Vec<Vec<u8>> {
     engine_testkit::corpus::golden_frames("vllm", version, id)
 }
 
+/// Why the tiny model's tokenizer did not load: its directory, or the
+/// tokenizer parser on its files.
+#[cfg(feature = "translate")]
+#[derive(Debug)]
+pub enum TinyTokenizerError {
+    /// golden/tiny could not be read.
+    Dir(engine_testkit::model::ModelDirError),
+    /// Its `tokenizer.json` did not parse.
+    Tokenizer(engine_protocol::translate::tokenizer::TokenizerError),
+}
+
+#[cfg(feature = "translate")]
+impl std::fmt::Display for TinyTokenizerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TinyTokenizerError::Dir(e) => write!(f, "{e}"),
+            TinyTokenizerError::Tokenizer(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+#[cfg(feature = "translate")]
+impl std::error::Error for TinyTokenizerError {}
+
 /// The tiny model's tokenizer (golden/tiny), read from disk by the testkit's
 /// model-directory loader.
 #[cfg(feature = "translate")]
-pub fn tiny_tokenizer() -> Result<engine_protocol::translate::GatewayTokenizer, String> {
-    let m = engine_testkit::model::ModelDir::tiny().map_err(|e| e.to_string())?;
+pub fn tiny_tokenizer() -> Result<engine_protocol::translate::GatewayTokenizer, TinyTokenizerError> {
+    let m = engine_testkit::model::ModelDir::tiny().map_err(TinyTokenizerError::Dir)?;
     engine_protocol::translate::GatewayTokenizer::from_files(&engine_protocol::translate::tokenizer::ModelFiles {
         tokenizer_json: &m.tokenizer_json,
         tokenizer_config_json: m.tokenizer_config_json.as_deref(),
         generation_config_json: m.generation_config_json.as_deref(),
     })
-    .map_err(String::from)
+    .map_err(TinyTokenizerError::Tokenizer)
 }

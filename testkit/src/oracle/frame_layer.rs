@@ -9,6 +9,7 @@ use engine_protocol::schema::VLLM_RELEASES;
 use engine_protocol::{decode_message, Limits, MessageKind, Outcome, RejectClass, ReleaseSchema};
 
 use super::invariants::check_tree;
+use super::OracleError;
 use super::{message, refs, same_value, NoProbe, Probe, DEFAULT_TREE_DEPTH};
 use crate::outcome::EngineVerdict;
 use crate::split::split;
@@ -45,12 +46,17 @@ pub fn agrees_with_verdict(
     kind: MessageKind,
     frames: &[&[u8]],
     verdict: &EngineVerdict,
-) -> Result<(), String> {
+) -> Result<(), OracleError> {
     let (outcome, _) = message(&mut NoProbe, release, kind, frames);
     if verdict.agrees_with(&outcome) {
         Ok(())
     } else {
-        Err(format!("{} {}: the engine said {verdict}, the decoder {}", release.version, kind.name(), outcome.label()))
+        Err(OracleError::Disagrees {
+            version: release.version,
+            kind: kind.name(),
+            verdict: verdict.clone(),
+            outcome: outcome.label(),
+        })
     }
 }
 

@@ -7,6 +7,7 @@ use engine_protocol::hot::{decode_output_value, decode_outputs, Outputs as HotOu
 use engine_protocol::schema::VLLM_RELEASES;
 use engine_protocol::{decode_message, Limits, MessageKind, ReleaseSchema, Value};
 
+use super::{differs, OracleError};
 use super::{refs, same_value, Probe};
 use crate::split::split;
 
@@ -106,9 +107,9 @@ pub fn same_hot_fields(
     limits: &Limits,
     v: &Value,
     h: &HotOutputs<'_>,
-) -> Result<(), String> {
+) -> Result<(), OracleError> {
     static NIL: Value = Value::Nil;
-    let Value::Struct(s) = v else { return Err("the root".into()) };
+    let Value::Struct(s) = v else { return Err(differs("the root")) };
     // By reference: values may nest as deep as the limit admits, and a
     // clone or a drop of one recurses.
     fn field<'v>(st: &'v engine_protocol::StructValue, name: &str) -> &'v Value {
@@ -119,7 +120,7 @@ pub fn same_hot_fields(
     }
     let check = |what: &str, a: &Value, b: &Value| match same_value(a, b) {
         None => Ok(()),
-        Some(at) => Err(format!("{what}{at}")),
+        Some(at) => Err(differs(format!("{what}{at}"))),
     };
     check(
         "engine_index",
@@ -133,7 +134,7 @@ pub fn same_hot_fields(
         _ => f64::NAN,
     };
     if want_ts.to_bits() != h.timestamp.to_bits() {
-        return Err("timestamp".into());
+        return Err(differs("timestamp"));
     }
     let opt = |x: Option<i64>| x.map_or(Value::Nil, Value::Int);
     check(
@@ -151,12 +152,12 @@ pub fn same_hot_fields(
     for (i, name) in [(2, "scheduler_stats"), (4, "utility_output"), (5, "finished_requests")] {
         check(name, engine_protocol::internal::batch_rare_field(h, i).unwrap_or(&NIL), field(s, name))?;
     }
-    let Value::Array(outs) = field(s, "outputs") else { return Err("outputs".into()) };
+    let Value::Array(outs) = field(s, "outputs") else { return Err(differs("outputs")) };
     if outs.len() != h.outputs.len() {
-        return Err(format!("outputs: {} vs {}", h.outputs.len(), outs.len()));
+        return Err(OracleError::OutputCount { hot: h.outputs.len(), value: outs.len() });
     }
     for (k, (o, hv)) in outs.iter().zip(&h.outputs).enumerate() {
-        let Value::Struct(o) = o else { return Err(format!("outputs[{k}]")) };
+        let Value::Struct(o) = o else { return Err(differs(format!("outputs[{k}]"))) };
         let at = |f: &str| format!("outputs[{k}].{f}");
         check(&at("request_id"), &Value::Str(hv.request_id.to_string()), field(o, "request_id"))?;
         let tokens = Value::IntArray(hv.new_token_ids.to_vec());
@@ -189,15 +190,15 @@ pub fn same_hot_fields(
             }
             (Some(l), Value::Struct(lv)) => {
                 for (i, t) in [l.logprob_token_ids, l.logprobs, l.sampled_token_ranks].iter().enumerate() {
-                    let Value::Tensor(w) = lv.field(i) else { return Err(at("new_logprobs")) };
+                    let Value::Tensor(w) = lv.field(i) else { return Err(differs(at("new_logprobs"))) };
                     if t.dtype != w.dtype || t.shape.to_vec() != w.shape || t.data != w.data.as_slice() {
-                        return Err(at(&format!("new_logprobs[{i}]")));
+                        return Err(differs(at(&format!("new_logprobs[{i}]"))));
                     }
                 }
                 let cu = l.cu_num_generated_tokens.map_or(Value::Nil, |r| Value::IntArray(r.to_vec()));
                 check(&at("new_logprobs[3]"), &cu, lv.field(3))?;
             }
-            (Some(_), _) => return Err(at("new_logprobs")),
+            (Some(_), _) => return Err(differs(at("new_logprobs"))),
         }
         for (i, f) in o.schema.fields.iter().enumerate() {
             if [0, 1, 2, 5, 6, 13].contains(&i) {
@@ -205,8 +206,8 @@ pub fn same_hot_fields(
             }
             check(&at(f.name), engine_protocol::internal::output_rare_field(hv, i).unwrap_or(&NIL), o.field(i))?;
         }
-        let whole =
-            decode_output_value(release, frames, hv.raw.clone(), limits).map_err(|e| format!("{}: {e}", at("raw")))?;
+        let whole = decode_output_value(release, frames, hv.raw.clone(), limits)
+            .map_err(|e| OracleError::WholeOutput { path: at("raw"), error: Box::new(e) })?;
         for (i, f) in o.schema.fields.iter().enumerate() {
             check(&at(&format!("{} (whole)", f.name)), whole.field(i), o.field(i))?;
         }

@@ -55,6 +55,28 @@ pub use tokenspeed_targets::{
     tokenspeed_request, tokenspeed_sampling_params,
 };
 
+/// What an oracle found: where the fast decoder and the schema-driven
+/// value differ, or how a decoder and the engine's verdict disagree.
+#[derive(Debug, thiserror::Error)]
+pub enum OracleError {
+    /// The first path where the fast decoder's fields and the value differ.
+    #[error("{path}")]
+    HotFieldDiffers { path: String },
+    /// The two have another number of outputs.
+    #[error("outputs: {hot} vs {value}")]
+    OutputCount { hot: usize, value: usize },
+    /// An output's raw bytes do not decode as a whole value.
+    #[error("{path}: {error}")]
+    WholeOutput { path: String, error: Box<engine_protocol::Error> },
+    /// The decoder's outcome is not the engine's verdict.
+    #[error("{version} {kind}: the engine said {verdict}, the decoder {outcome}")]
+    Disagrees { version: &'static str, kind: &'static str, verdict: crate::outcome::EngineVerdict, outcome: String },
+}
+
+pub(crate) fn differs(path: impl Into<String>) -> OracleError {
+    OracleError::HotFieldDiffers { path: path.into() }
+}
+
 /// The fuzz targets, as named in `fuzz/Cargo.toml` and `fuzz/corpus/`.
 pub const TARGETS: &[&str] = &[
     "engine_core_request",
