@@ -1,6 +1,6 @@
 //! The command line: the arguments and `gpu-runner mock-engine` (the mock
 //! as a process), here; `gpu-runner run` (bind, start or attach an engine,
-//! replay the scenarios, report) in [`run`]; the other subcommands in [`score`] (`gateway`,
+//! replay the scenarios, report) in [`run`](mod@run); the other subcommands in [`score`] (`gateway`,
 //! `scoreboard`), [`differential`], [`releases`] (`release-sweep`),
 //! [`faults`], [`gateway_bench`] and [`soak`]. See docs/runner/README.md
 //! "Command line".

@@ -8,13 +8,13 @@
 //! scenarios", "Engine faults"). Every result carries a detail, passed or
 //! not, as the report shows it.
 //!
-//! One function per check, on [`RequestChecks`] (what every check of one
+//! One function per check, on `RequestChecks` (what every check of one
 //! request reads), by family:
-//! - [`response`]: what the client got (status, text, usage, timing,
+//! - `response`: what the client got (status, text, usage, timing,
 //!   errors, the event stream);
-//! - [`wire`]: what the gateway sent the engine (the ADDs' sampling
+//! - `wire`: what the gateway sent the engine (the ADDs' sampling
 //!   params, ABORTs, the engine's own ends);
-//! - [`logprobs`]: the client's logprobs against vLLM's rendering.
+//! - `logprobs`: the client's logprobs against vLLM's rendering.
 
 mod logprobs;
 mod response;
