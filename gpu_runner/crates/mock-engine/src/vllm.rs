@@ -552,114 +552,25 @@ impl Mock<'_> {
                 r.next_at = now + d;
             }
             let first = r.out.is_empty();
-            let prefill = |o: &mut EngineCoreOutput, r: &Running| {
-                if script.prefill_stats && first {
-                    o.prefill_stats = Some(prefill_stats(r.prompt.len() as i64));
-                }
-            };
-            if let Some(mut st) = r.scripted.pop_front() {
-                // The tokens are the script's; when the request ends is the
-                // engine's (vLLM's check_stop on what the gateway sent:
-                // LENGTH, then EOS, then stop ids, not before min_tokens;
-                // tokens after a stop are dropped), unless the script ends
-                // it with ABORT or ERROR.
-                let (finish, stop_reason) = if matches!(st.finish_reason, Some(2) | Some(3)) {
-                    r.out.extend_from_slice(&st.new_token_ids);
+            let mut o = if let Some(st) = r.scripted.pop_front() {
+                let (o, by_engine) = r.scripted_output(st, script);
+                if by_engine {
                     ended_by_engine.push(r.id.clone());
-                    (st.finish_reason.and_then(FinishReason::from_wire), stop_reason_of(&st.stop_reason))
-                } else {
-                    let mut end = (None, None);
-                    let mut kept = 0;
-                    for &t in &st.new_token_ids {
-                        r.out.push(t);
-                        kept += 1;
-                        let n = r.out.len() as i64;
-                        if n >= r.max_tokens || r.prompt.len() as i64 + n >= script.max_model_len {
-                            end = (Some(FinishReason::Length), None);
-                        } else if n < r.min_tokens {
-                            continue;
-                        } else if !r.ignore_eos && Some(t) == r.eos {
-                            end = (Some(FinishReason::Stop), None);
-                        } else if r.stop_ids.contains(&t) {
-                            end = (Some(FinishReason::Stop), Some(StopReason::TokenId(i128::from(t))));
-                        }
-                        if end.0.is_some() {
-                            break;
-                        }
-                    }
-                    st.new_token_ids.truncate(kept);
-                    if let Some(rows) = st.logprobs.as_mut() {
-                        rows.token_ids.truncate(kept);
-                        rows.logprobs.truncate(kept);
-                        rows.ranks.truncate(kept);
-                    }
-                    end
-                };
-                let mut o = EngineCoreOutput {
-                    request_id: r.id.clone(),
-                    new_token_ids: st.new_token_ids.as_slice().into(),
-                    finish_reason: finish,
-                    stop_reason,
-                    new_logprobs: st.logprobs.as_ref().map(Rows::as_lists),
-                    ..EngineCoreOutput::default()
-                };
-                // Prompt rows go out only to a request that asked for them,
-                // as vLLM's engine computes them only then.
-                if let (Some(rows), Some(_)) = (&st.prompt_logprobs, r.prompt_logprobs) {
-                    o.new_prompt_logprobs_tensors = Some(rows.as_tensors());
                 }
-                prefill(&mut o, r);
-                if finish.is_some() {
-                    finished.push(r.id.clone());
-                }
-                outs.push(o);
-                continue;
-            }
-            match r.then {
-                Then::Generate => {}
-                Then::Silence => continue,
-                Then::DeathSentinel => return Ok(Some(Then::DeathSentinel)),
-                Then::Vanish => return Ok(Some(Then::Vanish)),
-            }
-            let i = r.out.len();
-            let generated = sampled_token(&r.prompt, i, r.seed, script.vocab_size);
-            let is_stop = |t: i64| (!r.ignore_eos && Some(t) == r.eos) || r.stop_ids.contains(&t);
-            // Before min_tokens the stop ids are masked: a forced one is
-            // not sampled.
-            let forced = r.forced.filter(|&f| !(is_stop(f) && (i as i64) < r.min_tokens));
-            let tok = match (script.tokens.get(&r.id).and_then(|t| t.get(i).copied()), forced) {
-                (Some(t), _) => t,
-                (None, Some(f)) => f,
-                (None, None) if !r.allowed.is_empty() => r.allowed[generated as usize % r.allowed.len()],
-                (None, None) => generated,
-            };
-            r.out.push(tok);
-            let n = r.out.len() as i64;
-            // vLLM's check_stop order: length first, then EOS, then stop ids.
-            let (finish, stop_reason) = if n >= r.max_tokens || r.prompt.len() as i64 + n >= script.max_model_len {
-                (Some(FinishReason::Length), None)
-            } else if n < r.min_tokens {
-                (None, None)
-            } else if !r.ignore_eos && Some(tok) == r.eos {
-                (Some(FinishReason::Stop), None)
-            } else if r.stop_ids.contains(&tok) {
-                (Some(FinishReason::Stop), Some(StopReason::TokenId(i128::from(tok))))
+                o
             } else {
-                (None, None)
+                match r.then {
+                    Then::Generate => {}
+                    Then::Silence => continue,
+                    Then::DeathSentinel => return Ok(Some(Then::DeathSentinel)),
+                    Then::Vanish => return Ok(Some(Then::Vanish)),
+                }
+                r.generated_output(script)
             };
-            let mut o = EngineCoreOutput {
-                request_id: r.id.clone(),
-                new_token_ids: [tok].into(),
-                finish_reason: finish,
-                stop_reason,
-                new_logprobs: r.logprobs.map(|k| logprobs_lists(tok, k, script.vocab_size)),
-                ..EngineCoreOutput::default()
-            };
-            if let (Some(k), 0) = (r.prompt_logprobs, i) {
-                o.new_prompt_logprobs_tensors = Some(prompt_logprobs(&r.prompt, k, script.vocab_size));
+            if script.prefill_stats && first {
+                o.prefill_stats = Some(prefill_stats(r.prompt.len() as i64));
             }
-            prefill(&mut o, r);
-            if finish.is_some() {
+            if o.finish_reason.is_some() {
                 finished.push(r.id.clone());
             }
             outs.push(o);
@@ -687,6 +598,101 @@ impl Mock<'_> {
         self.push(output, batch, "outputs").await?;
         self.steps += 1;
         Ok(None)
+    }
+}
+
+impl Running {
+    /// vLLM's check_stop after the request's `n`th token `t`: length
+    /// first, then EOS, then stop ids, none before min_tokens.
+    fn check_stop(&self, n: i64, t: i64, max_model_len: i64) -> (Option<FinishReason>, Option<StopReason>) {
+        if n >= self.max_tokens || self.prompt.len() as i64 + n >= max_model_len {
+            (Some(FinishReason::Length), None)
+        } else if n < self.min_tokens {
+            (None, None)
+        } else if !self.ignore_eos && Some(t) == self.eos {
+            (Some(FinishReason::Stop), None)
+        } else if self.stop_ids.contains(&t) {
+            (Some(FinishReason::Stop), Some(StopReason::TokenId(i128::from(t))))
+        } else {
+            (None, None)
+        }
+    }
+
+    /// The output of the scripted step `st`, and whether the script ends
+    /// the request with ABORT or ERROR. The tokens are the script's; when
+    /// the request ends is the engine's (vLLM's check_stop on what the
+    /// gateway sent; tokens after a stop are dropped), unless the script
+    /// ends it.
+    fn scripted_output(&mut self, mut st: ScriptedStep, script: &Script) -> (EngineCoreOutput, bool) {
+        let by_engine = matches!(st.finish_reason, Some(2) | Some(3));
+        let (finish, stop_reason) = if by_engine {
+            self.out.extend_from_slice(&st.new_token_ids);
+            (st.finish_reason.and_then(FinishReason::from_wire), stop_reason_of(&st.stop_reason))
+        } else {
+            let mut end = (None, None);
+            let mut kept = 0;
+            for &t in &st.new_token_ids {
+                self.out.push(t);
+                kept += 1;
+                end = self.check_stop(self.out.len() as i64, t, script.max_model_len);
+                if end.0.is_some() {
+                    break;
+                }
+            }
+            st.new_token_ids.truncate(kept);
+            if let Some(rows) = st.logprobs.as_mut() {
+                rows.token_ids.truncate(kept);
+                rows.logprobs.truncate(kept);
+                rows.ranks.truncate(kept);
+            }
+            end
+        };
+        let mut o = EngineCoreOutput {
+            request_id: self.id.clone(),
+            new_token_ids: st.new_token_ids.as_slice().into(),
+            finish_reason: finish,
+            stop_reason,
+            new_logprobs: st.logprobs.as_ref().map(Rows::as_lists),
+            ..EngineCoreOutput::default()
+        };
+        // Prompt rows go out only to a request that asked for them, as
+        // vLLM's engine computes them only then.
+        if let (Some(rows), Some(_)) = (&st.prompt_logprobs, self.prompt_logprobs) {
+            o.new_prompt_logprobs_tensors = Some(rows.as_tensors());
+        }
+        (o, by_engine)
+    }
+
+    /// The output of a generated token: the script's for the request,
+    /// else the forced one, else sampled (from the allowed ones when
+    /// given).
+    fn generated_output(&mut self, script: &Script) -> EngineCoreOutput {
+        let i = self.out.len();
+        let generated = sampled_token(&self.prompt, i, self.seed, script.vocab_size);
+        let is_stop = |t: i64| (!self.ignore_eos && Some(t) == self.eos) || self.stop_ids.contains(&t);
+        // Before min_tokens the stop ids are masked: a forced one is not
+        // sampled.
+        let forced = self.forced.filter(|&f| !(is_stop(f) && (i as i64) < self.min_tokens));
+        let tok = match (script.tokens.get(&self.id).and_then(|t| t.get(i).copied()), forced) {
+            (Some(t), _) => t,
+            (None, Some(f)) => f,
+            (None, None) if !self.allowed.is_empty() => self.allowed[generated as usize % self.allowed.len()],
+            (None, None) => generated,
+        };
+        self.out.push(tok);
+        let (finish, stop_reason) = self.check_stop(self.out.len() as i64, tok, script.max_model_len);
+        let mut o = EngineCoreOutput {
+            request_id: self.id.clone(),
+            new_token_ids: [tok].into(),
+            finish_reason: finish,
+            stop_reason,
+            new_logprobs: self.logprobs.map(|k| logprobs_lists(tok, k, script.vocab_size)),
+            ..EngineCoreOutput::default()
+        };
+        if let (Some(k), 0) = (self.prompt_logprobs, i) {
+            o.new_prompt_logprobs_tensors = Some(prompt_logprobs(&self.prompt, k, script.vocab_size));
+        }
+        o
     }
 }
 

@@ -310,16 +310,7 @@ pub async fn collect<D: Replay>(
                 Ok(ev) => ev,
                 Err(_) => {
                     if abort_at.is_none() {
-                        c.error = Some(match wait {
-                            Wait::PerOutput(w) => format!("no row for {} ms", w.as_millis()),
-                            Wait::Whole(w) => {
-                                format!("no answer within {:.1}s", w.unwrap_or_default().as_secs_f64())
-                            }
-                        });
-                        c.outcome = Outcome::Silence;
-                        if !D::ABORT_ENDS_OUTPUT {
-                            ctx.gateway.forget(&id);
-                        }
+                        silent(ctx, c, wait, &id);
                     }
                     break;
                 }
@@ -333,23 +324,7 @@ pub async fn collect<D: Replay>(
             }
             break;
         };
-        let step = match ev {
-            RequestEvent::Failed(e) => {
-                if abort_at.is_none() {
-                    fail(c, &e, true);
-                }
-                break;
-            }
-            RequestEvent::Aborted => {
-                c.aborted = true;
-                if c.finish_reason.is_none() {
-                    c.finish_reason = Some(FinishReason::Abort);
-                    c.outcome = Outcome::Aborted;
-                }
-                break;
-            }
-            RequestEvent::Output(step) => step,
-        };
+        let Some(step) = output_of(c, ev, abort_at.is_some()) else { break };
         if let Some(at) = abort_at {
             // Queued before the ABORT took effect: late.
             late.push(Instant::now().saturating_duration_since(at));
@@ -368,81 +343,141 @@ pub async fn collect<D: Replay>(
             c.outputs.push(kept);
             break;
         }
-        let mut abort = false;
-        if c.finish_reason.is_none() {
-            match detector.as_mut() {
-                Some(d) => {
-                    let es = EngineStep {
-                        new_token_ids: view.tokens.iter().map(|t| u32::try_from(*t).unwrap_or(u32::MAX)).collect(),
-                        finish_reason: finish,
-                        stop_reason: view.stop.clone(),
-                    };
-                    if let Some(o) = d.step(ctx.tokenizer, &es) {
-                        c.client_tokens.extend(o.token_ids.iter().map(|t| i64::from(*t)));
-                        c.text.push_str(&o.text);
-                        if let Some(f) = o.finish_reason {
-                            c.finish_reason = Some(f);
-                            c.stop_reason = o.stop_reason;
-                            c.outcome = D::finished(f, finish);
-                        }
-                        // A stop string found by the gateway: the engine
-                        // still runs the request.
-                        abort = o.abort_engine;
-                    }
-                }
-                None => {
-                    c.client_tokens.extend_from_slice(view.tokens);
-                    if let Some(f) = finish {
-                        c.finish_reason = Some(f);
-                        c.stop_reason = view.stop.clone();
-                        c.outcome = D::finished(f, finish);
-                    }
-                }
-            }
-        }
+        let abort = c.finish_reason.is_none() && client_step(ctx, detector.as_mut(), c, &view);
         let kept = D::keep(c, step);
         c.outputs.push(kept);
         if abort {
             c.abort_sent = true;
             abort_at = D::ABORT_ENDS_OUTPUT.then(Instant::now);
-            if let Err(e) = ctx.gateway.abort(c.engine, &id).await {
-                if D::ABORT_ENDS_OUTPUT {
-                    c.error = Some(e.to_string());
-                }
-            }
+            send_abort(ctx, c, &id).await;
         }
         if finish.is_some() && abort_at.is_none() {
             break;
         }
         if let (Some(n), None) = (spec.abort_after_tokens, abort_at) {
             if c.engine_tokens.len() >= n && c.finish_reason.is_none() && finish.is_none() {
-                c.abort_sent = true;
-                if D::ABORT_ENDS_OUTPUT {
-                    c.outcome = Outcome::Aborted;
-                    c.finish_reason = Some(FinishReason::Abort);
-                    abort_at = Some(Instant::now());
-                }
-                if let Err(e) = ctx.gateway.abort(c.engine, &id).await {
-                    if D::ABORT_ENDS_OUTPUT {
-                        c.error = Some(e.to_string());
-                    }
-                }
+                abort_at = abort_after_tokens(ctx, c, &id).await;
             }
         }
     }
     if c.abort_sent && (D::ABORT_ENDS_OUTPUT || !spec.grace.is_zero()) {
-        // Watch the grace period for outputs that still come.
-        tokio::time::sleep(spec.grace).await;
-        let mut watched = ctx.gateway.late_outputs(&c.engine_request_id).await;
-        if D::ABORT_ENDS_OUTPUT {
-            late.extend(watched.take().unwrap_or_default());
-            watched = Some(late);
-        }
-        c.late_outputs = watched;
+        watch_late(ctx, spec, c, late).await;
     }
     if D::ABORT_ENDS_OUTPUT {
         ctx.gateway.forget(&id);
     }
+}
+
+/// The request got no output in time (not after an abort): silence.
+fn silent<D: Replay>(ctx: &Context<'_, D>, c: &mut ChildResult<D>, wait: Wait, id: &[String]) {
+    c.error = Some(match wait {
+        Wait::PerOutput(w) => format!("no row for {} ms", w.as_millis()),
+        Wait::Whole(w) => format!("no answer within {:.1}s", w.unwrap_or_default().as_secs_f64()),
+    });
+    c.outcome = Outcome::Silence;
+    if !D::ABORT_ENDS_OUTPUT {
+        ctx.gateway.forget(id);
+    }
+}
+
+/// The output an event carries; `None` when the event ends the request
+/// (a failure, noted unless `aborted` already; the gateway's local
+/// abort).
+fn output_of<D: Replay>(c: &mut ChildResult<D>, ev: RequestEvent<D>, aborted: bool) -> Option<D::Step> {
+    match ev {
+        RequestEvent::Failed(e) => {
+            if !aborted {
+                fail(c, &e, true);
+            }
+            None
+        }
+        RequestEvent::Aborted => {
+            c.aborted = true;
+            if c.finish_reason.is_none() {
+                c.finish_reason = Some(FinishReason::Abort);
+                c.outcome = Outcome::Aborted;
+            }
+            None
+        }
+        RequestEvent::Output(step) => Some(step),
+    }
+}
+
+/// What the client sees of one step: through the gateway's stop
+/// detection when given, else as the engine sent it. Whether the gateway
+/// aborts the engine request (a stop string found: the engine still runs
+/// it).
+fn client_step<D: Replay>(
+    ctx: &Context<'_, D>,
+    detector: Option<&mut StopStream>,
+    c: &mut ChildResult<D>,
+    view: &StepView<'_>,
+) -> bool {
+    let finish = view.finish;
+    let Some(d) = detector else {
+        c.client_tokens.extend_from_slice(view.tokens);
+        if let Some(f) = finish {
+            c.finish_reason = Some(f);
+            c.stop_reason = view.stop.clone();
+            c.outcome = D::finished(f, finish);
+        }
+        return false;
+    };
+    let es = EngineStep {
+        new_token_ids: view.tokens.iter().map(|t| u32::try_from(*t).unwrap_or(u32::MAX)).collect(),
+        finish_reason: finish,
+        stop_reason: view.stop.clone(),
+    };
+    let Some(o) = d.step(ctx.tokenizer, &es) else { return false };
+    c.client_tokens.extend(o.token_ids.iter().map(|t| i64::from(*t)));
+    c.text.push_str(&o.text);
+    if let Some(f) = o.finish_reason {
+        c.finish_reason = Some(f);
+        c.stop_reason = o.stop_reason;
+        c.outcome = D::finished(f, finish);
+    }
+    o.abort_engine
+}
+
+/// Sends the gateway's ABORT for the request (its failure kept where the
+/// ABORT ends the output).
+async fn send_abort<D: Replay>(ctx: &Context<'_, D>, c: &mut ChildResult<D>, id: &[String]) {
+    if let Err(e) = ctx.gateway.abort(c.engine, id).await {
+        if D::ABORT_ENDS_OUTPUT {
+            c.error = Some(e.to_string());
+        }
+    }
+}
+
+/// The scenario's `abort_after_tokens` reached: the ABORT sent (and, where
+/// it ends the output, the request aborted). When the abort took effect.
+async fn abort_after_tokens<D: Replay>(ctx: &Context<'_, D>, c: &mut ChildResult<D>, id: &[String]) -> Option<Instant> {
+    c.abort_sent = true;
+    let mut abort_at = None;
+    if D::ABORT_ENDS_OUTPUT {
+        c.outcome = Outcome::Aborted;
+        c.finish_reason = Some(FinishReason::Abort);
+        abort_at = Some(Instant::now());
+    }
+    send_abort(ctx, c, id).await;
+    abort_at
+}
+
+/// Watches the grace period for outputs that still come after an abort
+/// (`late`: those the run read itself).
+async fn watch_late<D: Replay>(
+    ctx: &Context<'_, D>,
+    spec: &RequestSpecOf<D::Spec>,
+    c: &mut ChildResult<D>,
+    mut late: Vec<Duration>,
+) {
+    tokio::time::sleep(spec.grace).await;
+    let mut watched = ctx.gateway.late_outputs(&c.engine_request_id).await;
+    if D::ABORT_ENDS_OUTPUT {
+        late.extend(watched.take().unwrap_or_default());
+        watched = Some(late);
+    }
+    c.late_outputs = watched;
 }
 
 /// Seconds since the epoch (a request's `arrival_time`).

@@ -209,108 +209,20 @@ pub async fn start_with(
     engine_at_start: bool,
 ) -> Result<Session, GatewayError> {
     std::fs::create_dir_all(dir).map_err(|source| GatewayError::Io { path: dir.to_path_buf(), source })?;
-    let worker_url = format!("ipc://{}/engine-1", dir.display());
-    let http_port = match &target.http {
-        Some(h) => {
-            tcp_port(h).ok_or_else(|| GatewayError::Address { given: format!("--http {h}"), expected: "host:port" })?
-        }
-        None => free_port()?,
-    };
-    let http = target.http.clone().unwrap_or_else(|| format!("127.0.0.1:{http_port}"));
-    let handshake = target.handshake.clone().unwrap_or_else(|| smg::handshake_address(&worker_url));
-    let hs_port = tcp_port(&handshake).ok_or_else(|| GatewayError::Address {
-        given: format!("handshake {handshake}"),
-        expected: "tcp://host:port",
-    })?;
-    let hs_host =
-        handshake.trim_start_matches("tcp://").rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
+    let a = Addresses::of(target, dir)?;
     let log = dir.join("gateway.log");
-    let mut proc = match &target.launch {
-        GatewayLaunch::Attach => None,
-        launch => {
-            if std::net::TcpListener::bind(("127.0.0.1", hs_port)).is_err() {
-                return Err(GatewayError::PortInUse { port: hs_port, worker_url });
-            }
-            let prometheus_port = free_port()?;
-            let p = match launch {
-                GatewayLaunch::Smg { venv } => {
-                    smg::check_venv(venv)?;
-                    let spec = smg::SmgSpec {
-                        http_port,
-                        prometheus_port,
-                        worker_url: worker_url.clone(),
-                        model: PathBuf::from(&target.model_name),
-                    };
-                    smg::launch_with(venv, &spec, smg_args, &log)?
-                }
-                GatewayLaunch::Command(tmpl) => {
-                    let ports = command::Placeholders {
-                        http_port,
-                        prometheus_port,
-                        worker_url: &worker_url,
-                        handshake_port: hs_port,
-                        model: &target.model_name,
-                    };
-                    command::launch(tmpl, &ports, &log)?
-                }
-                GatewayLaunch::Attach => unreachable!(),
-            };
-            eprintln!("gateway pid {} (http {http}, handshake {handshake}, log {})", p.pid(), log.display());
-            Some(p)
-        }
-    };
+    let mut proc = launch_gateway(target, &a, smg_args, &log)?;
     let logp = proc.as_ref().map(|_| log.clone());
     let started = Instant::now();
     let deadline = started + target.startup_timeout;
-    let gone = |proc: &mut Option<EngineProcess>| proc.as_mut().and_then(|p| p.try_status());
-    // The gateway binds its handshake socket on its own schedule: wait
-    // until it accepts connections before the engine dials.
-    loop {
-        if std::net::TcpStream::connect_timeout(
-            &format!("{}:{hs_port}", if hs_host.is_empty() { "127.0.0.1" } else { &hs_host })
-                .parse()
-                .map_err(|_| GatewayError::Address { given: handshake.clone(), expected: "tcp://host:port" })?,
-            Duration::from_millis(200),
-        )
-        .is_ok()
-        {
-            break;
-        }
-        if let Some(s) = gone(&mut proc) {
-            return Err(GatewayError::ExitedBeforeBind {
-                what: "the gateway",
-                status: s.to_string(),
-                address: handshake.clone(),
-                log: log_tail(&logp),
-            });
-        }
-        if Instant::now() >= deadline {
-            if let Some(p) = proc.as_mut() {
-                p.stop();
-            }
-            return Err(GatewayError::NotListening {
-                address: handshake.clone(),
-                secs: target.startup_timeout.as_secs_f64(),
-                log: log_tail(&logp),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_handshake_bound(target, &a, &mut proc, &logp, deadline).await?;
     let plan: Plan = Arc::new(Mutex::new(None));
-    let mut script = Script::new(target.release);
-    let facts =
-        handshake::decode_registration(target.release, 0, &target.registration).map_err(GatewayError::Registration)?;
-    script.max_model_len = facts.max_model_len;
-    script.max_num_seqs = facts.max_num_seqs;
-    script.registration = Some(target.registration.clone());
-    script.plan = Some(plan.clone());
-    script.lifetime = Duration::from_secs(24 * 3600);
-    script.prefill_stats = true;
-    let mock = engine_at_start.then(|| mock_engine::Engine::spawn(&handshake, script.clone()));
-    let mut session = Session {
+    let script = engine_script(target, &plan)?;
+    let mock = engine_at_start.then(|| mock_engine::Engine::spawn(&a.handshake, script.clone()));
+    let session = Session {
         proc,
-        http: http.clone(),
-        handshake: handshake.clone(),
+        http: a.http,
+        handshake: a.handshake,
         mock,
         script,
         plan,
@@ -323,6 +235,163 @@ pub async fn start_with(
         return Ok(session);
     }
     // Ready: the engine got INIT and the gateway's readiness route says 200.
+    let session = wait_started(session, target, deadline).await?;
+    eprintln!("gateway ready in {:.1}s", started.elapsed().as_secs_f64());
+    // Loopback only: the launched gateway's whole process tree, its
+    // metrics listener included.
+    if let Some(e) = session.pid().and_then(beyond_loopback) {
+        session.stop().await;
+        return Err(e);
+    }
+    Ok(session)
+}
+
+/// Where the gateway listens and the engine connects.
+struct Addresses {
+    /// The engine's worker URL (`ipc://<dir>/engine-1`).
+    worker_url: String,
+    http_port: u16,
+    /// `host:port` of the gateway's HTTP API.
+    http: String,
+    /// The gateway's handshake address.
+    handshake: String,
+    hs_port: u16,
+    /// The handshake address's host (empty: none given).
+    hs_host: String,
+}
+
+impl Addresses {
+    /// The addresses of `target` with its directory `dir`: the given ones,
+    /// a free HTTP port, the handshake address by SMG's rule.
+    fn of(target: &GatewayTarget, dir: &Path) -> Result<Addresses, GatewayError> {
+        let worker_url = format!("ipc://{}/engine-1", dir.display());
+        let http_port = match &target.http {
+            Some(h) => tcp_port(h)
+                .ok_or_else(|| GatewayError::Address { given: format!("--http {h}"), expected: "host:port" })?,
+            None => free_port()?,
+        };
+        let http = target.http.clone().unwrap_or_else(|| format!("127.0.0.1:{http_port}"));
+        let handshake = target.handshake.clone().unwrap_or_else(|| smg::handshake_address(&worker_url));
+        let hs_port = tcp_port(&handshake).ok_or_else(|| GatewayError::Address {
+            given: format!("handshake {handshake}"),
+            expected: "tcp://host:port",
+        })?;
+        let hs_host =
+            handshake.trim_start_matches("tcp://").rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
+        Ok(Addresses { worker_url, http_port, http, handshake, hs_port, hs_host })
+    }
+}
+
+/// Launches the gateway as `target` says (none when attached), its output
+/// to `log`.
+fn launch_gateway(
+    target: &GatewayTarget,
+    a: &Addresses,
+    smg_args: &[String],
+    log: &Path,
+) -> Result<Option<EngineProcess>, GatewayError> {
+    if let GatewayLaunch::Attach = target.launch {
+        return Ok(None);
+    }
+    if std::net::TcpListener::bind(("127.0.0.1", a.hs_port)).is_err() {
+        return Err(GatewayError::PortInUse { port: a.hs_port, worker_url: a.worker_url.clone() });
+    }
+    let prometheus_port = free_port()?;
+    let p = match &target.launch {
+        GatewayLaunch::Smg { venv } => {
+            smg::check_venv(venv)?;
+            let spec = smg::SmgSpec {
+                http_port: a.http_port,
+                prometheus_port,
+                worker_url: a.worker_url.clone(),
+                model: PathBuf::from(&target.model_name),
+            };
+            smg::launch_with(venv, &spec, smg_args, log)?
+        }
+        GatewayLaunch::Command(tmpl) => {
+            let ports = command::Placeholders {
+                http_port: a.http_port,
+                prometheus_port,
+                worker_url: &a.worker_url,
+                handshake_port: a.hs_port,
+                model: &target.model_name,
+            };
+            command::launch(tmpl, &ports, log)?
+        }
+        GatewayLaunch::Attach => unreachable!(),
+    };
+    eprintln!("gateway pid {} (http {}, handshake {}, log {})", p.pid(), a.http, a.handshake, log.display());
+    Ok(Some(p))
+}
+
+/// The gateway binds its handshake socket on its own schedule: waits
+/// until it accepts connections before the engine dials (the gateway
+/// stopped when it does not by `deadline`).
+async fn wait_handshake_bound(
+    target: &GatewayTarget,
+    a: &Addresses,
+    proc: &mut Option<EngineProcess>,
+    logp: &Option<PathBuf>,
+    deadline: Instant,
+) -> Result<(), GatewayError> {
+    let host = if a.hs_host.is_empty() { "127.0.0.1" } else { &a.hs_host };
+    loop {
+        if std::net::TcpStream::connect_timeout(
+            &format!("{host}:{}", a.hs_port)
+                .parse()
+                .map_err(|_| GatewayError::Address { given: a.handshake.clone(), expected: "tcp://host:port" })?,
+            Duration::from_millis(200),
+        )
+        .is_ok()
+        {
+            return Ok(());
+        }
+        if let Some(s) = proc.as_mut().and_then(|p| p.try_status()) {
+            return Err(GatewayError::ExitedBeforeBind {
+                what: "the gateway",
+                status: s.to_string(),
+                address: a.handshake.clone(),
+                log: log_tail(logp),
+            });
+        }
+        if Instant::now() >= deadline {
+            if let Some(p) = proc.as_mut() {
+                p.stop();
+            }
+            return Err(GatewayError::NotListening {
+                address: a.handshake.clone(),
+                secs: target.startup_timeout.as_secs_f64(),
+                log: log_tail(logp),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The mock engine's script for `target`: its release and recorded
+/// registration, the limits that registration announces, the shared
+/// `plan`.
+fn engine_script(target: &GatewayTarget, plan: &Plan) -> Result<Script, GatewayError> {
+    let mut script = Script::new(target.release);
+    let facts =
+        handshake::decode_registration(target.release, 0, &target.registration).map_err(GatewayError::Registration)?;
+    script.max_model_len = facts.max_model_len;
+    script.max_num_seqs = facts.max_num_seqs;
+    script.registration = Some(target.registration.clone());
+    script.plan = Some(plan.clone());
+    script.lifetime = Duration::from_secs(24 * 3600);
+    script.prefill_stats = true;
+    Ok(script)
+}
+
+/// Waits until the session is ready: the engine got INIT and the
+/// gateway's readiness route says 200; the session stopped when the
+/// engine ends, the gateway exits or `deadline` passes first.
+async fn wait_started(
+    mut session: Session,
+    target: &GatewayTarget,
+    deadline: Instant,
+) -> Result<Session, GatewayError> {
     let mut last = String::from("no answer yet");
     loop {
         let l = session.engine_log();
@@ -332,13 +401,13 @@ pub async fn start_with(
             return Err(GatewayError::EngineEnded { how: how.to_string(), log: tail });
         }
         if l.init_received {
-            let h = http.clone();
+            let h = session.http.clone();
             let path = target.ready_path.clone();
             let r = tokio::task::spawn_blocking(move || http::get(&h, &path, Duration::from_secs(2)))
                 .await
                 .map_err(|e| GatewayError::Task(e.to_string()))?;
             match r {
-                Ok(r) if r.status == 200 => break,
+                Ok(r) if r.status == 200 => return Ok(session),
                 Ok(r) => last = format!("GET {} -> {} {}", target.ready_path, r.status, r.text().trim()),
                 Err(e) => last = e.to_string(),
             }
@@ -356,14 +425,6 @@ pub async fn start_with(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    eprintln!("gateway ready in {:.1}s", started.elapsed().as_secs_f64());
-    // Loopback only: the launched gateway's whole process tree, its
-    // metrics listener included.
-    if let Some(e) = session.pid().and_then(beyond_loopback) {
-        session.stop().await;
-        return Err(e);
-    }
-    Ok(session)
 }
 
 /// [`GatewayError::BeyondLoopback`] when the process tree of `pid`

@@ -484,130 +484,19 @@ fn from_golden(
     }
     let steps = input.get("steps").cloned().unwrap_or_else(|| json!([]));
     let mut script = EngineScript::from_json(&json!({"steps": steps}))?;
-    let reference = format!("vLLM's frontend, golden {case_name}");
+    let mut fill =
+        GoldenFill { endpoint, body, vllm, checks, reference: format!("vLLM's frontend, golden {case_name}") };
     match kind {
-        "stop_detection" => {
-            let p = input.get("params").ok_or("golden has no params")?;
-            let max_tokens = p.get("max_tokens").cloned().unwrap_or(Json::Null);
-            set_if_absent(body, "max_tokens", max_tokens.clone());
-            set_if_absent(body, "temperature", json!(0.0));
-            set_if_absent(vllm, "max_tokens", max_tokens);
-            set_if_absent(vllm, "temperature", json!(0.0));
-            let non_default = |k: &str, d: &Json| p.get(k).filter(|v| *v != d).cloned();
-            for (k, d) in [
-                ("stop", json!([])),
-                ("stop_token_ids", json!([])),
-                ("include_stop_str_in_output", json!(false)),
-                ("min_tokens", json!(0)),
-                ("skip_special_tokens", json!(true)),
-                ("spaces_between_special_tokens", json!(true)),
-                ("ignore_eos", json!(false)),
-            ] {
-                if let Some(v) = non_default(k, &d) {
-                    set_if_absent(body, k, v.clone());
-                    set_if_absent(vllm, k, v);
-                }
-            }
-            let outs: Vec<&Json> = expected
-                .get("outputs")
-                .and_then(Json::as_array)
-                .map(|a| a.iter().filter(|o| !o.is_null()).collect())
-                .unwrap_or_default();
-            let text: String = outs.iter().filter_map(|o| o.get("text").and_then(Json::as_str)).collect();
-            let last = outs.last().ok_or("golden has no output")?;
-            checks.push(json!({"check": "text", "is": text, "reference": reference}));
-            checks.push(json!({"check": "finish_reason", "is": last.get("finish_reason"), "reference": reference}));
-            checks.push(json!({"check": "stop_reason", "is": last.get("stop_reason"), "reference": reference}));
-            let n_tokens: usize =
-                outs.iter().map(|o| o.get("token_ids").and_then(Json::as_array).map_or(0, Vec::len)).sum();
-            checks.push(json!({"check": "completion_tokens", "is": n_tokens, "reference": format!("{reference}: the tokens of its CompletionOutput")}));
-            let stop_at: usize =
-                outs.iter().map(|o| o.get("token_ids").and_then(Json::as_array).map_or(0, Vec::len)).sum();
-            if outs.iter().any(|o| o.get("abort_engine") == Some(&Json::Bool(true))) {
-                checks.push(json!({"check": "engine_aborted", "tokens": stop_at, "reference": reference}));
-            }
-        }
+        "stop_detection" => fill.stop_detection(input, expected)?,
         "logprob_shaping" if input.get("num_logprobs").is_none_or(Json::is_null) => {
-            // Prompt logprobs only (vLLM's completions extra parameter
-            // `prompt_logprobs`): the OpenAI server renders the
-            // frontend's per-position dicts as `choices[0].prompt_logprobs`,
-            // `null` for the first position, each entry keyed by its token
-            // id (`{logprob, rank, decoded_token}`, -inf clamped to -9999).
-            let k = input
-                .get("num_prompt_logprobs")
-                .and_then(Json::as_i64)
-                .ok_or("golden has neither num_logprobs nor num_prompt_logprobs")?;
-            if endpoint != Endpoint::Completions {
-                return Err("prompt logprobs: vLLM takes `prompt_logprobs` on completions".into());
-            }
-            let n_tokens: usize = script.steps.iter().map(|s| s.new_token_ids.len()).sum();
-            for o in [&mut *body, &mut *vllm] {
-                set_if_absent(o, "max_tokens", json!(n_tokens));
-                set_if_absent(o, "temperature", json!(0.0));
-                set_if_absent(o, "prompt_logprobs", json!(k));
-            }
-            let rendered: Vec<Json> = expected
-                .get("prompt")
-                .and_then(Json::as_array)
-                .ok_or("golden has no expected.prompt")?
-                .iter()
-                .map(|pos| match pos.as_array() {
-                    None => Json::Null,
-                    Some(entries) => Json::Object(
-                        entries
-                            .iter()
-                            .map(|e| {
-                                let id = e.get("token_id").and_then(Json::as_i64).unwrap_or(-1);
-                                let lp = e.get("logprob").and_then(Json::as_f64).unwrap_or(f64::NAN).max(-9999.0);
-                                (
-                                    id.to_string(),
-                                    json!({"logprob": lp, "rank": e.get("rank"), "decoded_token": e.get("decoded_token")}),
-                                )
-                            })
-                            .collect(),
-                    ),
-                })
-                .collect();
-            checks.push(json!({"check": "json", "path": "choices.0.prompt_logprobs", "is": rendered,
-                "reference": format!("{reference}, rendered as vLLM's OpenAI server renders CompletionResponseChoice.prompt_logprobs")}));
-            checks.push(json!({"check": "sent", "field": "prompt_logprobs"}));
-            let fin = finish_last.and_then(Json::as_str).unwrap_or("length");
-            if let Some(last) = script.steps.last_mut() {
-                last.finish_reason = Some(if fin == "stop" { 0 } else { 1 });
-            }
+            fill.prompt_logprobs(input, expected, &script)?;
+            finish_last_step(&mut script, finish_last);
         }
         "logprob_shaping" => {
-            let k = input.get("num_logprobs").and_then(Json::as_i64).ok_or("golden has no num_logprobs")?;
-            let n_tokens: usize = script.steps.iter().map(|s| s.new_token_ids.len()).sum();
-            set_if_absent(body, "max_tokens", json!(n_tokens));
-            set_if_absent(body, "temperature", json!(0.0));
-            set_if_absent(vllm, "max_tokens", json!(n_tokens));
-            set_if_absent(vllm, "temperature", json!(0.0));
-            match endpoint {
-                Endpoint::Completions => {
-                    set_if_absent(body, "logprobs", json!(k));
-                }
-                Endpoint::Chat => {
-                    set_if_absent(body, "logprobs", json!(true));
-                    set_if_absent(body, "top_logprobs", json!(k));
-                }
-            }
-            set_if_absent(vllm, "logprobs", json!(k));
-            let sample = expected.get("sample").cloned().unwrap_or(Json::Null);
-            checks.push(json!({"check": "logprobs", "k": k, "sample": sample.clone(), "reference": reference}));
-            if endpoint == Endpoint::Chat {
-                checks.push(json!({"check": "logprob_tokens", "k": k, "sample": sample, "reference": reference}));
-            }
-            checks.push(json!({"check": "sent", "field": "logprobs"}));
+            fill.sample_logprobs(input, expected, &script)?;
             // The engine's last step finishes the request (the golden's
             // steps carry no finish).
-            let fin = finish_last.and_then(Json::as_str).unwrap_or("length");
-            if let Some(last) = script.steps.last_mut() {
-                last.finish_reason = Some(match fin {
-                    "stop" => 0,
-                    _ => 1,
-                });
-            }
+            finish_last_step(&mut script, finish_last);
         }
         other => {
             return Err(ScenarioError::Invalid(format!(
@@ -617,4 +506,154 @@ fn from_golden(
     }
     script.then = mock_engine::vllm_script::Then::Generate;
     Ok(script)
+}
+
+/// The engine's last step finishes the request as `finish_last` says
+/// (`"stop"`, else length).
+fn finish_last_step(script: &mut EngineScript, finish_last: Option<&Json>) {
+    let fin = finish_last.and_then(Json::as_str).unwrap_or("length");
+    if let Some(last) = script.steps.last_mut() {
+        last.finish_reason = Some(if fin == "stop" { 0 } else { 1 });
+    }
+}
+
+/// What a golden fills in of one request: its OpenAI body, vLLM's
+/// parameters, its checks (`reference` naming the golden).
+struct GoldenFill<'a> {
+    endpoint: Endpoint,
+    body: &'a mut Json,
+    vllm: &'a mut Json,
+    checks: &'a mut Vec<Json>,
+    reference: String,
+}
+
+impl GoldenFill<'_> {
+    /// `stop_detection`: the golden's parameters (those not at vLLM's
+    /// default) and checks of the text, the finish and stop reasons, the
+    /// completion tokens, and the engine abort vLLM sends.
+    fn stop_detection(&mut self, input: &Json, expected: &Json) -> Result<(), ScenarioError> {
+        let (body, vllm, reference) = (&mut *self.body, &mut *self.vllm, &self.reference);
+        let p = input.get("params").ok_or("golden has no params")?;
+        let max_tokens = p.get("max_tokens").cloned().unwrap_or(Json::Null);
+        set_if_absent(body, "max_tokens", max_tokens.clone());
+        set_if_absent(body, "temperature", json!(0.0));
+        set_if_absent(vllm, "max_tokens", max_tokens);
+        set_if_absent(vllm, "temperature", json!(0.0));
+        let non_default = |k: &str, d: &Json| p.get(k).filter(|v| *v != d).cloned();
+        for (k, d) in [
+            ("stop", json!([])),
+            ("stop_token_ids", json!([])),
+            ("include_stop_str_in_output", json!(false)),
+            ("min_tokens", json!(0)),
+            ("skip_special_tokens", json!(true)),
+            ("spaces_between_special_tokens", json!(true)),
+            ("ignore_eos", json!(false)),
+        ] {
+            if let Some(v) = non_default(k, &d) {
+                set_if_absent(body, k, v.clone());
+                set_if_absent(vllm, k, v);
+            }
+        }
+        let outs: Vec<&Json> = expected
+            .get("outputs")
+            .and_then(Json::as_array)
+            .map(|a| a.iter().filter(|o| !o.is_null()).collect())
+            .unwrap_or_default();
+        let text: String = outs.iter().filter_map(|o| o.get("text").and_then(Json::as_str)).collect();
+        let last = outs.last().ok_or("golden has no output")?;
+        let checks = &mut *self.checks;
+        checks.push(json!({"check": "text", "is": text, "reference": reference}));
+        checks.push(json!({"check": "finish_reason", "is": last.get("finish_reason"), "reference": reference}));
+        checks.push(json!({"check": "stop_reason", "is": last.get("stop_reason"), "reference": reference}));
+        let n_tokens: usize =
+            outs.iter().map(|o| o.get("token_ids").and_then(Json::as_array).map_or(0, Vec::len)).sum();
+        checks.push(json!({"check": "completion_tokens", "is": n_tokens, "reference": format!("{reference}: the tokens of its CompletionOutput")}));
+        if outs.iter().any(|o| o.get("abort_engine") == Some(&Json::Bool(true))) {
+            checks.push(json!({"check": "engine_aborted", "tokens": n_tokens, "reference": reference}));
+        }
+        Ok(())
+    }
+
+    /// `logprob_shaping`, prompt logprobs only (vLLM's completions extra
+    /// parameter `prompt_logprobs`): the OpenAI server renders the
+    /// frontend's per-position dicts as `choices[0].prompt_logprobs`.
+    fn prompt_logprobs(&mut self, input: &Json, expected: &Json, script: &EngineScript) -> Result<(), ScenarioError> {
+        let k = input
+            .get("num_prompt_logprobs")
+            .and_then(Json::as_i64)
+            .ok_or("golden has neither num_logprobs nor num_prompt_logprobs")?;
+        if self.endpoint != Endpoint::Completions {
+            return Err("prompt logprobs: vLLM takes `prompt_logprobs` on completions".into());
+        }
+        let n_tokens: usize = script.steps.iter().map(|s| s.new_token_ids.len()).sum();
+        for o in [&mut *self.body, &mut *self.vllm] {
+            set_if_absent(o, "max_tokens", json!(n_tokens));
+            set_if_absent(o, "temperature", json!(0.0));
+            set_if_absent(o, "prompt_logprobs", json!(k));
+        }
+        let rendered = rendered_prompt_logprobs(expected)?;
+        let reference = &self.reference;
+        self.checks.push(json!({"check": "json", "path": "choices.0.prompt_logprobs", "is": rendered,
+            "reference": format!("{reference}, rendered as vLLM's OpenAI server renders CompletionResponseChoice.prompt_logprobs")}));
+        self.checks.push(json!({"check": "sent", "field": "prompt_logprobs"}));
+        Ok(())
+    }
+
+    /// `logprob_shaping` of the sampled tokens: the request asks `k`
+    /// logprobs as the endpoint spells it; checks of their rendering (and
+    /// on chat their token text) and of what is sent.
+    fn sample_logprobs(&mut self, input: &Json, expected: &Json, script: &EngineScript) -> Result<(), ScenarioError> {
+        let (body, vllm, reference) = (&mut *self.body, &mut *self.vllm, &self.reference);
+        let k = input.get("num_logprobs").and_then(Json::as_i64).ok_or("golden has no num_logprobs")?;
+        let n_tokens: usize = script.steps.iter().map(|s| s.new_token_ids.len()).sum();
+        set_if_absent(body, "max_tokens", json!(n_tokens));
+        set_if_absent(body, "temperature", json!(0.0));
+        set_if_absent(vllm, "max_tokens", json!(n_tokens));
+        set_if_absent(vllm, "temperature", json!(0.0));
+        match self.endpoint {
+            Endpoint::Completions => {
+                set_if_absent(body, "logprobs", json!(k));
+            }
+            Endpoint::Chat => {
+                set_if_absent(body, "logprobs", json!(true));
+                set_if_absent(body, "top_logprobs", json!(k));
+            }
+        }
+        set_if_absent(vllm, "logprobs", json!(k));
+        let sample = expected.get("sample").cloned().unwrap_or(Json::Null);
+        self.checks.push(json!({"check": "logprobs", "k": k, "sample": sample.clone(), "reference": reference}));
+        if self.endpoint == Endpoint::Chat {
+            self.checks.push(json!({"check": "logprob_tokens", "k": k, "sample": sample, "reference": reference}));
+        }
+        self.checks.push(json!({"check": "sent", "field": "logprobs"}));
+        Ok(())
+    }
+}
+
+/// The golden's `expected.prompt` as vLLM's OpenAI server renders it:
+/// `null` for the first position, each entry keyed by its token id
+/// (`{logprob, rank, decoded_token}`, -inf clamped to -9999).
+fn rendered_prompt_logprobs(expected: &Json) -> Result<Vec<Json>, ScenarioError> {
+    Ok(expected
+        .get("prompt")
+        .and_then(Json::as_array)
+        .ok_or("golden has no expected.prompt")?
+        .iter()
+        .map(|pos| match pos.as_array() {
+            None => Json::Null,
+            Some(entries) => Json::Object(
+                entries
+                    .iter()
+                    .map(|e| {
+                        let id = e.get("token_id").and_then(Json::as_i64).unwrap_or(-1);
+                        let lp = e.get("logprob").and_then(Json::as_f64).unwrap_or(f64::NAN).max(-9999.0);
+                        (
+                            id.to_string(),
+                            json!({"logprob": lp, "rank": e.get("rank"), "decoded_token": e.get("decoded_token")}),
+                        )
+                    })
+                    .collect(),
+            ),
+        })
+        .collect())
 }
