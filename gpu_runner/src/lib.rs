@@ -27,3 +27,17 @@ pub use gateway_scoring::{fault, gateway, http, scoreboard, soak};
 pub use mock_engine as mock;
 pub use process_sandbox::{launcher, listening, redact, untrusted, workdir};
 pub use scenario_checks::{check, load, model_facts, release, report, scenario};
+
+/// Drawing the house of `gpu-runner`: the command line, one module per
+/// command family, over the runner's crates; its modules use each other
+/// without a cycle.
+#[cfg(test)]
+mod architecture {
+    use engine_testkit::house::acyclic_crate;
+
+    #[test]
+    fn the_command_line_has_no_module_cycle() {
+        let g = acyclic_crate(env!("CARGO_MANIFEST_DIR"));
+        assert!(g.edges.contains_key("cli"));
+    }
+}

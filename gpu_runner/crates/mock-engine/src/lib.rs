@@ -240,3 +240,17 @@ async fn send<S: SocketSend>(s: &mut S, frames: Vec<Vec<u8>>, what: &str) -> Res
         Err(_) => Err(format!("send {what}: timed out")),
     }
 }
+
+/// Drawing the house of `mock-engine`: its rooms (the vLLM mock, its
+/// script, the TokenSpeed mock, retargeting to older releases, recorded
+/// registrations, token functions) use each other without a cycle.
+#[cfg(test)]
+mod architecture {
+    use engine_testkit::house::acyclic_crate;
+
+    #[test]
+    fn the_rooms_of_the_mock_use_each_other_without_a_cycle() {
+        let g = acyclic_crate(env!("CARGO_MANIFEST_DIR"));
+        assert!(g.edges["tokens"].is_empty(), "tokens uses {:?}", g.edges["tokens"]);
+    }
+}
