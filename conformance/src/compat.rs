@@ -42,30 +42,30 @@ use engine_testkit::outcome::EngineVerdict;
 
 /// Which side of a deployment reads a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Reader {
+pub enum ReadingSide {
     /// The engine reads what the gateway sends.
     Engine,
     /// The gateway reads what the engine sends.
     Gateway,
 }
 
-impl Reader {
+impl ReadingSide {
     /// The side that reads `kind`.
-    pub fn of(kind: MessageKind) -> Reader {
+    pub fn of(kind: MessageKind) -> ReadingSide {
         match kind {
             MessageKind::EngineCoreRequest
             | MessageKind::AbortRequest
             | MessageKind::UtilityRequest
             | MessageKind::StartDpWave
-            | MessageKind::HandshakeInit => Reader::Engine,
-            _ => Reader::Gateway,
+            | MessageKind::HandshakeInit => ReadingSide::Engine,
+            _ => ReadingSide::Gateway,
         }
     }
 
     fn as_str(self) -> &'static str {
         match self {
-            Reader::Engine => "engine reads",
-            Reader::Gateway => "gateway reads",
+            ReadingSide::Engine => "engine reads",
+            ReadingSide::Gateway => "gateway reads",
         }
     }
 }
@@ -166,11 +166,11 @@ pub struct Cell {
     pub misread: usize,
     pub refused: usize,
     /// (reader, message, what) -> how many messages.
-    pub findings: BTreeMap<(Reader, &'static str, String), usize>,
+    pub findings: BTreeMap<(ReadingSide, &'static str, String), usize>,
 }
 
 impl Cell {
-    fn add(&mut self, reader: Reader, message: MessageKind, reading: Reading) {
+    fn add(&mut self, reader: ReadingSide, message: MessageKind, reading: Reading) {
         self.messages += 1;
         let what = match reading {
             Reading::Same => {
@@ -283,11 +283,11 @@ pub fn build(root: &Path) -> Result<Matrix, CompatError> {
             let cell = &mut cells[g][e];
             // The engine reads the gateway's messages; the gateway the engine's.
             for (writer, reader_version, side) in
-                [(&corpora[g], engine, Reader::Engine), (&corpora[e], gateway, Reader::Gateway)]
+                [(&corpora[g], engine, ReadingSide::Engine), (&corpora[e], gateway, ReadingSide::Gateway)]
             {
                 for case in writer {
                     let Some((message, ..)) = case.message() else { continue };
-                    if Reader::of(message) != side {
+                    if ReadingSide::of(message) != side {
                         continue;
                     }
                     cell.add(side, message, read(case, reader_version)?);
@@ -409,9 +409,9 @@ mod tests {
     #[test]
     fn a_cell_with_a_refusal_says_so_before_its_drift() {
         let mut c = Cell::default();
-        c.add(Reader::Gateway, MessageKind::EngineCoreOutputs, Reading::Same);
-        c.add(Reader::Gateway, MessageKind::EngineCoreOutputs, Reading::Drift(vec!["x[1]".into()]));
-        c.add(Reader::Engine, MessageKind::EngineCoreRequest, Reading::Refused(RejectClass::Type, "p: d".into()));
+        c.add(ReadingSide::Gateway, MessageKind::EngineCoreOutputs, Reading::Same);
+        c.add(ReadingSide::Gateway, MessageKind::EngineCoreOutputs, Reading::Drift(vec!["x[1]".into()]));
+        c.add(ReadingSide::Engine, MessageKind::EngineCoreRequest, Reading::Refused(RejectClass::Type, "p: d".into()));
         assert_eq!(c.summary(), "1 refused, 1 drift / 3");
         assert_eq!(Cell::default().summary(), "–");
     }

@@ -11,12 +11,12 @@
 use std::path::Path;
 
 pub use engine_testkit::corpus::{
-    json_files, Body, Case, CaseError, CaseKeyError, CorpusError, EncodeMode, Expect, LoadError,
+    json_files, Body, Case, CaseError, CaseKeyError, CorpusError, CorpusLoadError, EncodeMode, Expect,
 };
 use serde_json::Value as Json;
 
 /// The cases and load errors under `dir`, in path order.
-pub fn load(dir: &Path) -> Result<(Vec<Case>, Vec<LoadError>), CorpusError> {
+pub fn load(dir: &Path) -> Result<(Vec<Case>, Vec<CorpusLoadError>), CorpusError> {
     engine_testkit::corpus::load(dir, crate::kinds::KNOWN)
 }
 

@@ -34,7 +34,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The global allocator this binary was built with (for bench reports).
 const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" };
-use conformance::testee::{self, serve::Fault, Testee};
+use conformance::testee::{self, serve::TesteeFault, Testee};
 use conformance::{bench, corpus, report, skips, verify_dir, verify_dir_with};
 
 #[derive(Parser)]
@@ -114,7 +114,7 @@ enum Command {
     Testee {
         /// A deliberate fault, for testing the runner (docs/testee.md §9).
         #[arg(long, hide = true)]
-        fault: Option<Fault>,
+        fault: Option<TesteeFault>,
     },
     /// Every wire change between two releases, classified for a peer of
     /// each reading the other's bytes.
@@ -365,9 +365,9 @@ fn schema_diff(
         DiffFormat::Markdown => print!("{}", sd::markdown(a, b, &changes)),
     }
     let limit = fail_on.map(|f| match f {
-        FailOn::Compatible => sd::Verdict::Compatible,
-        FailOn::Drift => sd::Verdict::Drift,
-        FailOn::Breaking => sd::Verdict::Breaking,
+        FailOn::Compatible => sd::DriftVerdict::Compatible,
+        FailOn::Drift => sd::DriftVerdict::Drift,
+        FailOn::Breaking => sd::DriftVerdict::Breaking,
     });
     match (limit, sd::worst(&changes)) {
         (Some(l), Some(w)) if w >= l => ExitCode::FAILURE,

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use conformance::schema_diff::{diff, dump_path, load, releases, worst, Change, ChangeKind, Rule, Verdict};
+use conformance::schema_diff::{diff, dump_path, load, releases, worst, Change, ChangeKind, DriftRule, DriftVerdict};
 
 fn schemas() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../golden/generate/schema")
@@ -26,18 +26,18 @@ fn a_positional_field_appended_with_a_default_is_drift_one_way_and_compatible_th
     let cs = changes("vllm", "0.32.0", "0.33.0");
     let c = at(&cs, "EngineCoreOutput.error");
     assert!(matches!(c.kind, ChangeKind::FieldAdded { index: 18, appended: true, .. }), "{c:?}");
-    assert_eq!(c.a_reads_b, (Verdict::Drift, Rule::TrailingElementIgnored));
-    assert_eq!(c.b_reads_a, (Verdict::Compatible, Rule::AbsentTakesDefault));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Drift, DriftRule::TrailingElementIgnored));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Compatible, DriftRule::AbsentTakesDefault));
 }
 
 #[test]
 fn a_key_added_to_a_dataclass_is_drift_one_way_and_compatible_the_other() {
     let cs = changes("vllm", "0.32.0", "0.33.0");
     let c = at(&cs, "EngineCoreReadyResponse.coord_store_port");
-    assert_eq!(c.a_reads_b, (Verdict::Drift, Rule::UnknownKeyIgnored));
-    assert_eq!(c.b_reads_a, (Verdict::Compatible, Rule::AbsentTakesDefault));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Drift, DriftRule::UnknownKeyIgnored));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Compatible, DriftRule::AbsentTakesDefault));
     // 0.32.0 to 0.33.0 breaks nobody: its worst is drift.
-    assert_eq!(worst(&cs), Some(Verdict::Drift));
+    assert_eq!(worst(&cs), Some(DriftVerdict::Drift));
 }
 
 #[test]
@@ -52,9 +52,9 @@ fn the_prompt_retyped_from_a_list_to_an_int32_array_breaks_both_ways() {
         matches!(&c.kind, ChangeKind::FieldRetyped { a, b } if a == "list[int] | None" && b == "numpy.ndarray | None"),
         "{c:?}"
     );
-    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::TypeRefusesOthers));
-    assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::TypeRefusesOthers));
-    assert_eq!(worst(&cs), Some(Verdict::Breaking));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers));
+    assert_eq!(worst(&cs), Some(DriftVerdict::Breaking));
     // Everything else 0.34.0 changed is appended: drift one way, compatible
     // the other.
     for path in [
@@ -63,7 +63,7 @@ fn the_prompt_retyped_from_a_list_to_an_int32_array_breaks_both_ways() {
         "EngineCoreReadyResponse.prefix_hash_config",
     ] {
         let c = at(&cs, path);
-        assert_eq!((c.a_reads_b.0, c.b_reads_a.0), (Verdict::Drift, Verdict::Compatible), "{path}");
+        assert_eq!((c.a_reads_b.0, c.b_reads_a.0), (DriftVerdict::Drift, DriftVerdict::Compatible), "{path}");
     }
 }
 
@@ -81,8 +81,8 @@ fn trailing_positional_fields_removed_are_compatible_toward_the_older_reader() {
     let cs = changes("tokenspeed", "0.1.1", "git-57b49061");
     let c = at(&cs, "BatchTokenIDOutSlim.num_running");
     assert!(matches!(c.kind, ChangeKind::FieldRemoved { trailing: true, .. }), "{c:?}");
-    assert_eq!(c.a_reads_b, (Verdict::Compatible, Rule::AbsentTakesDefault));
-    assert_eq!(c.b_reads_a, (Verdict::Drift, Rule::TrailingElementIgnored));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Compatible, DriftRule::AbsentTakesDefault));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Drift, DriftRule::TrailingElementIgnored));
 }
 
 #[test]
@@ -92,9 +92,9 @@ fn a_renamed_key_is_breaking_both_ways() {
     let cs = changes("tokenspeed", "0.1.1", "git-57b49061");
     let c = at(&cs, "WireEngineCoreReadyResponse.block_size");
     assert!(matches!(&c.kind, ChangeKind::FieldRenamed { a, b, .. } if a == "prefix_granularity" && b == "block_size"));
-    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::RenamedKeyDropsValue));
-    assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::RenamedKeyDropsValue));
-    assert_eq!(worst(&cs), Some(Verdict::Breaking));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::RenamedKeyDropsValue));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Breaking, DriftRule::RenamedKeyDropsValue));
+    assert_eq!(worst(&cs), Some(DriftVerdict::Breaking));
 }
 
 #[test]
@@ -127,8 +127,8 @@ fn a_field_appended_to_a_named_tuple_is_refused_by_the_older_reader() {
     let cs = changes("vllm", "0.28.0", "0.29.0");
     let c = at(&cs, "LogprobsTensors.cu_num_generated_tokens_tensor");
     assert!(matches!(c.kind, ChangeKind::FieldAdded { appended: true, .. }), "{c:?}");
-    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::NamedTupleRefusesExtra));
-    assert_eq!(c.b_reads_a, (Verdict::Compatible, Rule::AbsentTakesDefault));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::NamedTupleRefusesExtra));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Compatible, DriftRule::AbsentTakesDefault));
 }
 
 #[test]
@@ -137,8 +137,8 @@ fn a_required_key_added_is_refused_by_the_newer_reader_of_older_bytes() {
     // frontend refuses a 0.28.0 engine's registration.
     let cs = changes("vllm", "0.28.0", "0.29.0");
     let c = at(&cs, "EngineCoreReadyResponse.supports_lora");
-    assert_eq!(c.a_reads_b, (Verdict::Drift, Rule::UnknownKeyIgnored));
-    assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::AbsentRequiredRefused));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Drift, DriftRule::UnknownKeyIgnored));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Breaking, DriftRule::AbsentRequiredRefused));
 }
 
 #[test]
@@ -151,7 +151,7 @@ fn a_default_changed_in_a_struct_written_in_full_is_compatible() {
         .find(|c| c.path == "SamplingMaskLists.offsets" && matches!(c.kind, ChangeKind::DefaultChanged { .. }))
         .expect("default changed");
     assert_eq!(c.kind, ChangeKind::DefaultChanged { a: None, b: Some(serde_json::Value::Null) });
-    assert_eq!(c.a_reads_b, (Verdict::Compatible, Rule::DefaultWrittenInFull));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Compatible, DriftRule::DefaultWrittenInFull));
 }
 
 #[test]
@@ -173,8 +173,8 @@ fn a_union_that_gained_a_member_is_compatible_toward_the_wider_reader_only() {
         .iter()
         .find(|c| c.path == "SamplingParams.watermarking" && matches!(c.kind, ChangeKind::FieldRetyped { .. }))
         .expect("retyped");
-    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::TypeRefusesOthers));
-    assert_eq!(c.b_reads_a, (Verdict::Compatible, Rule::TypeAcceptsOthers));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Compatible, DriftRule::TypeAcceptsOthers));
     // A type replaced by another: breaking both ways.
     let c = cs
         .iter()
@@ -182,7 +182,7 @@ fn a_union_that_gained_a_member_is_compatible_toward_the_wider_reader_only() {
             c.path == "SamplingParams.prompt_logprob_token_ids" && matches!(c.kind, ChangeKind::FieldRetyped { .. })
         })
         .expect("retyped");
-    assert_eq!((c.a_reads_b.0, c.b_reads_a.0), (Verdict::Breaking, Verdict::Breaking));
+    assert_eq!((c.a_reads_b.0, c.b_reads_a.0), (DriftVerdict::Breaking, DriftVerdict::Breaking));
 }
 
 #[test]
@@ -195,8 +195,8 @@ fn a_changed_default_of_an_omit_defaults_struct_is_breaking_both_ways() {
         .iter()
         .find(|c| c.path == "SamplingParams.watermarking" && matches!(c.kind, ChangeKind::DefaultChanged { .. }))
         .expect("default changed");
-    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::OmittedTakesReadersDefault));
-    assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::OmittedTakesReadersDefault));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::OmittedTakesReadersDefault));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Breaking, DriftRule::OmittedTakesReadersDefault));
 }
 
 #[test]
@@ -206,10 +206,10 @@ fn a_positional_field_removed_before_others_shifts_them_breaking_both_ways() {
     let cs = changes("vllm", "0.31.0", "0.32.0");
     let c = at(&cs, "LoRARequest.tensorizer_config_dict");
     assert!(matches!(c.kind, ChangeKind::FieldRemoved { index: 4, trailing: false, .. }), "{c:?}");
-    assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::PositionShifted));
+    assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::PositionShifted));
     let c = at(&cs, "LoRARequest.load_inplace");
     assert_eq!(c.kind, ChangeKind::FieldMoved { a: 5, b: 4 });
-    assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::PositionShifted));
+    assert_eq!(c.b_reads_a, (DriftVerdict::Breaking, DriftRule::PositionShifted));
 }
 
 /// The same change seen from the other side (an addition is a removal).
@@ -231,12 +231,12 @@ fn same_kind(back: &ChangeKind, there: &ChangeKind) -> bool {
 /// Rules no pair of committed dumps shows yet (each has its synthetic
 /// test in the module's unit tests); a rule that a real pair shows must
 /// leave this list.
-const RULES_WITHOUT_A_REAL_PAIR: &[Rule] = &[
-    Rule::PositionalNameNotOnWire,
-    Rule::EncodingChanged,
-    Rule::UnknownValueRefused,
-    Rule::KnownValues,
-    Rule::UnknownRequestTypeKillsInput,
+const RULES_WITHOUT_A_REAL_PAIR: &[DriftRule] = &[
+    DriftRule::PositionalNameNotOnWire,
+    DriftRule::EncodingChanged,
+    DriftRule::UnknownValueRefused,
+    DriftRule::KnownValues,
+    DriftRule::UnknownRequestTypeKillsInput,
 ];
 
 #[test]
@@ -255,7 +255,7 @@ fn every_rule_is_shown_by_a_real_pair_of_releases_or_listed_as_not_yet() {
             }
         }
     }
-    for r in Rule::ALL {
+    for r in DriftRule::ALL {
         let listed = RULES_WITHOUT_A_REAL_PAIR.contains(&r);
         let shown = seen.contains(&r);
         assert!(

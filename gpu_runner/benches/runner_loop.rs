@@ -8,7 +8,7 @@
 //! handshake with the source as engine 0, one ADD per in-flight request,
 //! then for every batch the PULL pump, `decode_message` (release 0.32.0),
 //! the demultiplex by `request_id` onto each request's stream, and one
-//! reader task per request taking its outputs (`RequestStream::next`), all
+//! reader task per request taking its outputs (`RequestEvents::next`), all
 //! on a current-thread tokio runtime as `gpu-runner` uses.
 //!
 //! - `cargo bench -p gpu-runner --bench runner_loop`: criterion, one bench

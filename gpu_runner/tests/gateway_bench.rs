@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpu_runner::gateway::loadgen::{self, classify, Event, LoadRequest, RequestError, Spacing, SseLines};
+use gpu_runner::gateway::loadgen::{self, classify, Event, LoadRequest, LoadRequestError, Spacing, SseLines};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -130,7 +130,7 @@ async fn a_gateway_answering_500_is_counted_as_errors_not_latency() {
     let addr = fake_gateway(Answer::Status500).await;
     let o = loadgen::closed_loop(spec(&addr), 2, Duration::from_millis(200)).await;
     assert!(o.ok.is_empty() && !o.errors.is_empty());
-    assert!(o.errors.iter().all(|e| matches!(e, RequestError::Status { status: 500, .. })), "{:?}", o.errors[0]);
+    assert!(o.errors.iter().all(|e| matches!(e, LoadRequestError::Status { status: 500, .. })), "{:?}", o.errors[0]);
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use gpu_runner::mock::Engine as Mock;
 use gpu_runner::report::{Expectations, Verdict};
 use gpu_runner::tokenspeed::{require_gpu, run_all, RunOptions};
 use gpu_runner::transport::{
-    ClientConfig, DeathCause, EngineClient, EngineState, RequestEvent, RequestStream, TransportError,
+    ClientConfig, DeathCause, EngineClient, EngineState, RequestEvent, RequestEvents, TransportError,
 };
 
 fn repo() -> PathBuf {
@@ -48,7 +48,7 @@ fn add(rid: &str, ids: &[i64], max_new: i64, stream: bool) -> Vec<Vec<u8>> {
     r.encode(release()).unwrap()
 }
 
-async fn rows(rx: &mut RequestStream<Tokenspeed>, wait: Duration) -> Vec<BatchRow> {
+async fn rows(rx: &mut RequestEvents<Tokenspeed>, wait: Duration) -> Vec<BatchRow> {
     let mut out = Vec::new();
     while let Ok(Some(RequestEvent::Output(r))) = tokio::time::timeout(wait, rx.next()).await {
         let done = r.finish.is_terminal();

@@ -353,11 +353,11 @@ fn a_request_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_frames() 
 
 #[test]
 fn an_output_batch_built_as_a_value_and_as_a_typed_struct_encode_to_the_same_frames() {
-    use engine_testkit::build::{Output, OutputBatch};
+    use engine_testkit::build::{OutputBatch, OutputBuilder};
     for rel in [v032(), v033()] {
         let built = OutputBatch::new(rel)
-            .output(Output::new(rel, "a", vec![1, 2]))
-            .output(Output::new(rel, "b", vec![3]).finish(FinishReason::Stop))
+            .output(OutputBuilder::new(rel, "a", vec![1, 2]))
+            .output(OutputBuilder::new(rel, "b", vec![3]).finish(FinishReason::Stop))
             .field("engine_index", Value::Int(1))
             .frames()
             .unwrap();

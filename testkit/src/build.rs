@@ -1,5 +1,5 @@
 //! Builders of vLLM messages for tests: an ADD ([`Request`]), an output
-//! batch ([`OutputBatch`] of [`Output`]s), and the frame lists around them.
+//! batch ([`OutputBatch`] of [`OutputBuilder`]s), and the frame lists around them.
 //!
 //! Values are built from the schema tables of `engine_protocol` (every
 //! field holds its default until set, as `msgspec` constructs the struct)
@@ -115,26 +115,26 @@ impl Request {
 /// One `EngineCoreOutput` under construction: a request id and its new
 /// tokens, every other field at its default until set.
 #[derive(Debug, Clone)]
-pub struct Output(StructValue);
+pub struct OutputBuilder(StructValue);
 
-impl Output {
+impl OutputBuilder {
     /// An output of `release` for `request_id` carrying `new_token_ids`.
-    pub fn new(release: &'static ReleaseSchema, request_id: &str, new_token_ids: impl Into<Vec<i64>>) -> Output {
+    pub fn new(release: &'static ReleaseSchema, request_id: &str, new_token_ids: impl Into<Vec<i64>>) -> OutputBuilder {
         let mut o = StructValue::with_defaults(release.engine_core_output);
         o.set("request_id", Value::Str(request_id.into()));
         o.set("new_token_ids", Value::IntArray(new_token_ids.into()));
-        Output(o)
+        OutputBuilder(o)
     }
 
     /// Ends the request with `reason`.
-    pub fn finish(mut self, reason: FinishReason) -> Output {
+    pub fn finish(mut self, reason: FinishReason) -> OutputBuilder {
         self.0.set("finish_reason", Value::Int(reason.wire()));
         self
     }
 
     /// Sets any field.
     #[track_caller]
-    pub fn field(mut self, name: &str, v: Value) -> Output {
+    pub fn field(mut self, name: &str, v: Value) -> OutputBuilder {
         self.0.set(name, v);
         self
     }
@@ -164,7 +164,7 @@ impl OutputBatch {
     }
 
     /// Adds an output.
-    pub fn output(mut self, o: Output) -> OutputBatch {
+    pub fn output(mut self, o: OutputBuilder) -> OutputBatch {
         self.outputs.push(Value::Struct(o.0));
         self
     }

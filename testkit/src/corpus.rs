@@ -5,7 +5,7 @@
 //!   top-level `"case"` key (§2.1); other JSON files (schema dumps) are not
 //!   cases and are passed over. [`json_files`] is the one walk.
 //! - A file that is not JSON, or a case missing a contract key, is a
-//!   [`LoadError`] naming the file (§9.1): reported as a failure, never
+//!   [`CorpusLoadError`] naming the file (§9.1): reported as a failure, never
 //!   skipped.
 //! - A `message` case (§4) has hex frames, the engine's verdict (`expect`),
 //!   the canonical view (`value`, required when accepted), the encode mode
@@ -100,7 +100,7 @@ impl Case {
 
 /// A file that could not be read as a case.
 #[derive(Debug)]
-pub struct LoadError {
+pub struct CorpusLoadError {
     pub file: PathBuf,
     /// What is wrong with it ([`CorpusError::Read`], [`CorpusError::Json`]
     /// or [`CorpusError::Case`]).
@@ -125,10 +125,10 @@ pub enum CorpusError {
     Case(#[from] CaseError),
     /// Files that did not load ([`message_cases`]): one line per file.
     #[error("{}", load_lines(.0))]
-    Load(Vec<LoadError>),
+    Load(Vec<CorpusLoadError>),
 }
 
-fn load_lines(errors: &[LoadError]) -> String {
+fn load_lines(errors: &[CorpusLoadError]) -> String {
     let lines: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.file.display(), e.error)).collect();
     lines.join("\n")
 }
@@ -210,14 +210,14 @@ pub fn read_json(file: &Path) -> Result<Json, CorpusError> {
 /// The cases and load errors under `dir`, in path order. `other_kinds` are
 /// the non-message kinds the caller checks; a case of any other kind is
 /// [`Body::Unsupported`].
-pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<LoadError>), CorpusError> {
+pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<CorpusLoadError>), CorpusError> {
     let mut cases = Vec::new();
     let mut errors = Vec::new();
     for file in json_files(dir)? {
         let json = match read_json(&file) {
             Ok(j) => j,
             Err(error) => {
-                errors.push(LoadError { file, error });
+                errors.push(CorpusLoadError { file, error });
                 continue;
             }
         };
@@ -226,7 +226,7 @@ pub fn load(dir: &Path, other_kinds: &[&str]) -> Result<(Vec<Case>, Vec<LoadErro
         }
         match parse_case(&file, &json, other_kinds) {
             Ok(c) => cases.push(c),
-            Err(error) => errors.push(LoadError { file, error: error.into() }),
+            Err(error) => errors.push(CorpusLoadError { file, error: error.into() }),
         }
     }
     Ok((cases, errors))

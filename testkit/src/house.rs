@@ -24,20 +24,20 @@ pub struct Graph {
 
 /// Why a crate's sources could not be read.
 #[derive(Debug)]
-pub struct ReadError {
+pub struct SourceReadError {
     /// The file or directory.
     pub path: PathBuf,
     /// What reading it said.
     pub error: std::io::Error,
 }
 
-impl std::fmt::Display for ReadError {
+impl std::fmt::Display for SourceReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.path.display(), self.error)
     }
 }
 
-impl std::error::Error for ReadError {}
+impl std::error::Error for SourceReadError {}
 
 /// The graph of the crate at `manifest_dir` (its `src/`), after checking
 /// it has no cycle: the body of each crate's architecture test, which
@@ -64,17 +64,18 @@ impl Graph {
 
     /// The graph of the crate whose sources are in `src` (the directory
     /// holding `lib.rs` or `main.rs`).
-    pub fn of_crate(src: &Path) -> Result<Graph, ReadError> {
-        let read = |p: &Path| std::fs::read_to_string(p).map_err(|error| ReadError { path: p.to_path_buf(), error });
+    pub fn of_crate(src: &Path) -> Result<Graph, SourceReadError> {
+        let read =
+            |p: &Path| std::fs::read_to_string(p).map_err(|error| SourceReadError { path: p.to_path_buf(), error });
         let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-        let entries = std::fs::read_dir(src).map_err(|error| ReadError { path: src.to_path_buf(), error })?;
+        let entries = std::fs::read_dir(src).map_err(|error| SourceReadError { path: src.to_path_buf(), error })?;
         for e in entries {
-            let e = e.map_err(|error| ReadError { path: src.to_path_buf(), error })?;
+            let e = e.map_err(|error| SourceReadError { path: src.to_path_buf(), error })?;
             let path = e.path();
             let name = path.file_stem().and_then(|n| n.to_str()).unwrap_or_default().to_string();
             if path.is_dir() {
                 let mut fs = Vec::new();
-                rs_files(&path, &mut fs).map_err(|error| ReadError { path: path.clone(), error })?;
+                rs_files(&path, &mut fs).map_err(|error| SourceReadError { path: path.clone(), error })?;
                 files.insert(name, fs);
             } else if path.extension().is_some_and(|x| x == "rs") && name != "lib" && name != "main" {
                 files.insert(name, vec![path]);

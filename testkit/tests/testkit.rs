@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use engine_protocol::typed::FinishReason;
 use engine_protocol::{MessageKind, Outcome, RejectClass, Value};
-use engine_testkit::build::{add_frames, decode, vllm, Output, OutputBatch, Request};
+use engine_testkit::build::{add_frames, decode, vllm, OutputBatch, OutputBuilder, Request};
 use engine_testkit::corpus::{self, Body, CaseError, CaseKeyError, CorpusError, EncodeMode, Expect};
 use engine_testkit::hex::{self, FramesError, HexError};
 use engine_testkit::outcome::{xml_escape, EngineVerdict, ExpectError, JunitElement, Totals, Verdict};
@@ -236,8 +236,8 @@ fn built_requests_and_batches_encode_and_decode_as_built() {
     assert_eq!(bad.class, RejectClass::Validation);
 
     let batch = OutputBatch::new(rel)
-        .output(Output::new(rel, "a", vec![1, 2]))
-        .output(Output::new(rel, "b", vec![]).finish(FinishReason::Length))
+        .output(OutputBuilder::new(rel, "a", vec![1, 2]))
+        .output(OutputBuilder::new(rel, "b", vec![]).finish(FinishReason::Length))
         .field("engine_index", Value::Int(3));
     let d = decode(rel, MessageKind::EngineCoreOutputs, &batch.frames().unwrap()).unwrap();
     let typed = engine_protocol::typed::EngineCoreOutputs::from_value(rel, &d.value).unwrap();

@@ -6,7 +6,7 @@
 
 use serde_json::Value as Json;
 
-use super::{Change, ChangeKind, Encoding, EnumDef, Rule, Schema, TypeDef, Verdict};
+use super::{Change, ChangeKind, DriftRule, DriftVerdict, Encoding, EnumDef, Schema, TypeDef};
 
 /// The changes from `a` to `b`, struct by struct in `b`'s order (removed
 /// structs after), then enums, then request types.
@@ -17,8 +17,8 @@ pub fn diff(a: &Schema, b: &Schema) -> Vec<Change> {
             None => out.push(Change {
                 path: tb.name.clone(),
                 kind: ChangeKind::StructAdded,
-                a_reads_b: (Verdict::Compatible, Rule::ReachedOnlyThroughFields),
-                b_reads_a: (Verdict::Compatible, Rule::ReachedOnlyThroughFields),
+                a_reads_b: (DriftVerdict::Compatible, DriftRule::ReachedOnlyThroughFields),
+                b_reads_a: (DriftVerdict::Compatible, DriftRule::ReachedOnlyThroughFields),
             }),
             Some(ta) => diff_struct(ta, tb, &mut out),
         }
@@ -27,8 +27,8 @@ pub fn diff(a: &Schema, b: &Schema) -> Vec<Change> {
         out.push(Change {
             path: ta.name.clone(),
             kind: ChangeKind::StructRemoved,
-            a_reads_b: (Verdict::Compatible, Rule::ReachedOnlyThroughFields),
-            b_reads_a: (Verdict::Compatible, Rule::ReachedOnlyThroughFields),
+            a_reads_b: (DriftVerdict::Compatible, DriftRule::ReachedOnlyThroughFields),
+            b_reads_a: (DriftVerdict::Compatible, DriftRule::ReachedOnlyThroughFields),
         });
     }
     diff_enums(a, b, &mut out);
@@ -38,19 +38,19 @@ pub fn diff(a: &Schema, b: &Schema) -> Vec<Change> {
 
 /// A reader's verdict on a field its writer does not have (`default`: the
 /// reader's default).
-fn absent(default: &Option<Json>) -> (Verdict, Rule) {
+fn absent(default: &Option<Json>) -> (DriftVerdict, DriftRule) {
     match default {
-        Some(_) => (Verdict::Compatible, Rule::AbsentTakesDefault),
-        None => (Verdict::Breaking, Rule::AbsentRequiredRefused),
+        Some(_) => (DriftVerdict::Compatible, DriftRule::AbsentTakesDefault),
+        None => (DriftVerdict::Breaking, DriftRule::AbsentRequiredRefused),
     }
 }
 
 /// A reader's verdict on a field only its writer has.
-fn extra(enc: Encoding) -> (Verdict, Rule) {
+fn extra(enc: Encoding) -> (DriftVerdict, DriftRule) {
     match enc {
-        Encoding::ArrayLike => (Verdict::Drift, Rule::TrailingElementIgnored),
-        Encoding::NamedTuple => (Verdict::Breaking, Rule::NamedTupleRefusesExtra),
-        Encoding::MapStruct | Encoding::Dataclass => (Verdict::Drift, Rule::UnknownKeyIgnored),
+        Encoding::ArrayLike => (DriftVerdict::Drift, DriftRule::TrailingElementIgnored),
+        Encoding::NamedTuple => (DriftVerdict::Breaking, DriftRule::NamedTupleRefusesExtra),
+        Encoding::MapStruct | Encoding::Dataclass => (DriftVerdict::Drift, DriftRule::UnknownKeyIgnored),
     }
 }
 
@@ -59,8 +59,8 @@ fn diff_struct(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
         out.push(Change {
             path: tb.name.clone(),
             kind: ChangeKind::EncodingChanged { a: ta.encoding, b: tb.encoding },
-            a_reads_b: (Verdict::Breaking, Rule::EncodingChanged),
-            b_reads_a: (Verdict::Breaking, Rule::EncodingChanged),
+            a_reads_b: (DriftVerdict::Breaking, DriftRule::EncodingChanged),
+            b_reads_a: (DriftVerdict::Breaking, DriftRule::EncodingChanged),
         });
         return;
     }
@@ -94,9 +94,9 @@ fn diff_common_field(ta: &TypeDef, tb: &TypeDef, i: usize, j: usize, out: &mut V
         // written in full carries every value.
         let read = |writer: &TypeDef| {
             if writer.omit_defaults {
-                (Verdict::Breaking, Rule::OmittedTakesReadersDefault)
+                (DriftVerdict::Breaking, DriftRule::OmittedTakesReadersDefault)
             } else {
-                (Verdict::Compatible, Rule::DefaultWrittenInFull)
+                (DriftVerdict::Compatible, DriftRule::DefaultWrittenInFull)
             }
         };
         out.push(Change {
@@ -114,7 +114,7 @@ fn diff_common_field(ta: &TypeDef, tb: &TypeDef, i: usize, j: usize, out: &mut V
 /// keeps its name but changes its place shifts every reader; fields added
 /// or removed at the end are extra trailing elements or absent ones.
 fn diff_positional(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
-    let shifted = (Verdict::Breaking, Rule::PositionShifted);
+    let shifted = (DriftVerdict::Breaking, DriftRule::PositionShifted);
     let n = ta.fields.len().min(tb.fields.len());
     let a_has = |name: &str| ta.fields.iter().any(|f| f.name == name);
     let b_has = |name: &str| tb.fields.iter().any(|f| f.name == name);
@@ -134,9 +134,9 @@ fn diff_positional(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
             diff_common_field(ta, tb, i, i, out);
         } else if renamed_at(i) {
             let v = if fa.ty == fb.ty {
-                (Verdict::Compatible, Rule::PositionalNameNotOnWire)
+                (DriftVerdict::Compatible, DriftRule::PositionalNameNotOnWire)
             } else {
-                (Verdict::Breaking, Rule::TypeRefusesOthers)
+                (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers)
             };
             out.push(Change {
                 path: field_path(tb, &fb.name),
@@ -203,8 +203,8 @@ fn diff_keyed(ta: &TypeDef, tb: &TypeDef, out: &mut Vec<Change>) {
             Some(i) => out.push(Change {
                 path: field_path(tb, &fb.name),
                 kind: ChangeKind::FieldRenamed { index: j, a: ta.fields[i].name.clone(), b: fb.name.clone() },
-                a_reads_b: (Verdict::Breaking, Rule::RenamedKeyDropsValue),
-                b_reads_a: (Verdict::Breaking, Rule::RenamedKeyDropsValue),
+                a_reads_b: (DriftVerdict::Breaking, DriftRule::RenamedKeyDropsValue),
+                b_reads_a: (DriftVerdict::Breaking, DriftRule::RenamedKeyDropsValue),
             }),
             None => out.push(Change {
                 path: field_path(tb, &fb.name),
@@ -257,12 +257,12 @@ pub(super) fn members(ty: &str) -> Vec<String> {
 }
 
 /// A reader of type `reader` meeting values of type `writer`.
-pub(super) fn retyped(reader: &str, writer: &str) -> (Verdict, Rule) {
+pub(super) fn retyped(reader: &str, writer: &str) -> (DriftVerdict, DriftRule) {
     let (r, w) = (members(reader), members(writer));
     if w.iter().all(|m| r.contains(m)) {
-        (Verdict::Compatible, Rule::TypeAcceptsOthers)
+        (DriftVerdict::Compatible, DriftRule::TypeAcceptsOthers)
     } else {
-        (Verdict::Breaking, Rule::TypeRefusesOthers)
+        (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers)
     }
 }
 
@@ -274,16 +274,16 @@ fn diff_enums(a: &Schema, b: &Schema, out: &mut Vec<Change>) {
             out.push(Change {
                 path: format!("enum {}", eb.name),
                 kind: ChangeKind::EnumMemberAdded { value: v.clone() },
-                a_reads_b: (Verdict::Breaking, Rule::UnknownValueRefused),
-                b_reads_a: (Verdict::Compatible, Rule::KnownValues),
+                a_reads_b: (DriftVerdict::Breaking, DriftRule::UnknownValueRefused),
+                b_reads_a: (DriftVerdict::Compatible, DriftRule::KnownValues),
             });
         }
         for (_, v) in ea.members.iter().filter(|(_, v)| !has(eb, v)) {
             out.push(Change {
                 path: format!("enum {}", eb.name),
                 kind: ChangeKind::EnumMemberRemoved { value: v.clone() },
-                a_reads_b: (Verdict::Compatible, Rule::KnownValues),
-                b_reads_a: (Verdict::Breaking, Rule::UnknownValueRefused),
+                a_reads_b: (DriftVerdict::Compatible, DriftRule::KnownValues),
+                b_reads_a: (DriftVerdict::Breaking, DriftRule::UnknownValueRefused),
             });
         }
     }
@@ -295,16 +295,16 @@ fn diff_request_types(a: &Schema, b: &Schema, out: &mut Vec<Change>) {
         out.push(Change {
             path: "request types".into(),
             kind: ChangeKind::RequestTypeAdded { byte: byte.clone() },
-            a_reads_b: (Verdict::Breaking, Rule::UnknownRequestTypeKillsInput),
-            b_reads_a: (Verdict::Compatible, Rule::KnownValues),
+            a_reads_b: (DriftVerdict::Breaking, DriftRule::UnknownRequestTypeKillsInput),
+            b_reads_a: (DriftVerdict::Compatible, DriftRule::KnownValues),
         });
     }
     for (_, byte) in a.request_types.iter().filter(|(_, x)| !has(b, x)) {
         out.push(Change {
             path: "request types".into(),
             kind: ChangeKind::RequestTypeRemoved { byte: byte.clone() },
-            a_reads_b: (Verdict::Compatible, Rule::KnownValues),
-            b_reads_a: (Verdict::Breaking, Rule::UnknownRequestTypeKillsInput),
+            a_reads_b: (DriftVerdict::Compatible, DriftRule::KnownValues),
+            b_reads_a: (DriftVerdict::Breaking, DriftRule::UnknownRequestTypeKillsInput),
         });
     }
 }

@@ -44,7 +44,7 @@ pub use report::{markdown, text, to_json, worst};
 
 /// How a reader fares with the other release's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Verdict {
+pub enum DriftVerdict {
     /// Decodes, meaning kept.
     Compatible,
     /// Decodes; what the reader does not know is ignored (and reported as
@@ -54,24 +54,24 @@ pub enum Verdict {
     Breaking,
 }
 
-impl Verdict {
+impl DriftVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Compatible => "compatible",
-            Verdict::Drift => "drift",
-            Verdict::Breaking => "breaking",
+            DriftVerdict::Compatible => "compatible",
+            DriftVerdict::Drift => "drift",
+            DriftVerdict::Breaking => "breaking",
         }
     }
 
     /// The verdict named `s`.
-    pub fn parse(s: &str) -> Option<Verdict> {
-        [Verdict::Compatible, Verdict::Drift, Verdict::Breaking].into_iter().find(|v| v.as_str() == s)
+    pub fn parse(s: &str) -> Option<DriftVerdict> {
+        [DriftVerdict::Compatible, DriftVerdict::Drift, DriftVerdict::Breaking].into_iter().find(|v| v.as_str() == s)
     }
 }
 
 /// The rule that decided a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
+pub enum DriftRule {
     TrailingElementIgnored,
     NamedTupleRefusesExtra,
     AbsentTakesDefault,
@@ -91,51 +91,51 @@ pub enum Rule {
     UnknownRequestTypeKillsInput,
 }
 
-impl Rule {
+impl DriftRule {
     /// Every rule.
-    pub const ALL: [Rule; 17] = [
-        Rule::TrailingElementIgnored,
-        Rule::NamedTupleRefusesExtra,
-        Rule::AbsentTakesDefault,
-        Rule::AbsentRequiredRefused,
-        Rule::PositionShifted,
-        Rule::PositionalNameNotOnWire,
-        Rule::UnknownKeyIgnored,
-        Rule::RenamedKeyDropsValue,
-        Rule::OmittedTakesReadersDefault,
-        Rule::DefaultWrittenInFull,
-        Rule::TypeAcceptsOthers,
-        Rule::TypeRefusesOthers,
-        Rule::EncodingChanged,
-        Rule::ReachedOnlyThroughFields,
-        Rule::UnknownValueRefused,
-        Rule::KnownValues,
-        Rule::UnknownRequestTypeKillsInput,
+    pub const ALL: [DriftRule; 17] = [
+        DriftRule::TrailingElementIgnored,
+        DriftRule::NamedTupleRefusesExtra,
+        DriftRule::AbsentTakesDefault,
+        DriftRule::AbsentRequiredRefused,
+        DriftRule::PositionShifted,
+        DriftRule::PositionalNameNotOnWire,
+        DriftRule::UnknownKeyIgnored,
+        DriftRule::RenamedKeyDropsValue,
+        DriftRule::OmittedTakesReadersDefault,
+        DriftRule::DefaultWrittenInFull,
+        DriftRule::TypeAcceptsOthers,
+        DriftRule::TypeRefusesOthers,
+        DriftRule::EncodingChanged,
+        DriftRule::ReachedOnlyThroughFields,
+        DriftRule::UnknownValueRefused,
+        DriftRule::KnownValues,
+        DriftRule::UnknownRequestTypeKillsInput,
     ];
 
     pub fn describe(self) -> &'static str {
         match self {
-            Rule::TrailingElementIgnored => "an extra trailing element is ignored",
-            Rule::NamedTupleRefusesExtra => "a named tuple refuses extra elements",
-            Rule::AbsentTakesDefault => "an absent field takes its default",
-            Rule::AbsentRequiredRefused => "an absent required field is refused (missing-field)",
-            Rule::PositionShifted => "a positional insertion or removal shifts every later field",
-            Rule::PositionalNameNotOnWire => "positional: the name is not on the wire",
-            Rule::UnknownKeyIgnored => "an unknown key is ignored",
-            Rule::RenamedKeyDropsValue => {
+            DriftRule::TrailingElementIgnored => "an extra trailing element is ignored",
+            DriftRule::NamedTupleRefusesExtra => "a named tuple refuses extra elements",
+            DriftRule::AbsentTakesDefault => "an absent field takes its default",
+            DriftRule::AbsentRequiredRefused => "an absent required field is refused (missing-field)",
+            DriftRule::PositionShifted => "a positional insertion or removal shifts every later field",
+            DriftRule::PositionalNameNotOnWire => "positional: the name is not on the wire",
+            DriftRule::UnknownKeyIgnored => "an unknown key is ignored",
+            DriftRule::RenamedKeyDropsValue => {
                 "a renamed key: the reader ignores it and misses its own (its default, or missing-field)"
             }
-            Rule::OmittedTakesReadersDefault => {
+            DriftRule::OmittedTakesReadersDefault => {
                 "a writer omits a field equal to its default and the reader fills in its own"
             }
-            Rule::DefaultWrittenInFull => "the struct is written in full: defaults are not read",
-            Rule::TypeAcceptsOthers => "the reader's type accepts every value of the writer's",
-            Rule::TypeRefusesOthers => "the reader's type refuses values of the writer's",
-            Rule::EncodingChanged => "array and map do not read each other",
-            Rule::ReachedOnlyThroughFields => "reached only through the fields that name it",
-            Rule::UnknownValueRefused => "a value outside the reader's enum is refused",
-            Rule::KnownValues => "every value the writer sends is known to the reader",
-            Rule::UnknownRequestTypeKillsInput => "an unknown request type kills the engine's input thread",
+            DriftRule::DefaultWrittenInFull => "the struct is written in full: defaults are not read",
+            DriftRule::TypeAcceptsOthers => "the reader's type accepts every value of the writer's",
+            DriftRule::TypeRefusesOthers => "the reader's type refuses values of the writer's",
+            DriftRule::EncodingChanged => "array and map do not read each other",
+            DriftRule::ReachedOnlyThroughFields => "reached only through the fields that name it",
+            DriftRule::UnknownValueRefused => "a value outside the reader's enum is refused",
+            DriftRule::KnownValues => "every value the writer sends is known to the reader",
+            DriftRule::UnknownRequestTypeKillsInput => "an unknown request type kills the engine's input thread",
         }
     }
 }
@@ -217,9 +217,9 @@ pub struct Change {
     pub path: String,
     pub kind: ChangeKind,
     /// A peer of release A reading release B's bytes.
-    pub a_reads_b: (Verdict, Rule),
+    pub a_reads_b: (DriftVerdict, DriftRule),
     /// A peer of release B reading release A's bytes.
-    pub b_reads_a: (Verdict, Rule),
+    pub b_reads_a: (DriftVerdict, DriftRule),
 }
 
 #[cfg(test)]
@@ -248,24 +248,24 @@ mod tests {
         let a = one(Encoding::NamedTuple, false, vec![field("x", "int", None)]);
         let b = one(Encoding::NamedTuple, false, vec![field("x", "int", None), field("y", "int", None)]);
         let c = &diff(&a, &b)[0];
-        assert_eq!(c.a_reads_b, (Verdict::Breaking, Rule::NamedTupleRefusesExtra));
-        assert_eq!(c.b_reads_a, (Verdict::Breaking, Rule::AbsentRequiredRefused));
+        assert_eq!(c.a_reads_b, (DriftVerdict::Breaking, DriftRule::NamedTupleRefusesExtra));
+        assert_eq!(c.b_reads_a, (DriftVerdict::Breaking, DriftRule::AbsentRequiredRefused));
     }
 
     #[test]
     fn a_positional_rename_is_compatible_unless_the_type_changed_too() {
         let a = one(Encoding::ArrayLike, false, vec![field("x", "int", None)]);
         let b = one(Encoding::ArrayLike, false, vec![field("y", "int", None)]);
-        assert_eq!(diff(&a, &b)[0].a_reads_b, (Verdict::Compatible, Rule::PositionalNameNotOnWire));
+        assert_eq!(diff(&a, &b)[0].a_reads_b, (DriftVerdict::Compatible, DriftRule::PositionalNameNotOnWire));
         let b = one(Encoding::ArrayLike, false, vec![field("y", "str", None)]);
-        assert_eq!(diff(&a, &b)[0].a_reads_b, (Verdict::Breaking, Rule::TypeRefusesOthers));
+        assert_eq!(diff(&a, &b)[0].a_reads_b, (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers));
     }
 
     #[test]
     fn an_array_that_became_a_map_is_breaking() {
         let a = one(Encoding::ArrayLike, false, vec![field("x", "int", None)]);
         let b = one(Encoding::MapStruct, false, vec![field("x", "int", None)]);
-        assert_eq!(diff(&a, &b)[0].a_reads_b, (Verdict::Breaking, Rule::EncodingChanged));
+        assert_eq!(diff(&a, &b)[0].a_reads_b, (DriftVerdict::Breaking, DriftRule::EncodingChanged));
     }
 
     #[test]
@@ -275,12 +275,15 @@ mod tests {
         let c = &diff(&a, &b)[0];
         assert_eq!(
             (c.a_reads_b, c.b_reads_a),
-            ((Verdict::Compatible, Rule::DefaultWrittenInFull), (Verdict::Compatible, Rule::DefaultWrittenInFull))
+            (
+                (DriftVerdict::Compatible, DriftRule::DefaultWrittenInFull),
+                (DriftVerdict::Compatible, DriftRule::DefaultWrittenInFull)
+            )
         );
         // ... and breaking when the writer omits defaults.
         let a = one(Encoding::MapStruct, true, vec![field("x", "int", Some(json!(1)))]);
         let b = one(Encoding::MapStruct, true, vec![field("x", "int", Some(json!(2)))]);
-        assert_eq!(diff(&a, &b)[0].a_reads_b, (Verdict::Breaking, Rule::OmittedTakesReadersDefault));
+        assert_eq!(diff(&a, &b)[0].a_reads_b, (DriftVerdict::Breaking, DriftRule::OmittedTakesReadersDefault));
     }
 
     #[test]
@@ -292,19 +295,19 @@ mod tests {
         a.request_types.push(("ADD".into(), "00".into()));
         b.request_types.extend([("ADD".into(), "00".into()), ("NEW".into(), "06".into())]);
         let cs = diff(&a, &b);
-        assert_eq!(cs[0].a_reads_b, (Verdict::Breaking, Rule::UnknownValueRefused));
-        assert_eq!(cs[0].b_reads_a, (Verdict::Compatible, Rule::KnownValues));
-        assert_eq!(cs[1].a_reads_b, (Verdict::Breaking, Rule::UnknownRequestTypeKillsInput));
+        assert_eq!(cs[0].a_reads_b, (DriftVerdict::Breaking, DriftRule::UnknownValueRefused));
+        assert_eq!(cs[0].b_reads_a, (DriftVerdict::Compatible, DriftRule::KnownValues));
+        assert_eq!(cs[1].a_reads_b, (DriftVerdict::Breaking, DriftRule::UnknownRequestTypeKillsInput));
         let back = diff(&b, &a);
-        assert_eq!(back[0].b_reads_a, (Verdict::Breaking, Rule::UnknownValueRefused));
+        assert_eq!(back[0].b_reads_a, (DriftVerdict::Breaking, DriftRule::UnknownValueRefused));
         assert!(matches!(back[1].kind, ChangeKind::RequestTypeRemoved { .. }));
     }
 
     #[test]
     fn union_members_split_at_the_top_level_only() {
         assert_eq!(members("dict[str, int | None] | None"), ["dict[str, int | None]", "None"]);
-        assert_eq!(retyped("int | None", "int"), (Verdict::Compatible, Rule::TypeAcceptsOthers));
-        assert_eq!(retyped("int", "int | None"), (Verdict::Breaking, Rule::TypeRefusesOthers));
+        assert_eq!(retyped("int | None", "int"), (DriftVerdict::Compatible, DriftRule::TypeAcceptsOthers));
+        assert_eq!(retyped("int", "int | None"), (DriftVerdict::Breaking, DriftRule::TypeRefusesOthers));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value as Json};
 
-use super::{Change, Rule, Verdict};
+use super::{Change, DriftRule, DriftVerdict};
 
 /// The changes as text, one per line.
 pub fn text(a: &str, b: &str, changes: &[Change]) -> String {
@@ -25,7 +25,7 @@ pub fn text(a: &str, b: &str, changes: &[Change]) -> String {
 
 /// The changes as JSON.
 pub fn to_json(a: &str, b: &str, changes: &[Change]) -> Json {
-    let side = |(v, r): (Verdict, Rule)| json!({"verdict": v.as_str(), "rule": r.describe()});
+    let side = |(v, r): (DriftVerdict, DriftRule)| json!({"verdict": v.as_str(), "rule": r.describe()});
     json!({
         "a": a,
         "b": b,
@@ -58,6 +58,6 @@ pub fn markdown(a: &str, b: &str, changes: &[Change]) -> String {
 }
 
 /// The worst verdict of the changes, either direction.
-pub fn worst(changes: &[Change]) -> Option<Verdict> {
+pub fn worst(changes: &[Change]) -> Option<DriftVerdict> {
     changes.iter().map(|c| c.a_reads_b.0.max(c.b_reads_a.0)).max()
 }

@@ -5,7 +5,7 @@
 //! with the decoder's default limits (docs/limits.md) and answers a
 //! rejection with its class and `<path>: <detail>`.
 //!
-//! [`Fault`]s make it a broken testee for the tests of the runner: wrong
+//! [`TesteeFault`]s make it a broken testee for the tests of the runner: wrong
 //! answers of each kind the checks must catch, and a crash, a hang or
 //! garbage after a number of requests, which the runner must survive.
 
@@ -26,7 +26,7 @@ use crate::codec::reject_detail;
 
 /// A deliberate fault (docs/testee.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub enum TesteeFault {
     /// Accepted messages answered `reject validation`, rejected ones `accept`.
     FlipAccept,
     /// Every rejection answered with another class.
@@ -67,25 +67,25 @@ pub enum FaultError {
     },
 }
 
-impl FromStr for Fault {
+impl FromStr for TesteeFault {
     type Err = FaultError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let after = |n: &str| n.parse::<usize>().map_err(|error| FaultError::Count { fault: s.to_string(), error });
         Ok(match s.split_once('=') {
             None => match s {
-                "flip-accept" => Fault::FlipAccept,
-                "wrong-class" => Fault::WrongClass,
-                "wrong-view" => Fault::WrongView,
-                "drop-drift" => Fault::DropDrift,
-                "corrupt-encode" => Fault::CorruptEncode,
-                "skip-encode" => Fault::SkipEncode,
+                "flip-accept" => TesteeFault::FlipAccept,
+                "wrong-class" => TesteeFault::WrongClass,
+                "wrong-view" => TesteeFault::WrongView,
+                "drop-drift" => TesteeFault::DropDrift,
+                "corrupt-encode" => TesteeFault::CorruptEncode,
+                "skip-encode" => TesteeFault::SkipEncode,
                 _ => return Err(FaultError::Unknown(s.to_string())),
             },
-            Some(("crash-after", n)) => Fault::CrashAfter(after(n)?),
-            Some(("hang-after", n)) => Fault::HangAfter(after(n)?),
-            Some(("garbage-after", n)) => Fault::GarbageAfter(after(n)?),
-            Some(("flood-after", n)) => Fault::FloodAfter(after(n)?),
+            Some(("crash-after", n)) => TesteeFault::CrashAfter(after(n)?),
+            Some(("hang-after", n)) => TesteeFault::HangAfter(after(n)?),
+            Some(("garbage-after", n)) => TesteeFault::GarbageAfter(after(n)?),
+            Some(("flood-after", n)) => TesteeFault::FloodAfter(after(n)?),
             Some(_) => return Err(FaultError::Unknown(s.to_string())),
         })
     }
@@ -135,7 +135,7 @@ pub fn hello() -> Hello {
 /// Serves requests from `input` until its end, answering on `output`.
 /// Errors: a request that cannot be framed, or output that cannot be
 /// written.
-pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Result<Ending, ServeError> {
+pub fn serve(input: impl Read, output: impl Write, fault: Option<TesteeFault>) -> Result<Ending, ServeError> {
     let mut input = std::io::BufReader::new(input);
     let mut output = std::io::BufWriter::new(output);
     let mut served = 0usize;
@@ -149,18 +149,21 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
         let is_hello = request.as_ref().is_ok_and(|r| r.get("hello").is_some());
         if !is_hello {
             let limit = match fault {
-                Some(Fault::CrashAfter(n) | Fault::HangAfter(n) | Fault::GarbageAfter(n) | Fault::FloodAfter(n)) => {
-                    Some(n)
-                }
+                Some(
+                    TesteeFault::CrashAfter(n)
+                    | TesteeFault::HangAfter(n)
+                    | TesteeFault::GarbageAfter(n)
+                    | TesteeFault::FloodAfter(n),
+                ) => Some(n),
                 _ => None,
             };
             if limit == Some(served) {
                 match fault {
-                    Some(Fault::CrashAfter(_)) => return Ok(Ending::Crash),
-                    Some(Fault::HangAfter(_)) => loop {
+                    Some(TesteeFault::CrashAfter(_)) => return Ok(Ending::Crash),
+                    Some(TesteeFault::HangAfter(_)) => loop {
                         std::thread::sleep(Duration::from_secs(3600));
                     },
-                    Some(Fault::FloodAfter(_)) => {
+                    Some(TesteeFault::FloodAfter(_)) => {
                         let len = u32::try_from(MAX_MESSAGE).unwrap_or(u32::MAX);
                         let junk = [b'x'; 64 * 1024];
                         let _ = output.write_all(&len.to_le_bytes());
@@ -188,7 +191,7 @@ pub fn serve(input: impl Read, output: impl Write, fault: Option<Fault>) -> Resu
 }
 
 /// The answer to one request.
-pub fn answer(request: &Json, fault: Option<Fault>) -> Json {
+pub fn answer(request: &Json, fault: Option<TesteeFault>) -> Json {
     if request.get("hello").is_some() {
         return hello().to_json();
     }
@@ -209,13 +212,13 @@ pub fn answer(request: &Json, fault: Option<Fault>) -> Json {
     };
     let ty = kind.payload_type(rel);
     if key == "encode" {
-        if fault == Some(Fault::SkipEncode) {
+        if fault == Some(TesteeFault::SkipEncode) {
             return json!({"skipped": "this testee only decodes"});
         }
         let Some(view) = body.get("value") else { return json!({"error": "`encode` needs a `value`"}) };
         return match from_view_in(rel, kind.name_in(rel), ty, view).and_then(|v| encode_message(rel, kind, &v)) {
             Ok(mut frames) => {
-                if fault == Some(Fault::CorruptEncode) {
+                if fault == Some(TesteeFault::CorruptEncode) {
                     if let Some(b) = frames.last_mut().and_then(|f| f.last_mut()) {
                         *b ^= 0xff;
                     }
@@ -242,12 +245,12 @@ pub fn answer(request: &Json, fault: Option<Fault>) -> Json {
     };
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
     match (decode_message(rel, kind, &refs, &Limits::default()), fault) {
-        (Ok(_), Some(Fault::FlipAccept)) => json!({"reject": "validation", "detail": "the flip-accept fault"}),
-        (Err(_), Some(Fault::FlipAccept)) => json!({"accept": {"value": null}}),
+        (Ok(_), Some(TesteeFault::FlipAccept)) => json!({"reject": "validation", "detail": "the flip-accept fault"}),
+        (Err(_), Some(TesteeFault::FlipAccept)) => json!({"accept": {"value": null}}),
         (Ok(d), _) => {
             let mut view = to_view(ty, &d.value);
-            let drift = if fault == Some(Fault::DropDrift) { vec![] } else { d.drift };
-            if fault == Some(Fault::WrongView) {
+            let drift = if fault == Some(TesteeFault::DropDrift) { vec![] } else { d.drift };
+            if fault == Some(TesteeFault::WrongView) {
                 match &mut view {
                     Json::Object(m) => {
                         m.insert("wrong_view_fault".into(), json!(true));
@@ -258,7 +261,7 @@ pub fn answer(request: &Json, fault: Option<Fault>) -> Json {
             }
             json!({"accept": {"value": view, "drift": drift}})
         }
-        (Err(e), Some(Fault::WrongClass)) => {
+        (Err(e), Some(TesteeFault::WrongClass)) => {
             let other = if e.class == RejectClass::Malformed { RejectClass::Type } else { RejectClass::Malformed };
             json!({"reject": other.as_str(), "detail": "the wrong-class fault"})
         }
@@ -271,7 +274,7 @@ mod tests {
     use super::*;
     use crate::testee::framed;
 
-    fn run(requests: &[Json], fault: Option<Fault>) -> (Vec<Json>, Ending) {
+    fn run(requests: &[Json], fault: Option<TesteeFault>) -> (Vec<Json>, Ending) {
         let input: Vec<u8> = requests.iter().flat_map(|r| framed(r.to_string().as_bytes())).collect();
         let mut output = Vec::new();
         let ending = serve(input.as_slice(), &mut output, fault).unwrap();
@@ -314,16 +317,16 @@ mod tests {
     fn crash_after_serves_that_many_requests_and_stops_without_answering() {
         let hello = json!({"hello": {"protocol": 1}});
         let (answers, ending) =
-            run(&[hello, decode_abort(&["01", "90"]), decode_abort(&["01", "90"])], Some(Fault::CrashAfter(1)));
+            run(&[hello, decode_abort(&["01", "90"]), decode_abort(&["01", "90"])], Some(TesteeFault::CrashAfter(1)));
         assert_eq!(ending, Ending::Crash);
         assert_eq!(answers.len(), 2, "the hello and one decode");
     }
 
     #[test]
     fn faults_parse_from_their_names() {
-        assert_eq!("hang-after=5".parse::<Fault>(), Ok(Fault::HangAfter(5)));
-        assert_eq!("flip-accept".parse::<Fault>(), Ok(Fault::FlipAccept));
-        assert!("crash-after=x".parse::<Fault>().is_err());
-        assert!("explode".parse::<Fault>().is_err());
+        assert_eq!("hang-after=5".parse::<TesteeFault>(), Ok(TesteeFault::HangAfter(5)));
+        assert_eq!("flip-accept".parse::<TesteeFault>(), Ok(TesteeFault::FlipAccept));
+        assert!("crash-after=x".parse::<TesteeFault>().is_err());
+        assert!("explode".parse::<TesteeFault>().is_err());
     }
 }

@@ -24,7 +24,7 @@ pub enum RankEngine {
 }
 
 /// What serves the gateway.
-pub enum Engine {
+pub enum ServingEngines {
     /// One process (group) for every rank.
     Process(EngineProcess),
     /// One engine per rank, by rank; a killed rank's slot is empty.
@@ -33,32 +33,32 @@ pub enum Engine {
     None,
 }
 
-impl Engine {
+impl ServingEngines {
     /// Ranks of their own, by rank.
-    pub fn ranks(engines: Vec<RankEngine>) -> Engine {
-        Engine::Ranks(engines.into_iter().map(|e| Mutex::new(Some(e))).collect())
+    pub fn ranks(engines: Vec<RankEngine>) -> ServingEngines {
+        ServingEngines::Ranks(engines.into_iter().map(|e| Mutex::new(Some(e))).collect())
     }
 
     /// The pids of its processes, for the log.
     pub fn pids(&self) -> Vec<u32> {
         match self {
-            Engine::Process(p) => vec![p.pid()],
-            Engine::Ranks(r) => r
+            ServingEngines::Process(p) => vec![p.pid()],
+            ServingEngines::Ranks(r) => r
                 .iter()
                 .filter_map(|slot| match slot.lock().ok()?.as_ref()? {
                     RankEngine::Process(p) => Some(p.pid()),
                     RankEngine::Mock(_) => None,
                 })
                 .collect(),
-            Engine::None => Vec::new(),
+            ServingEngines::None => Vec::new(),
         }
     }
 
     /// Stops every engine (each whole process group; mocks told to stop).
     pub async fn stop(self) {
         match self {
-            Engine::Process(mut p) => p.stop(),
-            Engine::Ranks(ranks) => {
+            ServingEngines::Process(mut p) => p.stop(),
+            ServingEngines::Ranks(ranks) => {
                 for slot in ranks {
                     match slot.into_inner().ok().flatten() {
                         Some(RankEngine::Process(mut p)) => p.stop(),
@@ -69,15 +69,15 @@ impl Engine {
                     }
                 }
             }
-            Engine::None => {}
+            ServingEngines::None => {}
         }
     }
 
     /// Why the engine is gone, if it (or a rank not killed on purpose) is.
     pub fn gone(&mut self) -> Option<String> {
         match self {
-            Engine::Process(p) => p.try_status().map(|st| format!("engine process exited ({st})")),
-            Engine::Ranks(ranks) => {
+            ServingEngines::Process(p) => p.try_status().map(|st| format!("engine process exited ({st})")),
+            ServingEngines::Ranks(ranks) => {
                 let single = ranks.len() == 1;
                 ranks.iter_mut().enumerate().find_map(|(rank, slot)| {
                     let who = if single { "engine".to_string() } else { format!("engine rank {rank}") };
@@ -87,7 +87,7 @@ impl Engine {
                     }
                 })
             }
-            Engine::None => None,
+            ServingEngines::None => None,
         }
     }
 
@@ -95,9 +95,9 @@ impl Engine {
     /// mock's task aborted, so that its sockets close as a crashed
     /// engine's do.
     pub fn kill(&self, rank: u16) -> Result<(), KillError> {
-        let Engine::Ranks(ranks) = self else {
+        let ServingEngines::Ranks(ranks) = self else {
             return Err(match self {
-                Engine::Process(_) => KillError::OneProcess,
+                ServingEngines::Process(_) => KillError::OneProcess,
                 _ => KillError::Attached,
             });
         };

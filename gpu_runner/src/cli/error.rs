@@ -54,7 +54,7 @@ pub enum CliError {
     Script(#[from] mock_engine::ScriptError),
     /// A recorded registration case does not read.
     #[error(transparent)]
-    RegistrationCase(#[from] mock_engine::registration::CaseError),
+    RegistrationCase(#[from] mock_engine::registration::RegistrationCaseError),
     /// The mock engine (`mock-engine`) stopped serving.
     #[error(transparent)]
     Mock(#[from] mock_engine::MockError),

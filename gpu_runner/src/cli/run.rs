@@ -19,7 +19,7 @@ use scenario_checks::model_facts::{ModelFacts, OfflineOracle};
 use scenario_checks::report::{self, keep_shard, not_finished, within, Verdict};
 use scenario_checks::scenario;
 
-use super::engines::{Engine, RankEngine};
+use super::engines::{RankEngine, ServingEngines};
 use super::{
     lacks_weights, load_expectations, models_cache, random_weights_dir, repo_path, tokenizer_from, with_random_weights,
     CliError, WorkDir,
@@ -136,7 +136,7 @@ pub struct RunArgs {
 /// A gateway with its engine, up.
 struct Session {
     gw: EngineClient,
-    engine: Engine,
+    engine: ServingEngines,
     /// Rank 0's facts.
     facts: engine_client::transport::handshake::EngineFacts,
     /// The ranks that came up.
@@ -150,7 +150,7 @@ impl Session {
 }
 
 /// Stops the engine (its whole process group), then closes the gateway.
-async fn teardown(gw: EngineClient, engine: Engine) {
+async fn teardown(gw: EngineClient, engine: ServingEngines) {
     engine.stop().await;
     gw.shutdown().await;
 }
@@ -263,7 +263,7 @@ impl Setup<'_> {
         let ranks = 0..args.data_parallel_size;
         let mut engine = match args.engine {
             EngineKind::VllmCpu if args.launch == Launch::Serve => {
-                Engine::Process(launcher::launch_vllm_cpu_serve(&self.venv, &spec).map_err(|e| e.to_string())?)
+                ServingEngines::Process(launcher::launch_vllm_cpu_serve(&self.venv, &spec).map_err(|e| e.to_string())?)
             }
             EngineKind::VllmCpu => {
                 let mut started = Vec::new();
@@ -271,11 +271,11 @@ impl Setup<'_> {
                     let p = launcher::launch_vllm_cpu_rank(&self.venv, &spec, rank);
                     started.push(RankEngine::Process(p.map_err(|e| e.to_string())?));
                 }
-                Engine::ranks(started)
+                ServingEngines::ranks(started)
             }
-            EngineKind::Vllm => Engine::Process(launcher::launch_vllm(&spec).map_err(|e| e.to_string())?),
-            EngineKind::Attach => Engine::None,
-            EngineKind::Mock => Engine::ranks(
+            EngineKind::Vllm => ServingEngines::Process(launcher::launch_vllm(&spec).map_err(|e| e.to_string())?),
+            EngineKind::Attach => ServingEngines::None,
+            EngineKind::Mock => ServingEngines::ranks(
                 ranks
                     .map(|rank| {
                         let mut script = self.mock_script.clone().unwrap_or_else(|| Script::new(self.release));
@@ -515,7 +515,7 @@ async fn run_one(
 /// Waits for READY while watching the engine process.
 async fn wait_up(
     gw: &EngineClient,
-    engine: &mut Engine,
+    engine: &mut ServingEngines,
     count: u16,
     timeout: Duration,
     work: &Path,

@@ -16,7 +16,7 @@
 use engine_protocol::typed::StopReason;
 use serde_json::Value as Json;
 
-use crate::replay::run::{value_to_json, ChildResult, Outcome, Replay, RequestResult, RunResult};
+use crate::replay::run::{value_to_json, ChildResult, Replay, RequestOutcome, RequestResult, RunResult};
 use engine_client::transport::TransportError;
 use scenario_checks::check::{
     failure_class, Failure, Observation, Refusal, RequestObservation, RunObservation, UtilityObservation,
@@ -73,7 +73,7 @@ impl<D: Observe> From<&ChildResult<D>> for Observation {
             // Ended by the gateway's abort: the local abort's event, or
             // `abort_after_tokens` where the ABORT ends the request's
             // output (TokenSpeed).
-            aborted: c.aborted || c.outcome == Outcome::Aborted,
+            aborted: c.aborted || c.outcome == RequestOutcome::Aborted,
             abort_sent: c.abort_sent,
             late_ms: c.late_outputs.as_ref().map(|l| l.iter().map(|d| d.as_secs_f64() * 1000.0).collect()),
             logprob_columns: c.logprob_columns.clone(),

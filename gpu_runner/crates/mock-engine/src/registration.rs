@@ -13,7 +13,7 @@ pub const READY_RESPONSE_CASE: &str = "golden/vllm/0.32.0/live/handshake-ready-r
 /// Why a recorded registration case does not read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CaseError {
+pub enum RegistrationCaseError {
     /// The file does not read.
     #[error("{}: {source}", path.display())]
     Io {
@@ -34,10 +34,12 @@ pub enum CaseError {
 }
 
 /// The registration frame of a recorded case (`frames[0]`, hex).
-pub fn registration_from_case(path: &Path) -> Result<Vec<u8>, CaseError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CaseError::Io { path: path.to_path_buf(), source })?;
-    let v: Json = serde_json::from_str(&text).map_err(|source| CaseError::Json { path: path.to_path_buf(), source })?;
-    let not = |why| CaseError::NotRegistration { path: path.to_path_buf(), why };
+pub fn registration_from_case(path: &Path) -> Result<Vec<u8>, RegistrationCaseError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| RegistrationCaseError::Io { path: path.to_path_buf(), source })?;
+    let v: Json = serde_json::from_str(&text)
+        .map_err(|source| RegistrationCaseError::Json { path: path.to_path_buf(), source })?;
+    let not = |why| RegistrationCaseError::NotRegistration { path: path.to_path_buf(), why };
     if v.get("message").and_then(Json::as_str) != Some("EngineCoreReadyResponse") {
         return Err(not("not an EngineCoreReadyResponse case"));
     }

@@ -297,7 +297,7 @@ pub enum TransportError {
     },
     /// The request stream ended without a finish reason (gateway closed).
     Closed,
-    /// A deadline given to [`RequestStream::finish`] passed.
+    /// A deadline given to [`RequestEvents::finish`] passed.
     Deadline {
         request_id: String,
         waited: Duration,
@@ -417,26 +417,26 @@ pub struct Finished {
 }
 
 /// The outputs of one request, in order.
-pub struct RequestStream<D: EngineWire = Vllm> {
+pub struct RequestEvents<D: EngineWire = Vllm> {
     pub request_id: String,
     pub engine: u16,
     rx: mpsc::UnboundedReceiver<RequestEvent<D>>,
 }
 
-impl<D: EngineWire> fmt::Debug for RequestStream<D> {
+impl<D: EngineWire> fmt::Debug for RequestEvents<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RequestStream").field("request_id", &self.request_id).field("engine", &self.engine).finish()
     }
 }
 
-impl<D: EngineWire> RequestStream<D> {
+impl<D: EngineWire> RequestEvents<D> {
     /// The next event; `None` once the request is finished or failed.
     pub async fn next(&mut self) -> Option<RequestEvent<D>> {
         self.rx.recv().await
     }
 }
 
-impl RequestStream<Vllm> {
+impl RequestEvents<Vllm> {
     /// Collects outputs until the request finishes, fails or `deadline`
     /// passes.
     pub async fn finish(mut self, deadline: Duration) -> Result<Finished, TransportError> {
@@ -674,7 +674,7 @@ impl<D: EngineWire> EngineClient<D> {
 
     /// Sends an ADD (`request` is an engine-bound request of this
     /// gateway's release) and returns the stream of its outputs.
-    pub async fn add(&self, engine: u16, request: &D::Request) -> Result<RequestStream<D>, TransportError> {
+    pub async fn add(&self, engine: u16, request: &D::Request) -> Result<RequestEvents<D>, TransportError> {
         let request_id =
             D::request_id(request).ok_or(TransportError::Encode(WireError::NoRequestId(D::REQUEST_NAME)))?;
         let frames = D::encode_add(self.release, request).map_err(TransportError::Encode)?;
@@ -691,11 +691,11 @@ impl<D: EngineWire> EngineClient<D> {
         engine: u16,
         request_id: &str,
         frames: Vec<Vec<u8>>,
-    ) -> Result<RequestStream<D>, TransportError> {
+    ) -> Result<RequestEvents<D>, TransportError> {
         let (reply, rx) = oneshot::channel();
         self.command(Command::Add { engine, request_id: request_id.to_string(), frames, reply })?;
         let events = rx.await.map_err(|_| TransportError::Closed)??;
-        Ok(RequestStream { request_id: request_id.to_string(), engine, rx: events })
+        Ok(RequestEvents { request_id: request_id.to_string(), engine, rx: events })
     }
 
     /// Finishes requests here without sending anything (a request the

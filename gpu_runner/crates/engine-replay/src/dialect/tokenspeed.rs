@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 use crate::adapt::Observe;
 use crate::replay::run::{
-    collect, fail, request_id, set_path, ChildResult, Context, Outcome, Replay, RequestResult, StepView, Wait,
+    collect, fail, request_id, set_path, ChildResult, Context, Replay, RequestOutcome, RequestResult, StepView, Wait,
 };
 use engine_client::dialect::tokenspeed::{release, Tokenspeed};
 use engine_client::transport::{DeathCause, TransportError};
@@ -79,10 +79,10 @@ impl Replay for Tokenspeed {
         Wait::PerOutput(spec.wait.unwrap_or(ctx.silence))
     }
 
-    fn outcome_of(e: &TransportError, added: bool) -> Outcome {
+    fn outcome_of(e: &TransportError, added: bool) -> RequestOutcome {
         match e {
-            TransportError::EngineDead { cause: DeathCause::Sentinel, .. } if added => Outcome::DeathSentinel,
-            _ => Outcome::Failed,
+            TransportError::EngineDead { cause: DeathCause::Sentinel, .. } if added => RequestOutcome::DeathSentinel,
+            _ => RequestOutcome::Failed,
         }
     }
 
@@ -93,11 +93,11 @@ impl Replay for Tokenspeed {
         }
     }
 
-    fn finished(client: FinishReason, _engine: Option<FinishReason>) -> Outcome {
+    fn finished(client: FinishReason, _engine: Option<FinishReason>) -> RequestOutcome {
         if client == FinishReason::Abort {
-            Outcome::AbortRow
+            RequestOutcome::AbortRow
         } else {
-            Outcome::Finished
+            RequestOutcome::Finished
         }
     }
 }
@@ -131,7 +131,7 @@ fn build(
         Ok(b) => b,
         Err(r) => {
             rr.refused = Some(r);
-            c.outcome = Outcome::Refused;
+            c.outcome = RequestOutcome::Refused;
             return None;
         }
     };
@@ -140,7 +140,7 @@ fn build(
         for (path, new) in sets {
             if let Err(e) = set_path(&mut v, path, new) {
                 c.error = Some(format!("raw set {path}: {e}"));
-                c.outcome = Outcome::Failed;
+                c.outcome = RequestOutcome::Failed;
                 return None;
             }
         }
@@ -152,7 +152,7 @@ fn build(
         Ok(f) => f,
         Err(e) => {
             c.error = Some(format!("encode: {e}"));
-            c.outcome = Outcome::Failed;
+            c.outcome = RequestOutcome::Failed;
             return None;
         }
     };

@@ -28,7 +28,7 @@ use engine_client::dialect::vllm::{Step, Vllm};
 use engine_client::transport::{EngineState, TransportError};
 use engine_protocol::StructValue;
 use scenario_checks::check::Observation;
-use scenario_checks::check::Outcome;
+use scenario_checks::check::RequestOutcome;
 use scenario_checks::scenario::{Raw, RequestSpec, Scenario};
 use std::time::Duration;
 
@@ -387,7 +387,7 @@ async fn kill_engine(ctx: &Context<'_, Vllm>, spec: &RequestSpec, rank: u16) -> 
     match killed {
         Err(e) => {
             c.error = Some(e.to_string());
-            c.outcome = Outcome::Failed;
+            c.outcome = RequestOutcome::Failed;
         }
         Ok(()) => {
             let wait = spec.wait.unwrap_or(Duration::from_secs(10));
@@ -401,7 +401,7 @@ async fn kill_engine(ctx: &Context<'_, Vllm>, spec: &RequestSpec, rank: u16) -> 
                 }
                 if tokio::time::Instant::now() >= until {
                     c.error = Some(format!("engine {rank} still up {:.1}s after it was killed", wait.as_secs_f64()));
-                    c.outcome = Outcome::Silence;
+                    c.outcome = RequestOutcome::Silence;
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -25,10 +25,10 @@ use tokio::time::Instant;
 
 use engine_client::dialect::{EngineWire, Vllm};
 use engine_client::transport::handshake::EngineFacts;
-use engine_client::transport::{EngineClient, RequestEvent, RequestStream, TransportError};
+use engine_client::transport::{EngineClient, RequestEvent, RequestEvents, TransportError};
 use scenario_checks::scenario::{levels, RequestSpecOf, ScenarioOf};
 
-pub use scenario_checks::check::Outcome;
+pub use scenario_checks::check::RequestOutcome;
 pub use scenario_checks::scenario::values::{json_to_value, set_path, value_to_json, SetPathError};
 
 /// What the client of one engine request saw.
@@ -52,7 +52,7 @@ pub struct ChildResult<D: Replay = Vllm> {
     pub finish_reason: Option<FinishReason>,
     pub stop_reason: Option<StopReason>,
     pub error: Option<String>,
-    pub outcome: Outcome,
+    pub outcome: RequestOutcome,
     /// The stream ended with the gateway's local abort.
     pub aborted: bool,
     /// The gateway sent an ABORT for it (stop string found, or
@@ -85,7 +85,7 @@ impl<D: Replay> Default for ChildResult<D> {
             finish_reason: None,
             stop_reason: None,
             error: None,
-            outcome: Outcome::None,
+            outcome: RequestOutcome::None,
             aborted: false,
             abort_sent: false,
             late_outputs: None,
@@ -234,8 +234,8 @@ pub trait Replay: EngineWire<Request = Value> + Default + Clone + std::fmt::Debu
     fn wait(ctx: &Context<'_, Self>, spec: &RequestSpecOf<Self::Spec>) -> Wait;
 
     /// The outcome a failed request gets (`added`: the ADD went out).
-    fn outcome_of(e: &TransportError, _added: bool) -> Outcome {
-        Outcome::of_error(e)
+    fn outcome_of(e: &TransportError, _added: bool) -> RequestOutcome {
+        RequestOutcome::of_error(e)
     }
 
     /// The error text a failed request keeps.
@@ -245,8 +245,8 @@ pub trait Replay: EngineWire<Request = Value> + Default + Clone + std::fmt::Debu
 
     /// The outcome of a request the client sees finish with `client`
     /// (`engine`: the finish the engine's step carried, if any).
-    fn finished(_client: FinishReason, _engine: Option<FinishReason>) -> Outcome {
-        Outcome::Finished
+    fn finished(_client: FinishReason, _engine: Option<FinishReason>) -> RequestOutcome {
+        RequestOutcome::Finished
     }
 }
 
@@ -287,7 +287,7 @@ pub fn fail<D: Replay>(c: &mut ChildResult<D>, e: &TransportError, added: bool) 
 /// asks for, and watches for late outputs after an abort.
 pub async fn collect<D: Replay>(
     ctx: &Context<'_, D>,
-    mut stream: RequestStream<D>,
+    mut stream: RequestEvents<D>,
     mut detector: Option<StopStream>,
     spec: &RequestSpecOf<D::Spec>,
     c: &mut ChildResult<D>,
@@ -320,7 +320,7 @@ pub async fn collect<D: Replay>(
         let Some(ev) = next else {
             if !D::ABORT_ENDS_OUTPUT {
                 c.error.get_or_insert_with(|| TransportError::Closed.to_string());
-                c.outcome = Outcome::Failed;
+                c.outcome = RequestOutcome::Failed;
             }
             break;
         };
@@ -338,7 +338,7 @@ pub async fn collect<D: Replay>(
         if finish == Some(FinishReason::Error) {
             c.error = Some("engine finished the request with ERROR".into());
             c.finish_reason = Some(FinishReason::Error);
-            c.outcome = Outcome::ErrorOutput;
+            c.outcome = RequestOutcome::ErrorOutput;
             let kept = D::keep(c, step);
             c.outputs.push(kept);
             break;
@@ -374,7 +374,7 @@ fn silent<D: Replay>(ctx: &Context<'_, D>, c: &mut ChildResult<D>, wait: Wait, i
         Wait::PerOutput(w) => format!("no row for {} ms", w.as_millis()),
         Wait::Whole(w) => format!("no answer within {:.1}s", w.unwrap_or_default().as_secs_f64()),
     });
-    c.outcome = Outcome::Silence;
+    c.outcome = RequestOutcome::Silence;
     if !D::ABORT_ENDS_OUTPUT {
         ctx.gateway.forget(id);
     }
@@ -395,7 +395,7 @@ fn output_of<D: Replay>(c: &mut ChildResult<D>, ev: RequestEvent<D>, aborted: bo
             c.aborted = true;
             if c.finish_reason.is_none() {
                 c.finish_reason = Some(FinishReason::Abort);
-                c.outcome = Outcome::Aborted;
+                c.outcome = RequestOutcome::Aborted;
             }
             None
         }
@@ -455,7 +455,7 @@ async fn abort_after_tokens<D: Replay>(ctx: &Context<'_, D>, c: &mut ChildResult
     c.abort_sent = true;
     let mut abort_at = None;
     if D::ABORT_ENDS_OUTPUT {
-        c.outcome = Outcome::Aborted;
+        c.outcome = RequestOutcome::Aborted;
         c.finish_reason = Some(FinishReason::Abort);
         abort_at = Some(Instant::now());
     }

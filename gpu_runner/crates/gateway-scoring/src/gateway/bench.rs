@@ -356,7 +356,7 @@ pub fn machine() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::loadgen::{RequestError, StreamTiming};
+    use super::super::loadgen::{LoadRequestError, StreamTiming};
     use super::*;
 
     #[test]
@@ -397,7 +397,7 @@ mod tests {
     #[test]
     fn a_failed_request_counts_as_an_error_and_adds_no_latency() {
         let o = Outcomes {
-            errors: vec![RequestError::Status { addr: "a".into(), status: 500 }],
+            errors: vec![LoadRequestError::Status { addr: "a".into(), status: 500 }],
             elapsed: Duration::from_secs(1),
             ..Default::default()
         };

@@ -68,7 +68,7 @@ pub enum GatewayError {
     BuiltRegistration(#[from] mock_engine::retarget::RegistrationError),
     /// A recorded registration case does not read.
     #[error(transparent)]
-    Case(#[from] mock_engine::registration::CaseError),
+    Case(#[from] mock_engine::registration::RegistrationCaseError),
     /// A blocking task (the HTTP client) did not complete.
     #[error("{0}")]
     Task(String),

@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 
 /// What went wrong with one request (counted as an error, never as latency).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RequestError {
+pub enum LoadRequestError {
     #[error("connect to {addr}: {reason}")]
     Connect { addr: String, reason: String },
     #[error("{addr}: HTTP {status}")]
@@ -43,16 +43,16 @@ pub enum RequestError {
     Timeout { addr: String, secs: f64 },
 }
 
-impl RequestError {
+impl LoadRequestError {
     /// A short stable label for counting errors by kind.
     pub fn kind(&self) -> &'static str {
         match self {
-            RequestError::Connect { .. } => "connect",
-            RequestError::Status { .. } => "status",
-            RequestError::Stream { .. } => "stream",
-            RequestError::ErrorEvent { .. } => "error_event",
-            RequestError::NoDone { .. } => "no_done",
-            RequestError::Timeout { .. } => "timeout",
+            LoadRequestError::Connect { .. } => "connect",
+            LoadRequestError::Status { .. } => "status",
+            LoadRequestError::Stream { .. } => "stream",
+            LoadRequestError::ErrorEvent { .. } => "error_event",
+            LoadRequestError::NoDone { .. } => "no_done",
+            LoadRequestError::Timeout { .. } => "timeout",
         }
     }
 }
@@ -170,9 +170,9 @@ impl Client {
         Client { spec, conn: None }
     }
 
-    async fn connect(&mut self) -> Result<&mut http1::SendRequest<Full<Bytes>>, RequestError> {
+    async fn connect(&mut self) -> Result<&mut http1::SendRequest<Full<Bytes>>, LoadRequestError> {
         let addr = &self.spec.addr;
-        let ce = |e: &dyn std::fmt::Display| RequestError::Connect { addr: addr.clone(), reason: e.to_string() };
+        let ce = |e: &dyn std::fmt::Display| LoadRequestError::Connect { addr: addr.clone(), reason: e.to_string() };
         if self.conn.as_ref().is_none_or(|c| c.is_closed()) {
             let tcp = TcpStream::connect(addr).await.map_err(|e| ce(&e))?;
             let _ = tcp.set_nodelay(true);
@@ -188,11 +188,11 @@ impl Client {
     }
 
     /// Sends one request and times its stream.
-    pub async fn run(&mut self) -> Result<StreamTiming, RequestError> {
+    pub async fn run(&mut self) -> Result<StreamTiming, LoadRequestError> {
         let timeout = self.spec.timeout;
         let r = tokio::time::timeout(timeout, self.run_inner()).await;
         let r = r.unwrap_or_else(|_| {
-            Err(RequestError::Timeout { addr: self.spec.addr.clone(), secs: timeout.as_secs_f64() })
+            Err(LoadRequestError::Timeout { addr: self.spec.addr.clone(), secs: timeout.as_secs_f64() })
         });
         if r.is_err() {
             self.conn = None;
@@ -200,7 +200,7 @@ impl Client {
         r
     }
 
-    async fn run_inner(&mut self) -> Result<StreamTiming, RequestError> {
+    async fn run_inner(&mut self) -> Result<StreamTiming, LoadRequestError> {
         let spec = self.spec.clone();
         let addr = &spec.addr;
         let req = hyper::Request::post(spec.path.as_str())
@@ -208,10 +208,10 @@ impl Client {
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .header(hyper::header::ACCEPT, "text/event-stream")
             .body(Full::new(spec.body.clone()))
-            .map_err(|e| RequestError::Connect { addr: addr.clone(), reason: e.to_string() })?;
+            .map_err(|e| LoadRequestError::Connect { addr: addr.clone(), reason: e.to_string() })?;
         let conn = self.connect().await?;
         let t0 = Instant::now();
-        let broke = |e: &dyn std::fmt::Display| RequestError::Stream { addr: addr.clone(), reason: e.to_string() };
+        let broke = |e: &dyn std::fmt::Display| LoadRequestError::Stream { addr: addr.clone(), reason: e.to_string() };
         let resp = conn.send_request(req).await.map_err(|e| broke(&e))?;
         let status = resp.status().as_u16();
         let mut body = resp.into_body();
@@ -219,7 +219,7 @@ impl Client {
             while let Some(f) = body.frame().await {
                 f.map_err(|e| broke(&e))?;
             }
-            return Err(RequestError::Status { addr: addr.clone(), status });
+            return Err(LoadRequestError::Status { addr: addr.clone(), status });
         }
         let mut sse = SseLines::default();
         let mut t = StreamTiming::default();
@@ -232,7 +232,7 @@ impl Client {
             for payload in sse.push(data) {
                 match classify(&payload) {
                     Event::Done => done = true,
-                    Event::Error => return Err(RequestError::ErrorEvent { addr: addr.clone() }),
+                    Event::Error => return Err(LoadRequestError::ErrorEvent { addr: addr.clone() }),
                     Event::Text { nonempty } => {
                         t.chunks += 1;
                         if nonempty && t.ttft.is_none() {
@@ -249,7 +249,7 @@ impl Client {
             }
         }
         if !done {
-            return Err(RequestError::NoDone { addr: addr.clone() });
+            return Err(LoadRequestError::NoDone { addr: addr.clone() });
         }
         t.total = t0.elapsed();
         Ok(t)
@@ -260,7 +260,7 @@ impl Client {
 #[derive(Debug, Default)]
 pub struct Outcomes {
     pub ok: Vec<StreamTiming>,
-    pub errors: Vec<RequestError>,
+    pub errors: Vec<LoadRequestError>,
     /// Open loop: arrivals not started because `max_in_flight` were running.
     pub shed: u64,
     /// From the first request sent to the last one ended.

@@ -32,7 +32,8 @@ pub mod spec;
 
 pub use error::{CheckError, CheckFailure};
 pub use observation::{
-    failure_class, Failure, Observation, Outcome, Refusal, RequestObservation, RunObservation, UtilityObservation,
+    failure_class, Failure, Observation, Refusal, RequestObservation, RequestOutcome, RunObservation,
+    UtilityObservation,
 };
 pub use replay::ScenarioFailure;
 pub use spec::{

@@ -20,15 +20,15 @@ use super::spec::FailureClass;
 
 /// The failure class of an outcome that is a failure (`failed`'s
 /// `class`).
-pub fn failure_class(o: Outcome) -> Option<FailureClass> {
+pub fn failure_class(o: RequestOutcome) -> Option<FailureClass> {
     Some(match o {
-        Outcome::ErrorOutput => FailureClass::ErrorOutput,
-        Outcome::DeathSentinel => FailureClass::DeathSentinel,
-        Outcome::InputDropped => FailureClass::InputDropped,
-        Outcome::OutputDropped => FailureClass::OutputDropped,
-        Outcome::Restarted => FailureClass::Restarted,
-        Outcome::Silence => FailureClass::Silence,
-        Outcome::Failed => FailureClass::Failed,
+        RequestOutcome::ErrorOutput => FailureClass::ErrorOutput,
+        RequestOutcome::DeathSentinel => FailureClass::DeathSentinel,
+        RequestOutcome::InputDropped => FailureClass::InputDropped,
+        RequestOutcome::OutputDropped => FailureClass::OutputDropped,
+        RequestOutcome::Restarted => FailureClass::Restarted,
+        RequestOutcome::Silence => FailureClass::Silence,
+        RequestOutcome::Failed => FailureClass::Failed,
         _ => return None,
     })
 }
@@ -60,7 +60,7 @@ pub struct Observation {
     pub finish: Option<String>,
     pub stop_reason: Option<StopReason>,
     /// How it ended (the run's own outcome, shared by both dialects).
-    pub ended: Outcome,
+    pub ended: RequestOutcome,
     /// Why it failed (a failure outcome), or `None`.
     pub failure: Option<Failure>,
     /// The request's error message, failure or not (reports).
@@ -135,7 +135,7 @@ pub struct RunObservation {
 /// How an engine request ended, as the gateway saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum RequestOutcome {
     /// Not sent (or not yet ended).
     #[default]
     None,
@@ -166,38 +166,38 @@ pub enum Outcome {
     Failed,
 }
 
-impl Outcome {
+impl RequestOutcome {
     /// The name scenario files and reports use.
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::None => "none",
-            Outcome::Finished => "finished",
-            Outcome::ErrorOutput => "error_output",
-            Outcome::AbortRow => "abort_row",
-            Outcome::Aborted => "aborted",
-            Outcome::Refused => "refused",
-            Outcome::DeathSentinel => "death_sentinel",
-            Outcome::InputDropped => "input_dropped",
-            Outcome::OutputDropped => "output_dropped",
-            Outcome::Restarted => "restarted",
-            Outcome::Silence => "silence",
-            Outcome::Failed => "failed",
+            RequestOutcome::None => "none",
+            RequestOutcome::Finished => "finished",
+            RequestOutcome::ErrorOutput => "error_output",
+            RequestOutcome::AbortRow => "abort_row",
+            RequestOutcome::Aborted => "aborted",
+            RequestOutcome::Refused => "refused",
+            RequestOutcome::DeathSentinel => "death_sentinel",
+            RequestOutcome::InputDropped => "input_dropped",
+            RequestOutcome::OutputDropped => "output_dropped",
+            RequestOutcome::Restarted => "restarted",
+            RequestOutcome::Silence => "silence",
+            RequestOutcome::Failed => "failed",
         }
     }
 
     /// The outcome a transport failure gives a request.
-    pub fn of_error(e: &engine_client::transport::TransportError) -> Outcome {
+    pub fn of_error(e: &engine_client::transport::TransportError) -> RequestOutcome {
         match e {
             engine_client::transport::TransportError::EngineDead { cause, .. } => match cause {
-                engine_client::transport::DeathCause::Sentinel => Outcome::DeathSentinel,
-                engine_client::transport::DeathCause::InputDisconnected => Outcome::InputDropped,
-                engine_client::transport::DeathCause::OutputDisconnected => Outcome::OutputDropped,
-                engine_client::transport::DeathCause::Restarted => Outcome::Restarted,
-                _ => Outcome::Failed,
+                engine_client::transport::DeathCause::Sentinel => RequestOutcome::DeathSentinel,
+                engine_client::transport::DeathCause::InputDisconnected => RequestOutcome::InputDropped,
+                engine_client::transport::DeathCause::OutputDisconnected => RequestOutcome::OutputDropped,
+                engine_client::transport::DeathCause::Restarted => RequestOutcome::Restarted,
+                _ => RequestOutcome::Failed,
             },
             engine_client::transport::TransportError::Silence { .. }
-            | engine_client::transport::TransportError::Deadline { .. } => Outcome::Silence,
-            _ => Outcome::Failed,
+            | engine_client::transport::TransportError::Deadline { .. } => RequestOutcome::Silence,
+            _ => RequestOutcome::Failed,
         }
     }
 }

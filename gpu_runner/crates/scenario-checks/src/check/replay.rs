@@ -21,7 +21,7 @@ use super::error::CheckFailure;
 use super::observation::{Observation, RequestObservation, RunObservation, UtilityObservation};
 use super::spec::{Check, CheckSpec, Count, LogprobsSpec, ScenarioKind, SentSpec};
 use super::{constraint, logprobs};
-use crate::check::Outcome;
+use crate::check::RequestOutcome;
 
 /// Why a replay scenario failed: a check, or a request that ended in a way
 /// no check expects. `Display` is the report's wording.
@@ -81,7 +81,8 @@ pub fn evaluate(kind: ScenarioKind, checks: &[CheckSpec], r: &RunObservation, en
     for (id, rr) in &r.requests {
         if kind == ScenarioKind::Tokenspeed {
             let Some(ch) = rr.children.first() else { continue };
-            if !matches!(ch.ended, Outcome::Finished | Outcome::Aborted) && !named.contains(&id.as_str()) {
+            if !matches!(ch.ended, RequestOutcome::Finished | RequestOutcome::Aborted) && !named.contains(&id.as_str())
+            {
                 let why =
                     ch.error.clone().or_else(|| rr.refused.as_ref().map(|r| r.message.clone())).unwrap_or_default();
                 failures.push(ScenarioFailure::Unexpected { id: id.clone(), ended: ch.ended.as_str(), why });
@@ -452,7 +453,7 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
             ))),
         },
         Check::Silence {} => {
-            if ch.ended == Outcome::Silence && ch.rows.is_empty() {
+            if ch.ended == RequestOutcome::Silence && ch.rows.is_empty() {
                 Ok(())
             } else {
                 Err(CheckFailure::Rows(format!("{} rows, outcome {}", ch.rows.len(), ch.ended.as_str())))

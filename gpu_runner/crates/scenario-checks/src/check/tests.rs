@@ -12,7 +12,7 @@ use serde_json::{json, Value as Json};
 
 use super::observation::Failure;
 use super::*;
-use crate::check::Outcome;
+use crate::check::RequestOutcome;
 
 fn release() -> &'static ReleaseSchema {
     engine_protocol::release(engine_protocol::Dialect::Vllm, "0.32.0").unwrap()
@@ -67,7 +67,7 @@ fn finished(id: &str, tokens: &[i64]) -> Observation {
         engine_tokens: tokens.to_vec(),
         client_tokens: tokens.to_vec(),
         finish: Some("length".into()),
-        ended: Outcome::Finished,
+        ended: RequestOutcome::Finished,
         ..Observation::default()
     }
 }
@@ -124,23 +124,27 @@ fn right() -> RunObservation {
     r.requests.insert("ref".into(), refused);
     let dead = Observation {
         engine_request_id: "s.dead".into(),
-        ended: Outcome::DeathSentinel,
+        ended: RequestOutcome::DeathSentinel,
         failure: Some(Failure { class: FailureClass::DeathSentinel, message: "engine 0 is dead".into() }),
         error: Some("engine 0 is dead".into()),
         ..Observation::default()
     };
     r.requests.insert("dead".into(), req("dead", vec![dead]));
-    let ab =
-        Observation { aborted: true, finish: Some("abort".into()), ended: Outcome::Aborted, ..finished("ab", &[5]) };
+    let ab = Observation {
+        aborted: true,
+        finish: Some("abort".into()),
+        ended: RequestOutcome::Aborted,
+        ..finished("ab", &[5])
+    };
     r.requests.insert("ab".into(), req("ab", vec![ab]));
     let abort_row = Observation {
-        ended: Outcome::AbortRow,
+        ended: RequestOutcome::AbortRow,
         finish: Some("abort".into()),
         rows: vec![BatchRow { finish: Finish::Abort, ..BatchRow::default() }],
         ..Observation::default()
     };
     r.requests.insert("arow".into(), req("arow", vec![abort_row]));
-    let quiet = Observation { ended: Outcome::Silence, error: Some("no row".into()), ..Observation::default() };
+    let quiet = Observation { ended: RequestOutcome::Silence, error: Some("no row".into()), ..Observation::default() };
     r.requests.insert("quiet".into(), req("quiet", vec![quiet]));
     let mut first = output(&[7]);
     first.set(
@@ -224,10 +228,10 @@ fn cases() -> Vec<(ScenarioKind, Json, Breaker)> {
         }),
         (T, json!({"check": "silent_after_abort", "request": "a"}), |r| child_mut(r, "a").abort_sent = false),
         (V, json!({"check": "engine_outcome", "request": "dead", "is": "death_sentinel"}), |r| {
-            child_mut(r, "dead").ended = Outcome::InputDropped
+            child_mut(r, "dead").ended = RequestOutcome::InputDropped
         }),
         (T, json!({"check": "outcome", "request": "arow", "is": "abort_row"}), |r| {
-            child_mut(r, "arow").ended = Outcome::Finished
+            child_mut(r, "arow").ended = RequestOutcome::Finished
         }),
         (T, json!({"check": "sent", "request": "a", "path": "sampling_params.max_tokens", "is": 4}), |r| {
             child_mut(r, "a").sent = None
