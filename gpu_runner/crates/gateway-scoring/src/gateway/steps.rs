@@ -23,7 +23,7 @@ use serde_json::{json, Value as Json};
 use super::checks::CheckResult;
 use super::observe::{NoResponse, Observed};
 use super::scenario::{GwAction, GwProbe};
-use scenario_checks::check::Check;
+use scenario_checks::check::ScenarioCheck;
 
 /// What a probe got.
 #[derive(Debug, Clone, Default)]
@@ -118,13 +118,13 @@ pub fn check_probe(p: &GwProbe, o: &ProbeObserved) -> Vec<CheckResult> {
         .map(|c| {
             let reference = c.reference();
             match &c.check {
-                Check::Healthy { is } => {
+                ScenarioCheck::Healthy { is } => {
                     let healthy = o.status == Some(200);
                     let d =
                         format!("GET {}: {} (expected {})", o.path, o.answer(), if *is { "200" } else { "not 200" });
                     CheckResult::judged(&p.id, "healthy", healthy == *is, d, reference)
                 }
-                Check::WithinS { s } => {
+                ScenarioCheck::WithinS { s } => {
                     let answered = o.status.is_some() && o.seconds <= *s;
                     let d = format!("GET {}: {} after {:.2}s, expected within {s}s", o.path, o.answer(), o.seconds);
                     CheckResult::judged(&p.id, "within_s", answered, d, reference)
@@ -142,12 +142,12 @@ pub fn check_action(a: &GwAction, o: &ActionObserved) -> Vec<CheckResult> {
         .map(|c| {
             let reference = c.reference();
             match &c.check {
-                Check::ExitsWithin { s } => {
+                ScenarioCheck::ExitsWithin { s } => {
                     let ok = o.ok && o.seconds <= *s;
                     let d = format!("{}, expected every process gone within {s}s", o.detail);
                     CheckResult::judged(&a.id, "exits_within", ok, d, reference)
                 }
-                Check::NoSocketFiles {} => {
+                ScenarioCheck::NoSocketFiles {} => {
                     let names: Vec<String> = o.socket_files.iter().map(|p| short_path(p, &o.searched)).collect();
                     let d = if names.is_empty() {
                         "no socket file left".to_string()
@@ -156,7 +156,7 @@ pub fn check_action(a: &GwAction, o: &ActionObserved) -> Vec<CheckResult> {
                     };
                     CheckResult::judged(&a.id, "no_socket_files", names.is_empty(), d, reference)
                 }
-                Check::WithinS { s } => {
+                ScenarioCheck::WithinS { s } => {
                     let ok = o.ok && o.seconds <= *s;
                     let d = format!("{}, expected within {s}s", o.detail);
                     CheckResult::judged(&a.id, "within_s", ok, d, reference)
@@ -168,9 +168,9 @@ pub fn check_action(a: &GwAction, o: &ActionObserved) -> Vec<CheckResult> {
 }
 
 /// `engine_finished` and `serves_or_exits` on a request.
-pub fn check_lifecycle_request(check: &Check, obs: &Observed) -> (bool, String) {
+pub fn check_lifecycle_request(check: &ScenarioCheck, obs: &Observed) -> (bool, String) {
     match check {
-        Check::EngineFinished {} => {
+        ScenarioCheck::EngineFinished {} => {
             if obs.adds.is_empty() {
                 return (false, "the gateway sent no ADD".into());
             }
@@ -189,7 +189,7 @@ pub fn check_lifecycle_request(check: &Check, obs: &Observed) -> (bool, String) 
                 (false, bad.join("; "))
             }
         }
-        Check::ServesOrExits {} => {
+        ScenarioCheck::ServesOrExits {} => {
             let served = obs.status.is_some_and(|s| (200..300).contains(&s))
                 && obs.body.as_ref().is_none_or(|b| b.get("error").is_none_or(Json::is_null));
             let gone = obs.gateway_exited || obs.error.as_ref().is_some_and(NoResponse::refused);
@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn serves_or_exits_passes_a_served_request_and_a_gone_gateway_only() {
-        let check = Check::ServesOrExits {};
+        let check = ScenarioCheck::ServesOrExits {};
         let served = Observed { status: Some(200), body: Some(json!({"choices": []})), ..Default::default() };
         assert!(check_lifecycle_request(&check, &served).0);
         let exited = Observed { status: Some(500), gateway_exited: true, ..Default::default() };

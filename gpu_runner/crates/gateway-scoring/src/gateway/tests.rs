@@ -202,7 +202,7 @@ fn prompt_logprobs_are_checked_entry_by_entry_against_vllms_rendering() {
         .checks
         .iter()
         .find_map(|c| match &c.check {
-            scenario_checks::check::Check::Json { is, .. } => Some(is.clone()),
+            scenario_checks::check::ScenarioCheck::Json { is, .. } => Some(is.clone()),
             _ => None,
         })
         .unwrap();

@@ -1,5 +1,5 @@
 //! The check vocabulary every scenario kind shares: one serde-tagged
-//! [`Check`] enum read and validated when a scenario file loads
+//! [`ScenarioCheck`] enum read and validated when a scenario file loads
 //! ([`CheckSpec::parse`]), one [`Observation`] model of what a replay run
 //! saw, one implementation of each replay check ([`replay::check`]), and
 //! typed errors ([`CheckError`] at load, [`CheckFailure`] when a check
@@ -37,8 +37,8 @@ pub use observation::{
 };
 pub use replay::ScenarioFailure;
 pub use spec::{
-    parse_list, vocabulary_markdown, Check, CheckSpec, Count, FailureClass, LogprobsSpec, ScenarioKind, SentSpec,
-    StopValue, VOCABULARY,
+    parse_list, vocabulary_markdown, CheckSpec, Count, FailureClass, LogprobsSpec, ScenarioCheck, ScenarioKind,
+    SentSpec, StopValue, VOCABULARY,
 };
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use serde_json::{json, Value as Json};
 
 use super::error::CheckFailure;
 use super::observation::{Observation, RequestObservation, RunObservation, UtilityObservation};
-use super::spec::{Check, CheckSpec, Count, LogprobsSpec, ScenarioKind, SentSpec};
+use super::spec::{CheckSpec, Count, LogprobsSpec, ScenarioCheck, ScenarioKind, SentSpec};
 use super::{constraint, logprobs};
 use crate::check::RequestOutcome;
 
@@ -66,11 +66,17 @@ pub fn evaluate(kind: ScenarioKind, checks: &[CheckSpec], r: &RunObservation, en
     let expects_ending = |c: &CheckSpec| match kind {
         ScenarioKind::Tokenspeed => matches!(
             c.check,
-            Check::Outcome { .. } | Check::Refused { .. } | Check::TerminalAbortRow {} | Check::Silence {}
+            ScenarioCheck::Outcome { .. }
+                | ScenarioCheck::Refused { .. }
+                | ScenarioCheck::TerminalAbortRow {}
+                | ScenarioCheck::Silence {}
         ),
         _ => matches!(
             c.check,
-            Check::Refused { .. } | Check::Failed { .. } | Check::Aborted {} | Check::EngineOutcome { .. }
+            ScenarioCheck::Refused { .. }
+                | ScenarioCheck::Failed { .. }
+                | ScenarioCheck::Aborted {}
+                | ScenarioCheck::EngineOutcome { .. }
         ),
     };
     let named: Vec<&str> = checks
@@ -178,11 +184,11 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
         return on_one(&c.check, ch);
     }
     match &c.check {
-        Check::NumTokens { is } => {
+        ScenarioCheck::NumTokens { is } => {
             let (_, rr) = request(c, r)?;
             eq("client token count", json!(child(c, r)?.client_tokens.len()), count(is, rr.room))
         }
-        Check::MaxTokensHonoured { exact } => {
+        ScenarioCheck::MaxTokensHonoured { exact } => {
             let (_, rr) = request(c, r)?;
             let max = rr.sent_max_tokens.ok_or(CheckFailure::Missing("no max_tokens sent"))?;
             for ch in &rr.children {
@@ -193,19 +199,19 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             }
             Ok(())
         }
-        Check::SentMaxTokens { is } => {
+        ScenarioCheck::SentMaxTokens { is } => {
             let (_, rr) = request(c, r)?;
             let sent = rr.sent_max_tokens.ok_or(CheckFailure::Missing("no max_tokens sent"))?;
             eq("max_tokens sent", json!(sent), count(is, rr.room))
         }
-        Check::SameTokens { requests } => same_tokens(r, requests),
-        Check::SameTokensPairwise { requests } => pairwise(r, requests, true),
-        Check::DifferentTokens { requests } => pairwise(r, requests, false),
-        Check::PromptLogprobs { k } => {
+        ScenarioCheck::SameTokens { requests } => same_tokens(r, requests),
+        ScenarioCheck::SameTokensPairwise { requests } => pairwise(r, requests, true),
+        ScenarioCheck::DifferentTokens { requests } => pairwise(r, requests, false),
+        ScenarioCheck::PromptLogprobs { k } => {
             let (_, rr) = request(c, r)?;
             logprobs::check_prompt(child(c, r)?, &rr.prompt, *k)
         }
-        Check::SatisfiesConstraint { language_regex } => {
+        ScenarioCheck::SatisfiesConstraint { language_regex } => {
             let (_, rr) = request(c, r)?;
             let so = rr
                 .request
@@ -213,12 +219,12 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
                 .ok_or(CheckFailure::Missing("the request has no structured_outputs"))?;
             constraint::satisfies(so, &child(c, r)?.text, language_regex.as_deref())
         }
-        Check::NumChildren { is } => eq("children", json!(request(c, r)?.1.children.len()), json!(is)),
-        Check::ChildSeeds { is } => {
+        ScenarioCheck::NumChildren { is } => eq("children", json!(request(c, r)?.1.children.len()), json!(is)),
+        ScenarioCheck::ChildSeeds { is } => {
             let seeds: Vec<Option<i64>> = request(c, r)?.1.children.iter().map(|c| c.sent_seed).collect();
             eq("child seeds", json!(seeds), json!(is))
         }
-        Check::DistinctChildIds {} => {
+        ScenarioCheck::DistinctChildIds {} => {
             let (id, rr) = request(c, r)?;
             let ids: BTreeSet<&str> = rr.children.iter().map(|c| c.engine_request_id.as_str()).collect();
             if rr.children.len() < 2 || ids.len() != rr.children.len() {
@@ -230,7 +236,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             }
             Ok(())
         }
-        Check::Refused { class } => {
+        ScenarioCheck::Refused { class } => {
             let (id, rr) = request(c, r)?;
             match (&rr.refused, class) {
                 (None, _) => Err(CheckFailure::NotRefused {
@@ -245,14 +251,14 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
                 _ => Ok(()),
             }
         }
-        Check::UtilityResult { call, is } => match r.utilities.get(call) {
+        ScenarioCheck::UtilityResult { call, is } => match r.utilities.get(call) {
             Some(UtilityObservation::Returned(v)) => eq("result", v.clone(), is.clone()),
             Some(UtilityObservation::Refused { shown, .. }) | Some(UtilityObservation::NoAnswer(shown)) => {
                 Err(CheckFailure::Utility(format!("call failed: {shown}")))
             }
             None => Err(CheckFailure::Utility(format!("no utility call {call}"))),
         },
-        Check::UtilityFailure { call, contains } => match r.utilities.get(call) {
+        ScenarioCheck::UtilityFailure { call, contains } => match r.utilities.get(call) {
             // The engine's own reply text is what this check is about; a
             // timeout or a dead engine is not the engine refusing the call.
             Some(UtilityObservation::Refused { message, .. }) if message.contains(contains.as_str()) => Ok(()),
@@ -262,7 +268,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             Some(UtilityObservation::Returned(v)) => Err(CheckFailure::Utility(format!("succeeded with {v}"))),
             None => Err(CheckFailure::Utility(format!("no utility call {call}"))),
         },
-        Check::ServedBy { engine } => {
+        ScenarioCheck::ServedBy { engine } => {
             let id = c.request.as_deref().ok_or(CheckFailure::NoRequestNamed)?;
             let children: Vec<&Observation> = copies(r, id).into_iter().flat_map(|rr| &rr.children).collect();
             if children.is_empty() {
@@ -275,7 +281,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             eq("engines", json!(seen), json!(want))?;
             eq("batches naming another engine than their connection's", json!(r.engine_index_mismatches), json!(0))
         }
-        Check::DpControl { is } => {
+        ScenarioCheck::DpControl { is } => {
             // Ranks send their copies at about the same time: compared in
             // any order across engines.
             let mut seen: Vec<Json> =
@@ -286,7 +292,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             want.sort_by_key(key);
             eq("data-parallel wave messages", json!(seen), json!(want))
         }
-        Check::AllFinished {} => {
+        ScenarioCheck::AllFinished {} => {
             for (id, rr) in &r.requests {
                 for ch in &rr.children {
                     if ch.finish.is_none() || ch.error.is_some() {
@@ -300,7 +306,7 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
             }
             Ok(())
         }
-        Check::Counts {} => {
+        ScenarioCheck::Counts {} => {
             let (_, rr) = request(c, r)?;
             counts(child(c, r)?, rr.prompt_len)
         }
@@ -310,31 +316,31 @@ pub fn check(c: &CheckSpec, r: &RunObservation) -> Result<(), CheckFailure> {
 }
 
 /// Whether the check reads one engine request's observation alone.
-fn is_on_one(c: &Check) -> bool {
+fn is_on_one(c: &ScenarioCheck) -> bool {
     matches!(
         c,
-        Check::FinishReason { .. }
-            | Check::StopReason { .. }
-            | Check::Text { .. }
-            | Check::Tokens { .. }
-            | Check::EngineTokens { .. }
-            | Check::TextContains { .. }
-            | Check::TextNotContains { .. }
-            | Check::NoTokenInFirst { .. }
-            | Check::LogprobsColumns { .. }
-            | Check::SampleLogprobs { .. }
-            | Check::PromptLogprobsPresent {}
-            | Check::Failed { .. }
-            | Check::Aborted {}
-            | Check::SilentAfterAbort { .. }
-            | Check::EngineOutcome { .. }
-            | Check::Outcome { .. }
-            | Check::Sent(SentSpec::Path { .. })
-            | Check::TerminalAbortRow {}
-            | Check::Silence {}
-            | Check::Rows { .. }
-            | Check::RowCompletions { .. }
-            | Check::Logprobs(LogprobsSpec::Rows { .. })
+        ScenarioCheck::FinishReason { .. }
+            | ScenarioCheck::StopReason { .. }
+            | ScenarioCheck::Text { .. }
+            | ScenarioCheck::Tokens { .. }
+            | ScenarioCheck::EngineTokens { .. }
+            | ScenarioCheck::TextContains { .. }
+            | ScenarioCheck::TextNotContains { .. }
+            | ScenarioCheck::NoTokenInFirst { .. }
+            | ScenarioCheck::LogprobsColumns { .. }
+            | ScenarioCheck::SampleLogprobs { .. }
+            | ScenarioCheck::PromptLogprobsPresent {}
+            | ScenarioCheck::Failed { .. }
+            | ScenarioCheck::Aborted {}
+            | ScenarioCheck::SilentAfterAbort { .. }
+            | ScenarioCheck::EngineOutcome { .. }
+            | ScenarioCheck::Outcome { .. }
+            | ScenarioCheck::Sent(SentSpec::Path { .. })
+            | ScenarioCheck::TerminalAbortRow {}
+            | ScenarioCheck::Silence {}
+            | ScenarioCheck::Rows { .. }
+            | ScenarioCheck::RowCompletions { .. }
+            | ScenarioCheck::Logprobs(LogprobsSpec::Rows { .. })
     )
 }
 
@@ -342,28 +348,28 @@ fn is_on_one(c: &Check) -> bool {
 /// scenario kind that has them (the gateway under test judges the client
 /// side of its HTTP response with the same ones); `None` for a check that
 /// needs more than one observation.
-pub fn check_observation(check: &Check, ch: &Observation) -> Option<Result<(), CheckFailure>> {
+pub fn check_observation(check: &ScenarioCheck, ch: &Observation) -> Option<Result<(), CheckFailure>> {
     is_on_one(check).then(|| on_one(check, ch))
 }
 
-fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
+fn on_one(check: &ScenarioCheck, ch: &Observation) -> Result<(), CheckFailure> {
     match check {
-        Check::FinishReason { is } => eq("finish_reason", json!(ch.finish), json!(is)),
-        Check::StopReason { is } => {
+        ScenarioCheck::FinishReason { is } => eq("finish_reason", json!(ch.finish), json!(is)),
+        ScenarioCheck::StopReason { is } => {
             eq("stop_reason", stop_json(&ch.stop_reason), is.as_ref().map_or(Json::Null, |s| s.to_json()))
         }
-        Check::Text { is } => eq("text", json!(ch.text), json!(is)),
-        Check::Tokens { is } => eq("client tokens", json!(ch.client_tokens), json!(is)),
-        Check::EngineTokens { is } => eq("engine tokens", json!(ch.engine_tokens), json!(is)),
-        Check::TextContains { text } | Check::TextNotContains { text } => {
+        ScenarioCheck::Text { is } => eq("text", json!(ch.text), json!(is)),
+        ScenarioCheck::Tokens { is } => eq("client tokens", json!(ch.client_tokens), json!(is)),
+        ScenarioCheck::EngineTokens { is } => eq("engine tokens", json!(ch.engine_tokens), json!(is)),
+        ScenarioCheck::TextContains { text } | ScenarioCheck::TextNotContains { text } => {
             let has = ch.text.contains(text.as_str());
-            if has == matches!(check, Check::TextContains { .. }) {
+            if has == matches!(check, ScenarioCheck::TextContains { .. }) {
                 Ok(())
             } else {
                 Err(CheckFailure::TextPiece { text: ch.text.clone(), piece: text.clone(), has })
             }
         }
-        Check::NoTokenInFirst { n, tokens } => {
+        ScenarioCheck::NoTokenInFirst { n, tokens } => {
             let n = *n as usize;
             if ch.engine_tokens.len() < n {
                 return Err(CheckFailure::TooFewTokens(ch.engine_tokens.len()));
@@ -377,7 +383,7 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
                 }),
             }
         }
-        Check::LogprobsColumns { is } => {
+        ScenarioCheck::LogprobsColumns { is } => {
             if ch.logprob_columns.is_empty() {
                 return Err(CheckFailure::Missing("no logprobs in any output"));
             }
@@ -386,15 +392,15 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
                 Some(n) => Err(CheckFailure::Logprobs(format!("an output has {n} logprob columns, expected {is}"))),
             }
         }
-        Check::SampleLogprobs { k } => logprobs::check_sample(ch, *k),
-        Check::PromptLogprobsPresent {} => {
+        ScenarioCheck::SampleLogprobs { k } => logprobs::check_sample(ch, *k),
+        ScenarioCheck::PromptLogprobsPresent {} => {
             if ch.prompt_logprobs_seen {
                 Ok(())
             } else {
                 Err(CheckFailure::Missing("no prompt logprobs in any output"))
             }
         }
-        Check::Failed { class, .. } => match (&ch.failure, class) {
+        ScenarioCheck::Failed { class, .. } => match (&ch.failure, class) {
             (None, _) => Err(CheckFailure::DidNotFail),
             (Some(f), Some(want)) if f.class != *want => Err(CheckFailure::FailedAs {
                 got: f.class.as_str(),
@@ -403,14 +409,14 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
             }),
             _ => Ok(()),
         },
-        Check::Aborted {} => {
+        ScenarioCheck::Aborted {} => {
             if ch.aborted {
                 Ok(())
             } else {
                 Err(CheckFailure::NotAborted { finish: ch.finish.clone() })
             }
         }
-        Check::SilentAfterAbort { settle_ms } => {
+        ScenarioCheck::SilentAfterAbort { settle_ms } => {
             let settle = settle_ms.unwrap_or(100) as f64;
             if !ch.abort_sent {
                 return Err(CheckFailure::Missing("the gateway sent no ABORT"));
@@ -424,7 +430,7 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
                 Some(ms) => Err(CheckFailure::LateOutput { ms: *ms, late: late.len() }),
             }
         }
-        Check::EngineOutcome { is } | Check::Outcome { is } => {
+        ScenarioCheck::EngineOutcome { is } | ScenarioCheck::Outcome { is } => {
             if ch.ended.as_str() == is {
                 Ok(())
             } else {
@@ -435,7 +441,7 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
                 })
             }
         }
-        Check::Sent(SentSpec::Path { path, is }) => {
+        ScenarioCheck::Sent(SentSpec::Path { path, is }) => {
             let mut cur = ch.sent.as_ref().ok_or(CheckFailure::Missing("nothing was encoded for it"))?;
             for p in path.split('.') {
                 let Value::Struct(s) = cur else {
@@ -445,25 +451,25 @@ fn on_one(check: &Check, ch: &Observation) -> Result<(), CheckFailure> {
             }
             eq("sent value", engine_protocol::view::any_view(cur), is.clone())
         }
-        Check::TerminalAbortRow {} => match ch.rows.as_slice() {
+        ScenarioCheck::TerminalAbortRow {} => match ch.rows.as_slice() {
             [row] if row.finish == Finish::Abort && row.output_ids.is_empty() && row.completion_tokens == 0 => Ok(()),
             rows => Err(CheckFailure::Rows(format!(
                 "expected one row (abort, no ids, completion 0), got {:?}",
                 rows.iter().map(|x| (x.finish.as_str(), x.output_ids.len(), x.completion_tokens)).collect::<Vec<_>>()
             ))),
         },
-        Check::Silence {} => {
+        ScenarioCheck::Silence {} => {
             if ch.ended == RequestOutcome::Silence && ch.rows.is_empty() {
                 Ok(())
             } else {
                 Err(CheckFailure::Rows(format!("{} rows, outcome {}", ch.rows.len(), ch.ended.as_str())))
             }
         }
-        Check::Rows { is } => eq("rows", json!(ch.rows.len()), json!(is)),
-        Check::RowCompletions { is } => {
+        ScenarioCheck::Rows { is } => eq("rows", json!(ch.rows.len()), json!(is)),
+        ScenarioCheck::RowCompletions { is } => {
             eq("row completions", json!(ch.rows.iter().map(|x| x.completion_tokens).collect::<Vec<_>>()), json!(is))
         }
-        Check::Logprobs(LogprobsSpec::Rows { is }) => row_logprobs(ch, *is),
+        ScenarioCheck::Logprobs(LogprobsSpec::Rows { is }) => row_logprobs(ch, *is),
         _ => Err(CheckFailure::Missing("not a check of one request")),
     }
 }

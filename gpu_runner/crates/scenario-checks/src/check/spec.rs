@@ -1,4 +1,4 @@
-//! The check vocabulary as data: [`Check`], read with serde from a scenario
+//! The check vocabulary as data: [`ScenarioCheck`], read with serde from a scenario
 //! file's `checks` entries (docs/runner/scenarios.md "Scenarios",
 //! docs/runner/tokenspeed.md "TokenSpeed scenarios", docs/runner/gateway.md
 //! "Gateway scenarios"), and validated when the file loads: an unknown
@@ -209,7 +209,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "check", rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Check {
+pub enum ScenarioCheck {
     // ---- the client's view of one request (replay and gateway)
     /// The client's finish reason is `is` (`null`: none).
     FinishReason {
@@ -419,7 +419,7 @@ use ScenarioKind::{Gateway as G, Tokenspeed as T, Vllm as V};
 
 /// Every check, the kinds that take it and its fields. The source of the
 /// vocabulary table in docs/runner/scenarios.md ([`vocabulary_markdown`]); a test
-/// holds it to [`Check`].
+/// holds it to [`ScenarioCheck`].
 pub const VOCABULARY: &[VocabularyEntry] = &[
     VocabularyEntry { name: "finish_reason", kinds: &[V, T, G], fields: "`is` (string or null)" },
     VocabularyEntry { name: "stop_reason", kinds: &[V, T, G], fields: "`is` (token id, string or null)" },
@@ -501,22 +501,28 @@ pub fn vocabulary_markdown() -> String {
     s
 }
 
-impl Check {
+impl ScenarioCheck {
     /// The vLLM engine-message fields (`Struct.field`) this check reads, so
     /// that a run on a release whose table lacks one reports the scenario
     /// as not applicable instead of failing it
     /// ([`crate::scenario::release_gaps::gaps`]).
     pub fn wire_fields(&self) -> &'static [&'static str] {
         match self {
-            Check::StopReason { .. } => &["EngineCoreOutput.stop_reason"],
-            Check::LogprobsColumns { .. } | Check::SampleLogprobs { .. } => &["EngineCoreOutput.new_logprobs"],
-            Check::PromptLogprobs { .. } | Check::PromptLogprobsPresent {} => {
+            ScenarioCheck::StopReason { .. } => &["EngineCoreOutput.stop_reason"],
+            ScenarioCheck::LogprobsColumns { .. } | ScenarioCheck::SampleLogprobs { .. } => {
+                &["EngineCoreOutput.new_logprobs"]
+            }
+            ScenarioCheck::PromptLogprobs { .. } | ScenarioCheck::PromptLogprobsPresent {} => {
                 &["EngineCoreOutput.new_prompt_logprobs_tensors"]
             }
-            Check::ChildSeeds { .. } => &["SamplingParams.seed"],
-            Check::UtilityResult { .. } | Check::UtilityFailure { .. } => &["EngineCoreOutputs.utility_output"],
-            Check::ServedBy { .. } => &["EngineCoreOutputs.engine_index", "EngineCoreRequest.data_parallel_rank"],
-            Check::DpControl { .. } => &["EngineCoreOutputs.wave_complete", "EngineCoreOutputs.start_wave"],
+            ScenarioCheck::ChildSeeds { .. } => &["SamplingParams.seed"],
+            ScenarioCheck::UtilityResult { .. } | ScenarioCheck::UtilityFailure { .. } => {
+                &["EngineCoreOutputs.utility_output"]
+            }
+            ScenarioCheck::ServedBy { .. } => {
+                &["EngineCoreOutputs.engine_index", "EngineCoreRequest.data_parallel_rank"]
+            }
+            ScenarioCheck::DpControl { .. } => &["EngineCoreOutputs.wave_complete", "EngineCoreOutputs.start_wave"],
             _ => &[],
         }
     }
@@ -524,80 +530,80 @@ impl Check {
     /// The check's name, as scenario files write it.
     pub fn name(&self) -> &'static str {
         match self {
-            Check::FinishReason { .. } => "finish_reason",
-            Check::StopReason { .. } => "stop_reason",
-            Check::Text { .. } => "text",
-            Check::TextContains { .. } => "text_contains",
-            Check::TextNotContains { .. } => "text_not_contains",
-            Check::Tokens { .. } => "tokens",
-            Check::EngineTokens { .. } => "engine_tokens",
-            Check::NumTokens { .. } => "num_tokens",
-            Check::SameTokens { .. } => "same_tokens",
-            Check::SameTokensPairwise { .. } => "same_tokens_pairwise",
-            Check::DifferentTokens { .. } => "different_tokens",
-            Check::NoTokenInFirst { .. } => "no_token_in_first",
-            Check::Refused { .. } => "refused",
-            Check::SilentAfterAbort { .. } => "silent_after_abort",
-            Check::EngineOutcome { .. } => "engine_outcome",
-            Check::Outcome { .. } => "outcome",
-            Check::Sent(_) => "sent",
-            Check::Logprobs(_) => "logprobs",
-            Check::MaxTokensHonoured { .. } => "max_tokens_honoured",
-            Check::SentMaxTokens { .. } => "sent_max_tokens",
-            Check::LogprobsColumns { .. } => "logprobs_columns",
-            Check::SampleLogprobs { .. } => "sample_logprobs",
-            Check::PromptLogprobs { .. } => "prompt_logprobs",
-            Check::PromptLogprobsPresent {} => "prompt_logprobs_present",
-            Check::SatisfiesConstraint { .. } => "satisfies_constraint",
-            Check::NumChildren { .. } => "num_children",
-            Check::ChildSeeds { .. } => "child_seeds",
-            Check::DistinctChildIds {} => "distinct_child_ids",
-            Check::Failed { .. } => "failed",
-            Check::Aborted {} => "aborted",
-            Check::UtilityResult { .. } => "utility_result",
-            Check::UtilityFailure { .. } => "utility_failure",
-            Check::AllFinished {} => "all_finished",
-            Check::ServedBy { .. } => "served_by",
-            Check::DpControl { .. } => "dp_control",
-            Check::TerminalAbortRow {} => "terminal_abort_row",
-            Check::Silence {} => "silence",
-            Check::Rows { .. } => "rows",
-            Check::RowCompletions { .. } => "row_completions",
-            Check::Counts {} => "counts",
-            Check::Status { .. } => "status",
-            Check::CompletionTokens { .. } => "completion_tokens",
-            Check::PromptTokens {} => "prompt_tokens",
-            Check::LogprobTokens { .. } => "logprob_tokens",
-            Check::SentStopTokenIds {} => "sent_stop_token_ids",
-            Check::SentStructuredOutputs {} => "sent_structured_outputs",
-            Check::SentSeeds {} => "sent_seeds",
-            Check::ErrorResponse { .. } => "error_response",
-            Check::WithinS { .. } => "within_s",
-            Check::FailsWithin { .. } => "fails_within",
-            Check::Json { .. } => "json",
-            Check::SseDone {} => "sse_done",
-            Check::NumAdds { .. } => "num_adds",
-            Check::EngineAborted { .. } => "engine_aborted",
-            Check::EngineFinished {} => "engine_finished",
-            Check::ServesOrExits {} => "serves_or_exits",
-            Check::Healthy { .. } => "healthy",
-            Check::ExitsWithin { .. } => "exits_within",
-            Check::NoSocketFiles {} => "no_socket_files",
+            ScenarioCheck::FinishReason { .. } => "finish_reason",
+            ScenarioCheck::StopReason { .. } => "stop_reason",
+            ScenarioCheck::Text { .. } => "text",
+            ScenarioCheck::TextContains { .. } => "text_contains",
+            ScenarioCheck::TextNotContains { .. } => "text_not_contains",
+            ScenarioCheck::Tokens { .. } => "tokens",
+            ScenarioCheck::EngineTokens { .. } => "engine_tokens",
+            ScenarioCheck::NumTokens { .. } => "num_tokens",
+            ScenarioCheck::SameTokens { .. } => "same_tokens",
+            ScenarioCheck::SameTokensPairwise { .. } => "same_tokens_pairwise",
+            ScenarioCheck::DifferentTokens { .. } => "different_tokens",
+            ScenarioCheck::NoTokenInFirst { .. } => "no_token_in_first",
+            ScenarioCheck::Refused { .. } => "refused",
+            ScenarioCheck::SilentAfterAbort { .. } => "silent_after_abort",
+            ScenarioCheck::EngineOutcome { .. } => "engine_outcome",
+            ScenarioCheck::Outcome { .. } => "outcome",
+            ScenarioCheck::Sent(_) => "sent",
+            ScenarioCheck::Logprobs(_) => "logprobs",
+            ScenarioCheck::MaxTokensHonoured { .. } => "max_tokens_honoured",
+            ScenarioCheck::SentMaxTokens { .. } => "sent_max_tokens",
+            ScenarioCheck::LogprobsColumns { .. } => "logprobs_columns",
+            ScenarioCheck::SampleLogprobs { .. } => "sample_logprobs",
+            ScenarioCheck::PromptLogprobs { .. } => "prompt_logprobs",
+            ScenarioCheck::PromptLogprobsPresent {} => "prompt_logprobs_present",
+            ScenarioCheck::SatisfiesConstraint { .. } => "satisfies_constraint",
+            ScenarioCheck::NumChildren { .. } => "num_children",
+            ScenarioCheck::ChildSeeds { .. } => "child_seeds",
+            ScenarioCheck::DistinctChildIds {} => "distinct_child_ids",
+            ScenarioCheck::Failed { .. } => "failed",
+            ScenarioCheck::Aborted {} => "aborted",
+            ScenarioCheck::UtilityResult { .. } => "utility_result",
+            ScenarioCheck::UtilityFailure { .. } => "utility_failure",
+            ScenarioCheck::AllFinished {} => "all_finished",
+            ScenarioCheck::ServedBy { .. } => "served_by",
+            ScenarioCheck::DpControl { .. } => "dp_control",
+            ScenarioCheck::TerminalAbortRow {} => "terminal_abort_row",
+            ScenarioCheck::Silence {} => "silence",
+            ScenarioCheck::Rows { .. } => "rows",
+            ScenarioCheck::RowCompletions { .. } => "row_completions",
+            ScenarioCheck::Counts {} => "counts",
+            ScenarioCheck::Status { .. } => "status",
+            ScenarioCheck::CompletionTokens { .. } => "completion_tokens",
+            ScenarioCheck::PromptTokens {} => "prompt_tokens",
+            ScenarioCheck::LogprobTokens { .. } => "logprob_tokens",
+            ScenarioCheck::SentStopTokenIds {} => "sent_stop_token_ids",
+            ScenarioCheck::SentStructuredOutputs {} => "sent_structured_outputs",
+            ScenarioCheck::SentSeeds {} => "sent_seeds",
+            ScenarioCheck::ErrorResponse { .. } => "error_response",
+            ScenarioCheck::WithinS { .. } => "within_s",
+            ScenarioCheck::FailsWithin { .. } => "fails_within",
+            ScenarioCheck::Json { .. } => "json",
+            ScenarioCheck::SseDone {} => "sse_done",
+            ScenarioCheck::NumAdds { .. } => "num_adds",
+            ScenarioCheck::EngineAborted { .. } => "engine_aborted",
+            ScenarioCheck::EngineFinished {} => "engine_finished",
+            ScenarioCheck::ServesOrExits {} => "serves_or_exits",
+            ScenarioCheck::Healthy { .. } => "healthy",
+            ScenarioCheck::ExitsWithin { .. } => "exits_within",
+            ScenarioCheck::NoSocketFiles {} => "no_socket_files",
         }
     }
 
     /// Validates the check for a scenario of `kind` and normalises the
     /// earlier format's fields (`failed.contains`).
-    fn validate(mut self, kind: ScenarioKind) -> Result<Check, CheckError> {
+    fn validate(mut self, kind: ScenarioKind) -> Result<ScenarioCheck, CheckError> {
         let name = self.name();
         let entry = VOCABULARY.iter().find(|e| e.name == name);
         let form_ok = match (&self, kind) {
-            (Check::Sent(SentSpec::Field { .. }), ScenarioKind::Gateway) => true,
-            (Check::Sent(SentSpec::Path { .. }), ScenarioKind::Tokenspeed) => true,
-            (Check::Sent(_), _) => false,
-            (Check::Logprobs(LogprobsSpec::Rendered { .. }), ScenarioKind::Gateway) => true,
-            (Check::Logprobs(LogprobsSpec::Rows { .. }), ScenarioKind::Tokenspeed) => true,
-            (Check::Logprobs(_), _) => false,
+            (ScenarioCheck::Sent(SentSpec::Field { .. }), ScenarioKind::Gateway) => true,
+            (ScenarioCheck::Sent(SentSpec::Path { .. }), ScenarioKind::Tokenspeed) => true,
+            (ScenarioCheck::Sent(_), _) => false,
+            (ScenarioCheck::Logprobs(LogprobsSpec::Rendered { .. }), ScenarioKind::Gateway) => true,
+            (ScenarioCheck::Logprobs(LogprobsSpec::Rows { .. }), ScenarioKind::Tokenspeed) => true,
+            (ScenarioCheck::Logprobs(_), _) => false,
             _ => true,
         };
         if !form_ok || !entry.is_some_and(|e| e.kinds.contains(&kind)) {
@@ -605,23 +611,23 @@ impl Check {
         }
         let missing = |field: &'static str| CheckError::MissingField { check: name, field };
         match &mut self {
-            Check::DifferentTokens { requests } if kind == ScenarioKind::Vllm && requests.len() != 2 => {
+            ScenarioCheck::DifferentTokens { requests } if kind == ScenarioKind::Vllm && requests.len() != 2 => {
                 return Err(CheckError::Invalid { check: name, why: "`requests` must name two requests".into() });
             }
-            Check::SilentAfterAbort { settle_ms: None } if kind == ScenarioKind::Vllm => {
+            ScenarioCheck::SilentAfterAbort { settle_ms: None } if kind == ScenarioKind::Vllm => {
                 return Err(missing("settle_ms"));
             }
-            Check::EngineOutcome { is } if !REPLAY_OUTCOMES.contains(&is.as_str()) => {
+            ScenarioCheck::EngineOutcome { is } if !REPLAY_OUTCOMES.contains(&is.as_str()) => {
                 return Err(CheckError::Invalid { check: name, why: format!("`is`: no outcome {is:?}") });
             }
-            Check::Outcome { is } if !TOKENSPEED_OUTCOMES.contains(&is.as_str()) => {
+            ScenarioCheck::Outcome { is } if !TOKENSPEED_OUTCOMES.contains(&is.as_str()) => {
                 return Err(CheckError::Invalid { check: name, why: format!("`is`: no outcome {is:?}") });
             }
-            Check::SatisfiesConstraint { language_regex: Some(re) } => {
+            ScenarioCheck::SatisfiesConstraint { language_regex: Some(re) } => {
                 super::constraint::full_match_regex(re)
                     .map_err(|e| CheckError::Invalid { check: name, why: format!("`language_regex`: {e}") })?;
             }
-            Check::Failed { class, contains } => {
+            ScenarioCheck::Failed { class, contains } => {
                 if let (None, Some(text)) = (&class, contains.take()) {
                     *class = FailureClass::from_message_fragment(&text).ok_or_else(|| CheckError::Invalid {
                         check: name,
@@ -656,7 +662,7 @@ pub const TOKENSPEED_OUTCOMES: &[&str] =
 /// A check with the fields every check may carry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckSpec {
-    pub check: Check,
+    pub check: ScenarioCheck,
     /// The request it is about (replay: a request id; gateway: unused).
     pub request: Option<String>,
     /// Which child of an `n` fan-out (vLLM replay; default 0).
@@ -680,7 +686,7 @@ impl CheckSpec {
         if !VOCABULARY.iter().any(|e| e.name == name) {
             return Err(CheckError::Unknown { name: name.to_string() });
         }
-        let check: Check = serde_json::from_value(v.clone())
+        let check: ScenarioCheck = serde_json::from_value(v.clone())
             .map_err(|e| CheckError::Field { check: name.to_string(), message: e.to_string() })?;
         let check = check.validate(kind)?;
         let engines = match o.get("engines") {

@@ -359,7 +359,7 @@ fn a_failed_check_compares_the_failure_class_not_the_message() {
         &json!({"check": "failed", "request": "dead", "contains": "engine sent ENGINE_CORE_DEAD"}),
     )
     .unwrap();
-    assert!(matches!(old.check, Check::Failed { class: Some(FailureClass::DeathSentinel), .. }));
+    assert!(matches!(old.check, ScenarioCheck::Failed { class: Some(FailureClass::DeathSentinel), .. }));
     let e = CheckSpec::parse(ScenarioKind::Vllm, &json!({"check": "failed", "request": "x", "contains": "weird"}))
         .unwrap_err();
     assert!(matches!(e, CheckError::Invalid { check: "failed", .. }), "{e}");
@@ -419,7 +419,7 @@ fn repo() -> PathBuf {
 fn the_vocabulary_is_the_enum_and_every_name_parses_as_its_own_check() {
     for e in VOCABULARY {
         assert!(!e.kinds.is_empty(), "{}", e.name);
-        match serde_json::from_value::<Check>(json!({"check": e.name})) {
+        match serde_json::from_value::<ScenarioCheck>(json!({"check": e.name})) {
             Ok(c) => assert_eq!(c.name(), e.name),
             // Only missing fields, never an unknown variant.
             Err(err) => assert!(

@@ -1,4 +1,4 @@
-//! The gateway-under-test checks: the shared vocabulary ([`Check`], kind
+//! The gateway-under-test checks: the shared vocabulary ([`ScenarioCheck`], kind
 //! [`scenario_checks::check::ScenarioKind::Gateway`]) evaluated against what one
 //! request showed on both sides ([`Observed`]). Expected values come from
 //! vLLM's frontend: `engine_protocol::translate` with
@@ -28,7 +28,7 @@ use super::scenario::GwRequest;
 use engine_client::transport::handshake::EngineFacts;
 use engine_protocol::translate::GatewayTokenizer;
 use engine_protocol::ReleaseSchema;
-use scenario_checks::check::{Check, CheckFailure, CheckSpec, LogprobsSpec, SentSpec};
+use scenario_checks::check::{CheckFailure, CheckSpec, LogprobsSpec, ScenarioCheck, SentSpec};
 
 // The gateway tests judge these on goldens directly.
 #[cfg(test)]
@@ -190,26 +190,28 @@ impl<'a> RequestChecks<'a> {
     /// One check of the request's list.
     fn check(&self, c: &CheckSpec) -> CheckResult {
         match &c.check {
-            Check::Status { is } => self.status(c, *is),
-            Check::FinishReason { is } => self.finish_reason(c, is.as_deref()),
-            Check::Text { is } => self.text(c, is),
-            Check::StopReason { is } => self.stop_reason(c, is.as_ref().map_or(Json::Null, |s| s.to_json())),
-            Check::PromptTokens {} => self.prompt_tokens(c),
-            Check::CompletionTokens { is } => self.completion_tokens(c, is),
-            Check::Logprobs(LogprobsSpec::Rendered { k, sample }) => self.logprobs(c, sample, *k),
-            Check::LogprobTokens { k, sample } => self.logprob_tokens(c, sample, *k),
-            Check::Sent(SentSpec::Field { field, is, as_set }) => self.sent_field(c, field, is.as_ref(), *as_set),
-            Check::SentStopTokenIds {} => self.sent_stop_token_ids(c),
-            Check::SentStructuredOutputs {} => self.sent_structured_outputs(c),
-            Check::SentSeeds {} => self.sent_seeds(c),
-            Check::ErrorResponse { status } => self.error_response(c, *status),
-            Check::WithinS { s } => self.within_s(c, *s),
-            Check::FailsWithin { s } => self.fails_within(c, *s),
-            Check::Json { path, is } => self.json(c, path, is),
-            Check::SseDone {} => self.sse_done(c),
-            Check::NumAdds { is } => self.num_adds(c, *is),
-            Check::EngineAborted { tokens } => self.engine_aborted(c, *tokens),
-            Check::EngineFinished {} | Check::ServesOrExits {} => self.lifecycle(c),
+            ScenarioCheck::Status { is } => self.status(c, *is),
+            ScenarioCheck::FinishReason { is } => self.finish_reason(c, is.as_deref()),
+            ScenarioCheck::Text { is } => self.text(c, is),
+            ScenarioCheck::StopReason { is } => self.stop_reason(c, is.as_ref().map_or(Json::Null, |s| s.to_json())),
+            ScenarioCheck::PromptTokens {} => self.prompt_tokens(c),
+            ScenarioCheck::CompletionTokens { is } => self.completion_tokens(c, is),
+            ScenarioCheck::Logprobs(LogprobsSpec::Rendered { k, sample }) => self.logprobs(c, sample, *k),
+            ScenarioCheck::LogprobTokens { k, sample } => self.logprob_tokens(c, sample, *k),
+            ScenarioCheck::Sent(SentSpec::Field { field, is, as_set }) => {
+                self.sent_field(c, field, is.as_ref(), *as_set)
+            }
+            ScenarioCheck::SentStopTokenIds {} => self.sent_stop_token_ids(c),
+            ScenarioCheck::SentStructuredOutputs {} => self.sent_structured_outputs(c),
+            ScenarioCheck::SentSeeds {} => self.sent_seeds(c),
+            ScenarioCheck::ErrorResponse { status } => self.error_response(c, *status),
+            ScenarioCheck::WithinS { s } => self.within_s(c, *s),
+            ScenarioCheck::FailsWithin { s } => self.fails_within(c, *s),
+            ScenarioCheck::Json { path, is } => self.json(c, path, is),
+            ScenarioCheck::SseDone {} => self.sse_done(c),
+            ScenarioCheck::NumAdds { is } => self.num_adds(c, *is),
+            ScenarioCheck::EngineAborted { tokens } => self.engine_aborted(c, *tokens),
+            ScenarioCheck::EngineFinished {} | ScenarioCheck::ServesOrExits {} => self.lifecycle(c),
             // Replay checks never reach a gateway scenario: refused at load.
             _ => {
                 let name = c.name();
@@ -222,7 +224,7 @@ impl<'a> RequestChecks<'a> {
 /// A check of the client's side that replay has too, decided by the
 /// shared implementation ([`scenario_checks::check::replay::check_observation`]):
 /// whether it passed, and its failure.
-fn shared(check: &Check, obs: &scenario_checks::check::Observation) -> (bool, Option<CheckFailure>) {
+fn shared(check: &ScenarioCheck, obs: &scenario_checks::check::Observation) -> (bool, Option<CheckFailure>) {
     match scenario_checks::check::replay::check_observation(check, obs) {
         Some(Ok(())) => (true, None),
         Some(Err(f)) => (false, Some(f)),

@@ -11,7 +11,7 @@ use super::super::scenario::Endpoint;
 use super::{choice0, json_at, json_close, shared, short, CheckResult, RequestChecks};
 use engine_protocol::Value;
 use engine_replay::adapt::client_side;
-use scenario_checks::check::{Check, CheckFailure, CheckSpec, Count};
+use scenario_checks::check::{CheckFailure, CheckSpec, Count, ScenarioCheck};
 
 fn client_text(ep: Endpoint, body: &Json) -> Option<String> {
     let c = choice0(body)?;
@@ -26,8 +26,11 @@ impl RequestChecks<'_> {
     /// expected in time, a gateway that is allowed to be gone, a client
     /// that hung up on purpose.
     pub(super) fn no_response(&self) -> Option<CheckResult> {
-        let judges_failure =
-            self.req.checks.iter().any(|c| matches!(c.check, Check::FailsWithin { .. } | Check::ServesOrExits {}));
+        let judges_failure = self
+            .req
+            .checks
+            .iter()
+            .any(|c| matches!(c.check, ScenarioCheck::FailsWithin { .. } | ScenarioCheck::ServesOrExits {}));
         let hung_up = self.obs.error.as_ref().is_some_and(NoResponse::client_hung_up);
         match (&self.obs.error, judges_failure || hung_up) {
             (Some(e), false) => Some(self.result("response", false, format!("no HTTP response: {e}"), "")),
