@@ -25,7 +25,7 @@ use engine_protocol::view::{diff, to_view};
 use engine_protocol::{decode_message, Limits, MessageKind};
 use serde_json::Value as Json;
 
-use super::translation::{error_key, same_key, show_key, ErrorKey};
+use super::translation::{refused_alike, ErrorKey};
 use super::{tokenizer_for, KindError};
 use engine_testkit::corpus::Case;
 
@@ -128,18 +128,7 @@ fn same_refusal(want: &Json, input: &Json, e: TranslateError) -> Result<(), Kind
         kind: Some(kind.to_string()),
         message: message.to_string(),
     })?;
-    let ours = error_key(&e);
-    if same_key(&want, &ours) {
-        Ok(())
-    } else {
-        Err(KindError::RefusedDifferently {
-            engine: "TokenSpeed",
-            theirs: show_key(&want),
-            message: message.to_string(),
-            ours: show_key(&ours),
-            error: Box::new(e),
-        })
-    }
+    refused_alike("TokenSpeed", &want, message, e)
 }
 
 /// Our ADD payload against TokenSpeed's (`expected.payload`): the same

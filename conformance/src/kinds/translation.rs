@@ -239,6 +239,22 @@ pub fn same_key(a: &ErrorKey, b: &ErrorKey) -> bool {
     a.0 == b.0 && sorted(&a.1) == sorted(&b.1)
 }
 
+/// The engine's refusal (`want`, classified from its `message`) and ours,
+/// `e`: the same class naming the same parameters, or why not.
+pub fn refused_alike(engine: &'static str, want: &ErrorKey, message: &str, e: TranslateError) -> Result<(), KindError> {
+    let ours = error_key(&e);
+    if same_key(want, &ours) {
+        return Ok(());
+    }
+    Err(KindError::RefusedDifferently {
+        engine,
+        theirs: show_key(want),
+        message: message.to_string(),
+        ours: show_key(&ours),
+        error: Box::new(e),
+    })
+}
+
 /// `class(param, ...)`, as failure details print an error key.
 pub fn show_key(k: &ErrorKey) -> String {
     format!("{}({})", k.0, k.1.join(", "))
@@ -263,18 +279,7 @@ fn same_refusal(want: &Json, e: TranslateError) -> Result<(), KindError> {
         kind: None,
         message: message.to_string(),
     })?;
-    let ours = error_key(&e);
-    if same_key(&want, &ours) {
-        Ok(())
-    } else {
-        Err(KindError::RefusedDifferently {
-            engine: "vLLM",
-            theirs: show_key(&want),
-            message: message.to_string(),
-            ours: show_key(&ours),
-            error: Box::new(e),
-        })
-    }
+    refused_alike("vLLM", &want, message, e)
 }
 
 /// `expected.volatile`: the fields of `engine_request` not compared.
