@@ -78,7 +78,7 @@ pub(crate) fn named_target(
     startup_timeout: Duration,
 ) -> Result<GatewayTarget, CliError> {
     // The mock decodes what each side sends with that side's release.
-    let version = named::named(name).map_or("0.32.0", |g| g.release);
+    let version = named::named(name).map_or("0.32.0", |g| g.release.as_str());
     let release = engine_protocol::release(engine_protocol::Dialect::Vllm, version)?;
     let (launch, ready, reg) = if name == "smg" {
         let venv = smg_venv.clone().unwrap_or_else(gateway::smg::default_venv);
@@ -86,7 +86,7 @@ pub(crate) fn named_target(
         (GatewayLaunch::Smg { venv }, "/readiness", gateway::READY_RESPONSE_CASE.to_string())
     } else {
         let g = named::named(name).ok_or_else(|| {
-            let known: Vec<&str> = named::NAMED.iter().map(|g| g.name).collect();
+            let known: Vec<&str> = named::all().iter().map(|g| g.name.as_str()).collect();
             CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
         })?;
         (g.launch(None).map_err(|e| CliError::Usage(e.to_string()))?, "/health", g.registration_case())
@@ -160,7 +160,7 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     };
     let model = args.model.clone().unwrap_or_else(|| repo_path("golden/tiny"));
     let model = model.canonicalize().map_err(|source| CliError::Io { path: model.clone(), source })?;
-    let ref_target = named_target(reference.name, &model, &None, Duration::from_secs(180))?;
+    let ref_target = named_target(&reference.name, &model, &None, Duration::from_secs(180))?;
     let test_target = named_target(&args.gateway, &model, &args.venv, Duration::from_secs(180))?;
     let work = WorkDir::new()?;
     eprintln!("{} probes; {} fields left out", probes.len(), left_out.len());
@@ -242,7 +242,7 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
     }
     let failed = !judged.unexpected.is_empty() || !judged.stale.is_empty() || new_interactions > 0;
     if let Some(p) = &args.report_json {
-        let mut j = differential::report_json(reference.name, &args.gateway, &results, &left_out);
+        let mut j = differential::report_json(&reference.name, &args.gateway, &results, &left_out);
         j["combinations"] = serde_json::json!(combined
             .iter()
             .filter_map(|c| {

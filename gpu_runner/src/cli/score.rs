@@ -40,7 +40,7 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
     let named = gateway_scoring::gateway::named::named(&args.gateway).filter(|_| args.launch.is_none() && !args.attach);
     // The mock engine plays `--engine-release` (default: the gateway's
     // own release) and decodes what the gateway sends with its table.
-    let own = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release))?;
+    let own = engine_protocol::release(engine_protocol::Dialect::Vllm, named.map_or("0.32.0", |g| g.release.as_str()))?;
     let release = match args.engine_release.as_deref() {
         Some(v) => engine_protocol::release(engine_protocol::Dialect::Vllm, v)?,
         None => own,

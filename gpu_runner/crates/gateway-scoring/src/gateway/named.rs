@@ -12,55 +12,82 @@
 //! (`vllm/vllm-rs` in the wheel) in the Python one's place, with the same
 //! command line.
 
-use std::path::{Path, PathBuf};
+//!
+//! The gateways themselves are data: `gpu_runner/named-gateways.json` (a
+//! line per gateway: release, environment, venv, ready marker, setup
+//! command; one launch command line for all), embedded at build time, so
+//! adding a frontend of a new release touches no Rust code.
 
-/// A frontend the suite can start by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// The recipes file, as committed (`gpu_runner/named-gateways.json`).
+const RECIPES: &str = include_str!("../../../../named-gateways.json");
+
+/// A frontend the suite can start by name (a line of the recipes file).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NamedGateway {
-    /// `vllm-0.32.0`, `vllm-0.33.0`, `vllm-rs-0.33.0`.
-    pub name: &'static str,
-    /// The vLLM release (its venv, and the registration the mock sends).
-    pub release: &'static str,
-    /// The Rust frontend instead of the Python one.
-    pub rust: bool,
+    /// `vllm-0.32.0`, `vllm-0.33.0`, `vllm-rs-0.33.0`, ...
+    pub name: String,
+    /// The vLLM release (the registration the mock sends it).
+    pub release: String,
+    /// What it adds to the launch command's environment
+    /// (`VLLM_USE_RUST_FRONTEND=1 ` for vLLM's Rust frontend).
+    pub env: String,
+    /// Its venv's directory name under the venv root.
+    pub venv: String,
+    /// The file whose presence says the venv can run it.
+    pub ready_marker: String,
+    /// The command that sets the venv up.
+    pub setup: String,
 }
 
-/// Every named gateway.
-pub const NAMED: &[NamedGateway] = &[
-    NamedGateway { name: "vllm-0.32.0", release: "0.32.0", rust: false },
-    NamedGateway { name: "vllm-0.33.0", release: "0.33.0", rust: false },
-    NamedGateway { name: "vllm-rs-0.33.0", release: "0.33.0", rust: true },
-];
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Recipes {
+    #[serde(rename = "doc")]
+    _doc: String,
+    launch: String,
+    gateways: Vec<NamedGateway>,
+}
+
+/// The recipes file, read once.
+fn recipes() -> &'static Recipes {
+    static R: OnceLock<Recipes> = OnceLock::new();
+    // The file is part of the build; `the_recipes_file_reads` pins that it
+    // parses, so this cannot fail in a build whose tests passed.
+    R.get_or_init(|| serde_json::from_str(RECIPES).expect("gpu_runner/named-gateways.json"))
+}
+
+/// Every named gateway, in the file's order.
+pub fn all() -> &'static [NamedGateway] {
+    &recipes().gateways
+}
 
 /// The named gateway `name`, if there is one.
 pub fn named(name: &str) -> Option<&'static NamedGateway> {
-    NAMED.iter().find(|g| g.name == name)
+    all().iter().find(|g| g.name == name)
 }
 
 impl NamedGateway {
     /// Its venv under `root` (`~/.cache/engine-conformance/venvs`).
     pub fn venv(&self, root: &Path) -> PathBuf {
-        root.join(format!("vllm-{}", self.release))
+        root.join(&self.venv)
     }
 
     /// The file whose presence says the venv can run this frontend, and
     /// the setup command that makes it.
-    pub fn ready_marker(&self) -> (&'static str, String) {
-        match self.release {
-            "0.32.0" => (".complete", "golden/generate/setup-venvs.sh 0.32.0".into()),
-            r => (".frontend-complete", format!("golden/generate/setup-venvs.sh {r}-frontend")),
-        }
+    pub fn ready_marker(&self) -> (&str, &str) {
+        (&self.ready_marker, &self.setup)
     }
 
-    /// The launch command (placeholders as `--launch` takes them).
+    /// The launch command (placeholders `{model}`, `{http_port}`,
+    /// `{handshake_port}` as `--launch` takes them).
     pub fn launch_command(&self, venv: &Path) -> String {
-        let rust = if self.rust { "VLLM_USE_RUST_FRONTEND=1 " } else { "" };
-        format!(
-            "VLLM_TARGET_DEVICE=cpu {rust}{}/bin/vllm serve {{model}} --host 127.0.0.1 --port {{http_port}} \
-             --data-parallel-size 1 --data-parallel-size-local 0 --data-parallel-address 127.0.0.1 \
-             --data-parallel-rpc-port {{handshake_port}} --max-model-len 512",
-            venv.display()
-        )
+        recipes().launch.replace("{env}", &self.env).replace("{venv}", &venv.display().to_string())
     }
 
     /// Its launch from `venv` (default: the project's venv of its release,
@@ -71,7 +98,7 @@ impl NamedGateway {
         let v = venv.map_or_else(|| self.venv(&root), Path::to_path_buf);
         let (marker, setup) = self.ready_marker();
         if !v.join(marker).is_file() {
-            return Err(NoReadyVenv { gateway: self.name, venv: v, setup });
+            return Err(NoReadyVenv { gateway: self.name.clone(), venv: v, setup: setup.to_string() });
         }
         Ok(super::GatewayLaunch::Command(self.launch_command(&v)))
     }
@@ -88,7 +115,7 @@ impl NamedGateway {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{gateway}: no ready venv at {} (run {setup})", venv.display())]
 pub struct NoReadyVenv {
-    pub gateway: &'static str,
+    pub gateway: String,
     pub venv: PathBuf,
     pub setup: String,
 }
@@ -115,5 +142,35 @@ mod tests {
         assert_eq!(g.registration_case(), "golden/vllm/0.33.0/live/handshake-ready-response.json");
         assert_eq!(named("vllm-0.32.0").unwrap().ready_marker().0, ".complete");
         assert!(named("vllm-0.34.0").is_none());
+    }
+
+    #[test]
+    fn the_launch_command_is_vllm_serve_without_a_local_engine() {
+        assert_eq!(
+            named("vllm-0.32.0").unwrap().launch_command(Path::new("/v")),
+            "VLLM_TARGET_DEVICE=cpu /v/bin/vllm serve {model} --host 127.0.0.1 --port {http_port} \
+             --data-parallel-size 1 --data-parallel-size-local 0 --data-parallel-address 127.0.0.1 \
+             --data-parallel-rpc-port {handshake_port} --max-model-len 512"
+        );
+    }
+
+    #[test]
+    fn the_recipes_file_reads_and_names_each_gateway_once() {
+        let names: Vec<&str> = all().iter().map(|g| g.name.as_str()).collect();
+        assert!(names.len() >= 3, "{names:?}");
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a name twice: {names:?}");
+        for g in all() {
+            assert!(engine_protocol::release(engine_protocol::Dialect::Vllm, &g.release).is_ok(), "{}", g.release);
+        }
+    }
+
+    #[test]
+    fn a_recipe_with_an_unknown_key_is_refused() {
+        let bad = r#"{"doc": "", "launch": "", "gateways": [{"name": "x", "release": "0.32.0", "env": "", "venv": "v", "ready_marker": "m", "setup": "s", "rust": true}]}"#;
+        let e = serde_json::from_str::<Recipes>(bad).err().expect("refused");
+        assert!(e.to_string().contains("unknown field `rust`"), "{e}");
     }
 }
