@@ -133,7 +133,7 @@ pub fn resolve(
     }
 }
 
-pub use engine_client::dialect::vllm::has_typed_api;
+use engine_client::dialect::vllm::has_typed_api;
 
 /// The versions the typed API covers.
 pub fn typed_versions() -> Vec<&'static str> {

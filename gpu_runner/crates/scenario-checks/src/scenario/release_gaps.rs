@@ -12,7 +12,8 @@ use engine_protocol::ReleaseSchema;
 use serde_json::Value as Json;
 
 use super::{Raw, Scenario};
-use crate::release::{has_typed_api, typed_table, typed_versions};
+use crate::release::{typed_table, typed_versions};
+use engine_client::dialect::vllm::has_typed_api;
 
 /// Why a scenario does not apply to a run's release, decided from its
 /// table.

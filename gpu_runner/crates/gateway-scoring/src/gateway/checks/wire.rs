@@ -4,6 +4,7 @@
 //! seeds of every ADD, how many ADDs, and whether each engine request was
 //! aborted or ended by the engine (lifecycle checks in [`super::super::steps`]).
 
+use scenario_checks::release::typed_table;
 use std::collections::BTreeMap;
 
 use engine_protocol::translate::{translate, EngineInfo, GenerateRequest, TranslateOptions};
@@ -28,12 +29,7 @@ pub(super) fn vllm_expected(req: &GwRequest, prompt: &[i64], ctx: &CheckCtx<'_>)
     let mut v = req.vllm.clone();
     set_if_absent(&mut v, "prompt_token_ids", json!(prompt));
     let g = GenerateRequest::from_json(&v).map_err(|e| format!("the scenario's `vllm` request: {}", e.message))?;
-    let release = if engine_client::dialect::vllm::has_typed_api(ctx.release) {
-        ctx.release
-    } else {
-        mock_engine::retarget::SOURCE
-    };
-    let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release };
+    let info = EngineInfo { max_model_len: ctx.facts.max_model_len, release: typed_table(ctx.release) };
     let t = translate(&g, &info, ctx.tokenizer, &TranslateOptions::vllm_parity())
         .map_err(|e| format!("vLLM's frontend refuses this request: {} ({})", e.message, e.field))?;
     Ok(t.requests.iter().map(|r| r.sampling_params().clone()).collect())
