@@ -10,7 +10,9 @@
 # Not part of `cargo test`: it needs the gateways' venvs.
 #
 # Usage: gpu_runner/python/release-sweep.sh GATEWAY [release-sweep options]
-#   GATEWAY: smg (SMG 1.13.0) or vllm-rs-0.33.0 (vLLM 0.33.0's Rust frontend)
+#   GATEWAY: smg (SMG 1.13.0) or a named gateway of gpu_runner/named-gateways.json
+#            (vllm-rs-0.33.0: vLLM 0.33.0's Rust frontend; its venv is set up
+#            with the line's setup command)
 #   e.g. --engine-release 0.25.1 (only that release, and the baseline),
 #        --expect golden/gateway/reports/releases-smg-1.13.0.json (exit 1
 #        when a release swept has another outcome than the committed report),
@@ -26,10 +28,12 @@ case "$gw" in
   smg)
     gpu_runner/python/setup-smg.sh >/dev/null
     name=smg-1.13.0 ;;
-  vllm-rs-0.33.0)
-    golden/generate/setup-venvs.sh 0.33.0-frontend >/dev/null
+  *)
+    setup=$(python3 -c 'import json, sys
+print(next((g["setup"] for g in json.load(open("gpu_runner/named-gateways.json"))["gateways"] if g["name"] == sys.argv[1]), ""))' "$gw")
+    [ -n "$setup" ] || { echo "unknown gateway $gw: smg or a name of gpu_runner/named-gateways.json" >&2; exit 2; }
+    $setup >/dev/null
     name=$gw ;;
-  *) echo "unknown gateway $gw: smg or vllm-rs-0.33.0" >&2; exit 2 ;;
 esac
 report=golden/gateway/reports/releases-$name.json
 for a in "$@"; do

@@ -8,7 +8,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-report=${1:-$root/target/gateway-smg-1.13.0.json}
+report=${1:-golden/gateway/reports/smg-1.13.0.json}
 mkdir -p "$(dirname "$report")"
 gpu_runner/python/setup-smg.sh
 cargo build -q -p gpu-runner
@@ -24,19 +24,9 @@ rc=0
 # SMG reads only its tokenizer and configs, no weights).
 "$bin" gateway --gateway smg --model golden/instruct --only generation_config_defaults \
   --expectations golden/gateway/expectations/smg-1.13.0-instruct.txt \
-  --report-json "${report%.json}-instruct.json" || rc=$?
-"$bin" scoreboard "$report" golden/gateway/reports/vllm-0.32.0-frontend.json \
-  golden/gateway/reports/vllm-0.33.0.json golden/gateway/reports/vllm-rs-0.33.0.json \
-  --differential golden/gateway/reports/differential-smg-1.13.0.json \
-  --differential golden/gateway/reports/differential-vllm-rs-0.33.0.json \
-  --differential golden/gateway/reports/differential-vllm-0.32.0.json \
-  --differential golden/gateway/reports/differential-vllm-0.33.0.json \
-  --releases golden/gateway/reports/releases-smg-1.13.0.json \
-  --releases golden/gateway/reports/releases-vllm-rs-0.33.0.json \
-  --faults golden/gateway/reports/faults-smg-1.13.0.json \
-  --faults golden/gateway/reports/faults-vllm-rs-0.33.0.json \
-  --faults golden/gateway/reports/faults-vllm-0.33.0.json > docs/reports/scoreboard.md
-echo "report: $report; scoreboard: docs/reports/scoreboard.md"
+  --report-json "target/gateway-smg-1.13.0-instruct.json" || rc=$?
+gpu_runner/python/scoreboard.sh
+echo "report: $report; scoreboard: docs/reports/scoreboard.md (every report of golden/gateway/reports)"
 # No gateway or engine process may outlive the run.
 if pgrep -x 'smg::router' >/dev/null; then echo "an smg::router process is still running" >&2; rc=1; fi
 exit $rc

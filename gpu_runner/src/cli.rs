@@ -157,6 +157,14 @@ pub struct ScoreboardArgs {
     /// faults" section, one gateway each; repeatable.
     #[arg(long = "faults")]
     pub faults: Vec<PathBuf>,
+    /// Every report of this directory (`golden/gateway/reports`), each
+    /// section's in file-name order: `differential-*`, `releases-*`,
+    /// `faults-*` by their prefix, every other `*.json` a gateway report
+    /// but the `*-instruct.json` companion runs (quoted by their gateway's
+    /// findings). docs/reports/scoreboard.md is this over the committed
+    /// reports (a test keeps it so).
+    #[arg(long, conflicts_with_all = ["reports", "differential", "releases", "faults"])]
+    pub reports_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -173,6 +181,11 @@ pub struct MockArgs {
 }
 
 /// The repository root, found from the working directory (for defaults).
+/// The repository's root (the folder that holds `golden/`).
+fn repo_root() -> PathBuf {
+    repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
 fn repo_path(rel: &str) -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_default();
     for dir in cwd.ancestors() {

@@ -375,3 +375,15 @@ fn a_differential_that_cannot_be_drawn_or_names_no_swept_field_is_refused_before
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected one of vLLM's frontends"), "{out:?}");
 }
+
+#[test]
+fn the_committed_scoreboard_is_what_the_committed_reports_give() {
+    let out = run(&["scoreboard", "--reports-dir", "golden/gateway/reports"], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let committed = std::fs::read_to_string(repo().join("docs/reports/scoreboard.md")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == committed,
+        "docs/reports/scoreboard.md is stale: gpu-runner scoreboard --reports-dir golden/gateway/reports > docs/reports/scoreboard.md \
+         (gpu_runner/python/scoreboard.sh)"
+    );
+}

@@ -340,7 +340,7 @@ async fn the_differential_finds_each_planted_difference_at_its_field_and_nothing
     let b = gateway::start(&target(&test), dirs.1.path(), &[]).await.unwrap();
     let results = tokio::time::timeout(
         Duration::from_secs(120),
-        differential::run(&a, &b, &probes, "tiny", release(), Duration::from_millis(10)),
+        differential::run(&a, &b, &probes, "tiny", Duration::from_millis(10)),
     )
     .await
     .expect("the differential ended within its deadline");
@@ -386,7 +386,7 @@ async fn a_planted_interaction_of_two_fields_is_found_in_a_combination_and_shrun
     let b = gateway::start(&target(&test), dirs.1.path(), &[]).await.unwrap();
     let results = tokio::time::timeout(
         Duration::from_secs(120),
-        combinations::run(&a, &b, &combos, &[], "tiny", release(), Duration::from_millis(10)),
+        combinations::run(&a, &b, &combos, &[], "tiny", Duration::from_millis(10)),
     )
     .await
     .expect("the combinations ended within their deadline");

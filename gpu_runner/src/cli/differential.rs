@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{repo_path, CliError, WorkDir};
+use super::{repo_path, repo_root, CliError, WorkDir};
 use gateway_scoring::gateway::diff_expectations::DiffExpectations;
 use gateway_scoring::gateway::differential::{self, DiffProbe, ProbeVerdict};
 use gateway_scoring::gateway::request_space::RequestSpace;
@@ -89,7 +89,7 @@ pub(crate) fn named_target(
             let known: Vec<&str> = named::all().iter().map(|g| g.name.as_str()).collect();
             CliError::Usage(format!("unknown gateway {name:?}: expected smg or one of {}", known.join(", ")))
         })?;
-        (g.launch(None).map_err(|e| CliError::Usage(e.to_string()))?, "/health", g.registration_case())
+        (g.launch(None).map_err(|e| CliError::Usage(e.to_string()))?, "/health", g.registration_case(&repo_root()))
     };
     Ok(GatewayTarget {
         launch,
@@ -172,11 +172,10 @@ pub async fn differential(args: DifferentialArgs) -> Result<i32, CliError> {
             return Err(e.into());
         }
     };
-    let release = ref_target.release;
     let grace = Duration::from_millis(100);
-    let results = differential::run(&a, &b, &probes, &ref_target.model_name, release, grace).await;
+    let results = differential::run(&a, &b, &probes, &ref_target.model_name, grace).await;
     let base = differential::base_differences(&results);
-    let combined = combinations::run(&a, &b, &combos, &base, &ref_target.model_name, release, grace).await;
+    let combined = combinations::run(&a, &b, &combos, &base, &ref_target.model_name, grace).await;
     a.stop().await;
     b.stop().await;
     // Stale lines are judged on a whole sweep only (no --sample, no --field).

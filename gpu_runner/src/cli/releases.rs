@@ -45,6 +45,11 @@ pub struct ReleaseSweepArgs {
     /// The sweep's report.
     #[arg(long)]
     pub report_json: Option<PathBuf>,
+    /// A committed sweep report of the same gateway to bring up to date:
+    /// the releases swept here replace their rows in it (a new release's
+    /// row is added), its other rows are kept (`releases::merge_rows`).
+    #[arg(long, conflicts_with = "report_json")]
+    pub update: Option<PathBuf>,
     /// A committed sweep report: exit 1 when a release swept here has
     /// another outcome, count or reason than it says.
     #[arg(long)]
@@ -155,6 +160,21 @@ pub async fn release_sweep(a: ReleaseSweepArgs) -> Result<i32, CliError> {
     }
     if let Some(p) = &a.report_json {
         std::fs::write(p, &text).map_err(|source| CliError::Io { path: p.clone(), source })?;
+    }
+    if let Some(p) = &a.update {
+        let read = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let committed: serde_json::Value =
+            serde_json::from_str(&read).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let swept: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let merged = releases::merge_rows(&committed, &swept).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--update {}: a sweep of another gateway, own release or items than this one ({name}, {own})",
+                p.display()
+            ))
+        })?;
+        let out = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
+        std::fs::write(p, out).map_err(|source| CliError::Io { path: p.clone(), source })?;
     }
     if let Some(p) = &a.expect {
         let read = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{load_expectations, repo_path, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs, WorkDir};
+use super::{load_expectations, repo_path, repo_root, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs, WorkDir};
 use process_sandbox::launcher;
 use scenario_checks::report::{self, ScenarioResult};
 
@@ -94,9 +94,11 @@ pub(super) fn plan(args: &GatewayArgs) -> Result<Plan, CliError> {
     keep_only(&mut scenarios, &args.only, |s| &s.name, &dir)?;
     let expectations = load_expectations(args.expectations.as_deref())?;
     let reg_case = args.registration.clone().unwrap_or_else(|| {
-        repo_path(&named.map_or_else(|| gateway::READY_RESPONSE_CASE.to_string(), |g| g.registration_case()))
+        repo_path(
+            &named.map_or_else(|| gateway::READY_RESPONSE_CASE.to_string(), |g| g.registration_case(&repo_root())),
+        )
     });
-    let root = repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default();
+    let root = repo_root();
     let shown = |p: &Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
     // A registration given is sent as it is; else the gateway's own, or
     // one of the release the mock plays (gateway::releases).
@@ -236,8 +238,35 @@ fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
     Ok(paths)
 }
 
+/// `--reports-dir DIR`'s reports, sorted into the sections' arguments.
+fn reports_of_dir(dir: &Path, mut args: ScoreboardArgs) -> Result<ScoreboardArgs, CliError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| CliError::Io { path: dir.to_path_buf(), source })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with("differential-") {
+            args.differential.push(p);
+        } else if name.starts_with("releases-") {
+            args.releases.push(p);
+        } else if name.starts_with("faults-") {
+            args.faults.push(p);
+        } else if !name.ends_with("-instruct.json") {
+            args.reports.push(p);
+        }
+    }
+    Ok(args)
+}
+
 /// `gpu-runner scoreboard`: prints the markdown.
 pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
+    let args = match args.reports_dir.clone() {
+        Some(dir) => reports_of_dir(&dir, args)?,
+        None => args,
+    };
     let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
     if args.reports.is_empty() && codec_paths.is_empty() && args.releases.is_empty() && args.faults.is_empty() {
         return Err(CliError::Usage("no reports: give gateway reports and/or --codec reports".into()));

@@ -221,18 +221,8 @@ mod tests {
         let Value::Struct(o) = &outs[0] else { panic!() };
         assert_eq!(o.str_field("request_id"), Some("r1"));
         assert_eq!(o.int_field("finish_reason"), Some(1));
-        assert_eq!(ints(o.get("new_token_ids")), vec![363, 5]);
+        assert_eq!(crate::tokens::ints(o.get("new_token_ids")), vec![363, 5]);
         assert_eq!(b.float_field("timestamp"), Some(1.5));
-    }
-
-    fn ints(v: Option<&Value>) -> Vec<i64> {
-        match v {
-            Some(Value::IntArray(x)) => x.clone(),
-            Some(Value::Array(x)) => {
-                x.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-            }
-            _ => Vec::new(),
-        }
     }
 
     #[test]

@@ -33,3 +33,34 @@ pub fn sampled_token(prompt: &[i64], position: usize, seed: Option<i64>, vocab_s
 pub fn ints(v: Option<&Value>) -> Vec<i64> {
     v.and_then(Value::token_ids).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use engine_protocol::internal::{engine_core_request_value, sampling_params_value};
+    use engine_protocol::{decode_message, encode_message, release, Dialect, Limits, MessageKind, Value};
+
+    use super::ints;
+
+    /// The prompt of an ADD of `version` with `n` ids, as the mock reads it
+    /// after the ADD went through the wire, and how many frames it took.
+    fn prompt_through_the_wire(version: &str, n: i64) -> (Vec<i64>, usize) {
+        let r = release(Dialect::Vllm, version).unwrap();
+        let ids: Vec<i64> = (5..5 + n).collect();
+        let v = engine_core_request_value(r, "r", ids, sampling_params_value(r), 0.0);
+        let frames = encode_message(r, MessageKind::EngineCoreRequest, &v).unwrap();
+        let d = decode_message(r, MessageKind::EngineCoreRequest, &frames, &Limits::default()).unwrap();
+        let Value::Struct(s) = &d.value else { panic!("{:?}", d.value) };
+        (ints(s.get("prompt_token_ids")), frames.len())
+    }
+
+    #[test]
+    fn a_0_34_prompt_reads_the_same_inline_and_in_an_aux_frame_as_a_0_33_list() {
+        let want = |n: i64| (5..5 + n).collect::<Vec<i64>>();
+        let (short, short_frames) = prompt_through_the_wire("0.34.0", 10);
+        let (long, long_frames) = prompt_through_the_wire("0.34.0", 100);
+        assert_eq!(short, want(10));
+        assert_eq!(long, want(100));
+        assert_eq!(long_frames, short_frames + 1, "100 int32 ids (400 bytes) travel in an aux frame, 10 inline");
+        assert_eq!(prompt_through_the_wire("0.33.0", 100).0, want(100));
+    }
+}

@@ -284,7 +284,7 @@ fn decode_batch_value(
             let finish_reason = o.int_field("finish_reason").and_then(FinishReason::from_wire);
             demux.offer(o.str_field("request_id").unwrap_or(""), finish_reason.is_some(), || Step {
                 engine_index,
-                new_token_ids: int_list(o.get("new_token_ids")),
+                new_token_ids: o.get("new_token_ids").and_then(Value::token_ids).unwrap_or_default(),
                 finish_reason,
                 stop_reason: match o.get("stop_reason") {
                     Some(Value::Int(t)) => Some(StopReason::TokenId(i128::from(*t))),
@@ -310,17 +310,6 @@ fn decode_batch_value(
 /// spoken through `Value`s.
 pub fn has_typed_api(release: &'static ReleaseSchema) -> bool {
     engine_protocol::schema::VLLM_RELEASES.iter().any(|r| std::ptr::eq(*r, release))
-}
-
-/// A `list[int]` value's integers (token ids of an output).
-pub fn int_list(v: Option<&Value>) -> Vec<i64> {
-    match v {
-        Some(Value::IntArray(xs)) => xs.clone(),
-        Some(Value::Array(xs)) => {
-            xs.iter().filter_map(|x| if let Value::Int(i) = x { Some(*i) } else { None }).collect()
-        }
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]

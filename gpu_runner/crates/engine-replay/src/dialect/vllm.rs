@@ -23,7 +23,6 @@ use crate::replay::run::{
     collect, fail, json_to_value, now_secs, request_id, set_path, ChildResult, Context, Replay, RequestResult,
     RunResult, StepView, Wait,
 };
-use engine_client::dialect::vllm::int_list;
 use engine_client::dialect::vllm::{Step, Vllm};
 use engine_client::transport::{EngineState, TransportError};
 use engine_protocol::StructValue;
@@ -306,6 +305,14 @@ async fn run_request(ctx: &Context<'_, Vllm>, info: &EngineInfo, body: &Json, sp
     res
 }
 
+/// The prompt ids of an (edited) EngineCoreRequest value, however its
+/// release types the prompt: a list of ints, or from vLLM 0.34.0 on the
+/// int32 array the engine client packs (docs/wire-protocol.md §6.9).
+fn sent_prompt(request: &Value) -> Vec<i64> {
+    let Value::Struct(s) = request else { return Vec::new() };
+    s.get("prompt_token_ids").and_then(Value::token_ids).unwrap_or_default()
+}
+
 /// A request sent around the gateway's validation.
 async fn run_raw(
     ctx: &Context<'_, Vllm>,
@@ -345,10 +352,8 @@ async fn run_raw(
                     return res;
                 }
             }
-            if let Value::Struct(s) = &v {
-                res.prompt = int_list(s.get("prompt_token_ids"));
-                res.prompt_len = res.prompt.len();
-            }
+            res.prompt = sent_prompt(&v);
+            res.prompt_len = res.prompt.len();
             let kind = MessageKind::EngineCoreRequest;
             match encode_payload_unvalidated(kind.name(), kind.payload_type(ctx.gateway.release()), &v) {
                 Ok(mut f) => {
@@ -410,4 +415,29 @@ async fn kill_engine(ctx: &Context<'_, Vllm>, spec: &RequestSpec, rank: u16) -> 
     }
     res.children = vec![c];
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_protocol::internal::{engine_core_request_value, sampling_params_value};
+    use engine_protocol::{schema, Dialect, Value};
+
+    use super::sent_prompt;
+
+    /// An EngineCoreRequest of `release` with `ids` as its prompt, typed
+    /// as that release types it.
+    fn request_of(release: &str, ids: Vec<i64>) -> Value {
+        let r = schema::release(Dialect::Vllm, release).unwrap();
+        engine_core_request_value(r, "r", ids, sampling_params_value(r), 0.0)
+    }
+
+    #[test]
+    fn a_raw_request_reads_its_prompt_as_a_list_before_0_34_and_as_an_int32_array_from_it() {
+        for release in ["0.33.0", "0.34.0"] {
+            let request = request_of(release, vec![5, 6, 7]);
+            assert_eq!(sent_prompt(&request), vec![5, 6, 7], "{release}");
+        }
+        let Value::Struct(s) = request_of("0.34.0", vec![5]) else { unreachable!() };
+        assert!(matches!(s.get("prompt_token_ids"), Some(Value::Tensor(_))), "0.34.0 types the prompt as an array");
+    }
 }

@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use engine_protocol::ReleaseSchema;
 use serde_json::{json, Value as Json};
 
 use super::differential::{base_request, send_both, without, Difference, ProbeVerdict, NOT_SWEPT};
@@ -136,7 +135,6 @@ pub async fn run(
     combos: &[Combination],
     base: &[(Endpoint, bool, Vec<Difference>)],
     model: &str,
-    release: &'static ReleaseSchema,
     grace: Duration,
 ) -> Vec<CombinationResult> {
     let known = |c: &Combination| {
@@ -148,7 +146,7 @@ pub async fn run(
         let check = |cand: Combination| {
             let k = k.clone();
             async move {
-                let v = send_both(reference, test, cand.endpoint, &cand.body(), model, release, grace).await;
+                let v = send_both(reference, test, cand.endpoint, &cand.body(), model, grace).await;
                 differences(&without(v, &k))
             }
         };

