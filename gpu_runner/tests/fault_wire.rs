@@ -302,22 +302,3 @@ async fn a_cut_to_the_engine_leaves_the_gateway_a_silence_error_naming_the_reque
     })
     .await;
 }
-
-#[test]
-fn the_scoreboards_wire_faults_section_is_what_the_committed_reports_make() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let reports: Vec<(String, serde_json::Value)> = ["smg-1.13.0", "vllm-rs-0.33.0", "vllm-0.33.0"]
-        .iter()
-        .map(|g| {
-            let file = format!("faults-{g}.json");
-            let text = std::fs::read_to_string(root.join("golden/gateway/reports").join(&file)).unwrap();
-            (file, serde_json::from_str(&text).unwrap())
-        })
-        .collect();
-    let section = gpu_runner::scoreboard::faults_markdown(&reports).unwrap();
-    let board = std::fs::read_to_string(root.join("docs/reports/scoreboard.md")).unwrap();
-    assert!(
-        board.contains(&section),
-        "docs/reports/scoreboard.md's \"Wire faults\" is stale: regenerate it (gpu_runner/python/score-smg.sh)"
-    );
-}
