@@ -20,7 +20,8 @@
 #      lines where missing), then, with --gateways, their rows: each scored
 #      in gateway mode, the differential of vllm-VERSION against
 #      vllm-PREVIOUS, the release sweep's row of every swept gateway against
-#      a VERSION engine, docs/reports/scoreboard.md, and what changed and
+#      a VERSION engine, docs/reports/scoreboard.md, the runner's fuzz seeds
+#      (gpu_runner/fuzz/corpus: every expectations file), and what changed and
 #      whom it breaks in target/new-release-VERSION.md (release_summary.py).
 #
 # Usage: golden/generate/new-release.sh [--check] [--gateways] VERSION [PREVIOUS]
@@ -182,14 +183,19 @@ if [ "$gateways" = 1 ] && [ "$check" = 0 ]; then
   fi
   for r in "$reports"/releases-*.json; do
     g=$(python3 -c "import json; print(json.load(open('$r'))['gateway'])")
-    gw=$g; [ "$g" = smg-1.13.0 ] && gw=smg
+    # SMG's sweep is named after its version; `--gateway smg` starts it.
+    case "$g" in smg-*) gw=smg ;; *) gw=$g ;; esac
     timed "release sweep: $g against a $v engine ($r)" "$bin" release-sweep --gateway "$gw" --engine-release "$v" --update "$r"
   done
   timed "scoreboard" gpu_runner/python/scoreboard.sh
+  # The runner's fuzz seeds include every expectations file.
+  timed "runner fuzz seeds" cargo run -q --manifest-path gpu_runner/fuzz/Cargo.toml --example write-seeds
   mkdir -p target
   timed "summary (target/new-release-$v.md)" sh -c "python3 golden/generate/release_summary.py '$v' '$prev' > target/new-release-$v.md"
 elif [ "$gateways" = 0 ]; then
   not_done+=("gateway rows of $mine: not run (--gateways runs them: minutes, the venvs of every scored gateway)")
+else
+  not_done+=("gateway rows of $mine: not run with --check (live runs are compared by verdict, not by bytes: release-sweep --expect, gateway --expectations)")
 fi
 
 say "done in $(( $(date +%s) - t_start )) s"
