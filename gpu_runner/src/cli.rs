@@ -181,6 +181,18 @@ pub struct MockArgs {
 }
 
 /// The repository root, found from the working directory (for defaults).
+/// `text` (a report) with every path inside the checkout written relative
+/// to it (`/home/u/engine-conformance/golden/tiny` as `golden/tiny`): a
+/// committed report names no machine's paths.
+fn checkout_relative(text: &str, root: &Path) -> String {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let prefix = format!("{}/", root.display());
+    if prefix == "/" {
+        return text.to_string();
+    }
+    text.replace(&prefix, "")
+}
+
 /// The repository's root (the folder that holds `golden/`).
 fn repo_root() -> PathBuf {
     repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default()
@@ -320,5 +332,18 @@ mod tests {
         let b = random_weights_dir(venv, &repo_path("golden/tiny")).unwrap();
         assert!(a.starts_with("/cache/models") && a.file_name().unwrap().to_string_lossy().starts_with("instruct-"));
         assert_ne!(a.file_name(), b.file_name());
+    }
+
+    #[test]
+    fn a_report_names_paths_inside_the_checkout_relative_to_it() {
+        let root = std::env::temp_dir().join("checkout-relative-test");
+        std::fs::create_dir_all(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        let text = format!(r#"{{"model":"{0}/golden/tiny","other":"/elsewhere/golden/tiny"}}"#, root.display());
+        assert_eq!(
+            super::checkout_relative(&text, &root),
+            r#"{"model":"golden/tiny","other":"/elsewhere/golden/tiny"}"#
+        );
+        assert_eq!(super::checkout_relative("/a/b", Path::new("/")), "/a/b", "a root of / changes nothing");
     }
 }

@@ -268,6 +268,7 @@ pub async fn faults(a: FaultsArgs) -> Result<i32, CliError> {
     }
     eprintln!("{} cases in {:.1}s", report.cases.len(), t0.elapsed().as_secs_f64());
     let text = serde_json::to_string_pretty(&report).map_err(|e| CliError::Usage(e.to_string()))? + "\n";
+    let text = super::checkout_relative(&text, &super::repo_root());
     match &a.report_json {
         Some(p) => std::fs::write(p, text).map_err(CliError::io(p))?,
         None => print!("{text}"),

@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{load_expectations, repo_path, repo_root, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs, WorkDir};
+use super::{
+    checkout_relative, load_expectations, repo_path, repo_root, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs,
+    WorkDir,
+};
 use process_sandbox::launcher;
 use scenario_checks::report::{self, ScenarioResult};
 
@@ -161,7 +164,8 @@ pub async fn gateway(args: GatewayArgs) -> Result<i32, CliError> {
     let plain: Vec<ScenarioResult> = results.iter().map(|r| r.result.clone()).collect();
     print!("{}", report::text(&plain));
     if let Some(path) = &args.report_json {
-        std::fs::write(path, gateway_scoring::gateway::report_json(&p.name, &p.engine_side, &results))
+        let text = gateway_scoring::gateway::report_json(&p.name, &p.engine_side, &results);
+        std::fs::write(path, checkout_relative(&text, &repo_root()))
             .map_err(|source| CliError::Io { path: path.clone(), source })?;
     }
     if let Some(path) = &args.report_junit {
