@@ -193,6 +193,12 @@ fn checkout_relative(text: &str, root: &Path) -> String {
     text.replace(&prefix, "")
 }
 
+/// A JSON file the command reads (a report), parsed; the error names it.
+fn read_json(p: &Path) -> Result<serde_json::Value, CliError> {
+    let text = std::fs::read_to_string(p).map_err(CliError::io(p))?;
+    serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.to_path_buf(), source })
+}
+
 /// The repository's root (the folder that holds `golden/`).
 fn repo_root() -> PathBuf {
     repo_path("golden").parent().map(Path::to_path_buf).unwrap_or_default()

@@ -274,9 +274,7 @@ pub async fn faults(a: FaultsArgs) -> Result<i32, CliError> {
         None => print!("{text}"),
     }
     let Some(p) = &a.expect else { return Ok(0) };
-    let text = std::fs::read_to_string(p).map_err(CliError::io(p))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+    let v = super::read_json(p)?;
     let changed = changed_outcomes(&report, &v);
     for c in &changed {
         eprintln!("changed against {}: {c}", p.display());

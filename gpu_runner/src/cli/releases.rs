@@ -13,7 +13,7 @@ use std::time::Instant;
 use clap::Parser;
 
 use super::score::{plan, Plan};
-use super::{CliError, GatewayArgs, WorkDir};
+use super::{read_json, CliError, GatewayArgs, WorkDir};
 use gateway_scoring::gateway::releases::{self, SWEEP_SCENARIOS};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -146,7 +146,7 @@ pub async fn release_sweep(a: ReleaseSweepArgs) -> Result<i32, CliError> {
     let scenarios: Vec<String> =
         if a.only.is_empty() { SWEEP_SCENARIOS.iter().map(|s| s.to_string()).collect() } else { a.only.clone() };
     let seconds = t0.elapsed().as_secs_f64();
-    let text = releases::sweep_json(&name, &own, &scenarios, seconds, &ordered);
+    let swept = releases::sweep_report(&name, &own, &scenarios, seconds, &ordered);
     println!("{name}: {} releases in {seconds:.0}s", ordered.len());
     for r in &ordered {
         println!(
@@ -159,30 +159,20 @@ pub async fn release_sweep(a: ReleaseSweepArgs) -> Result<i32, CliError> {
         );
     }
     if let Some(p) = &a.report_json {
-        std::fs::write(p, &text).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        std::fs::write(p, releases::report_text(&swept)).map_err(CliError::io(p))?;
     }
     if let Some(p) = &a.update {
-        let read = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let committed: serde_json::Value =
-            serde_json::from_str(&read).map_err(|source| CliError::Json { path: p.clone(), source })?;
-        let swept: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let committed = read_json(p)?;
         let merged = releases::merge_rows(&committed, &swept).ok_or_else(|| {
             CliError::Usage(format!(
                 "--update {}: a sweep of another gateway, own release or items than this one ({name}, {own})",
                 p.display()
             ))
         })?;
-        let out = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
-        std::fs::write(p, out).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        std::fs::write(p, releases::report_text(&merged)).map_err(CliError::io(p))?;
     }
     if let Some(p) = &a.expect {
-        let read = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let expected: serde_json::Value =
-            serde_json::from_str(&read).map_err(|source| CliError::Json { path: p.clone(), source })?;
-        let got: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
-        let changed = releases::changed_rows(&got, &expected);
+        let changed = releases::changed_rows(&swept, &read_json(p)?);
         for c in &changed {
             eprintln!("changed: {c}");
         }

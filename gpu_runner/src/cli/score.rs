@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{
-    checkout_relative, load_expectations, repo_path, repo_root, tokenizer_from, CliError, GatewayArgs, ScoreboardArgs,
-    WorkDir,
+    checkout_relative, load_expectations, read_json, repo_path, repo_root, tokenizer_from, CliError, GatewayArgs,
+    ScoreboardArgs, WorkDir,
 };
 use process_sandbox::launcher;
 use scenario_checks::report::{self, ScenarioResult};
@@ -232,8 +232,12 @@ async fn gateway_e2e(
 /// The committed codec testee reports (`testees/reports/*.json` of the
 /// checkout this binary was built from), sorted by name.
 fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports");
-    let entries = std::fs::read_dir(&dir).map_err(|source| CliError::Io { path: dir.clone(), source })?;
+    json_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../testees/reports"))
+}
+
+/// The `*.json` files of `dir`, sorted by name.
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>, CliError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| CliError::Io { path: dir.to_path_buf(), source })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -244,13 +248,7 @@ fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
 
 /// `--reports-dir DIR`'s reports, sorted into the sections' arguments.
 fn reports_of_dir(dir: &Path, mut args: ScoreboardArgs) -> Result<ScoreboardArgs, CliError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| CliError::Io { path: dir.to_path_buf(), source })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    for p in paths {
+    for p in json_files(dir)? {
         let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         if name.starts_with("differential-") {
             args.differential.push(p);
@@ -277,18 +275,14 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
     }
     let mut codec = Vec::new();
     for p in &codec_paths {
-        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let v = read_json(p)?;
         let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let name = p.file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         codec.push(gateway_scoring::scoreboard::CodecReport::parse(&name, &file, &v)?);
     }
     let mut reports = Vec::new();
     for p in &args.reports {
-        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let v = read_json(p)?;
         if v.get("gateway").is_none() {
             return Err(CliError::NotAGatewayReport { path: p.clone() });
         }
@@ -299,16 +293,12 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         print!("{}", gateway_scoring::scoreboard::markdown(&reports));
     }
     for p in &args.differential {
-        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let v = read_json(p)?;
         print!("{}", differential_section(p, &v)?);
     }
     let mut sweeps = Vec::new();
     for p in &args.releases {
-        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let v = read_json(p)?;
         sweeps.push((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), v));
     }
     if !sweeps.is_empty() {
@@ -316,9 +306,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
     }
     let mut faults = Vec::new();
     for p in &args.faults {
-        let text = std::fs::read_to_string(p).map_err(|source| CliError::Io { path: p.clone(), source })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| CliError::Json { path: p.clone(), source })?;
+        let v = read_json(p)?;
         faults.push((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), v));
     }
     if !faults.is_empty() {

@@ -13,7 +13,8 @@
 //!   at the gateway's own release (a check that fails there too is the
 //!   gateway's, not the release's): connected or not, scenarios passed,
 //!   the first failure in words;
-//! - [`sweep_json`]: the sweep's report.
+//! - [`sweep_report`]: the sweep's report, [`report_text`] as it is
+//!   written.
 
 use std::path::Path;
 
@@ -275,8 +276,8 @@ pub fn summarize(
 
 /// The sweep's report (`golden/gateway/reports/releases-<gateway>.json`):
 /// per release its outcome, counts, first failure and items.
-pub fn sweep_json(gateway: &str, own: &str, scenarios: &[String], seconds: f64, rows: &[ReleaseOutcome]) -> String {
-    let v = json!({
+pub fn sweep_report(gateway: &str, own: &str, scenarios: &[String], seconds: f64, rows: &[ReleaseOutcome]) -> Json {
+    json!({
         "release_sweep": true,
         "gateway": gateway,
         "own_release": own,
@@ -295,8 +296,12 @@ pub fn sweep_json(gateway: &str, own: &str, scenarios: &[String], seconds: f64, 
                 "name": i.name, "ok": i.ok, "outcome": i.outcome, "detail": i.detail,
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-    });
-    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+    })
+}
+
+/// A sweep report as it is written to its file: pretty JSON, one newline.
+pub fn report_text(report: &Json) -> String {
+    serde_json::to_string_pretty(report).unwrap_or_default() + "\n"
 }
 
 /// `committed` (a sweep report) with the rows of `swept` (a sweep of the
