@@ -50,8 +50,9 @@ while [ $# -gt 0 ]; do
 done
 v=${1:?usage: $0 [--check] [--gateways] VERSION [PREVIOUS]}
 case "$v" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "$v: not a release version (X.Y.Z)" >&2; exit 2 ;; esac
-prev=${2:-$(ls golden/generate/schema/ | sed -n 's/^vllm-\([0-9.]*\)\.json$/\1/p' | sort -V \
-  | awk -v v="$v" '{ split($0, a, "."); split(v, b, "."); if (a[1] < b[1] || (a[1] == b[1] && (a[2] < b[2] || (a[2] == b[2] && a[3] < b[3])))) p = $0 } END { print p }')}
+# The release sorted (sort -V) just before VERSION among the dumped ones.
+prev=${2:-$({ ls golden/generate/schema/ | sed -n 's/^vllm-\([0-9.]*\)\.json$/\1/p'; echo "$v"; } | sort -uV \
+  | awk -v v="$v" '$0 == v { print p; exit } { p = $0 }')}
 [ -n "$prev" ] || { echo "no dumped release before $v: name PREVIOUS" >&2; exit 2; }
 
 # shellcheck source=throwaway-venv.sh
@@ -164,7 +165,8 @@ if [ -n "$added" ] && [ "$check" = 1 ]; then
 elif [ -n "$added" ]; then
   say "named gateways added to $recipes from $prev's lines: $added (check their environment: a release may need a launch shim)"
 fi
-mine=$(python3 -c "import json,sys; print(' '.join(g['name'] for g in json.load(open('$recipes'))['gateways'] if g['release'] == '$v'))")
+mine=$(python3 -c "import json; print(' '.join(g['name'] for g in json.load(open('$recipes'))['gateways'] if g['release'] == '$v'))")
+known=$(python3 -c "import json; print(' '.join(g['name'] for g in json.load(open('$recipes'))['gateways']))")
 
 if [ "$gateways" = 1 ] && [ "$check" = 0 ]; then
   cargo build -q -p gpu-runner
@@ -175,7 +177,7 @@ if [ "$gateways" = 1 ] && [ "$check" = 0 ]; then
     [ -f "$exp" ] || { : > "$exp"; not_done+=("$g: no expectations yet ($exp written empty: every failure is a finding to explain)"); }
     timed "gateway $g ($reports/$g.json)" "$bin" gateway --gateway "$g" --expectations "$exp" --report-json "$reports/$g.json"
   done
-  if echo " $mine " | grep -q " vllm-$v " && python3 -c "import json,sys; sys.exit(0 if any(g['name']=='vllm-$prev' for g in json.load(open('$recipes'))['gateways']) else 1)"; then
+  if [[ " $mine " == *" vllm-$v "* && " $known " == *" vllm-$prev "* ]]; then
     dexp=golden/gateway/differential/vllm-$v.txt
     [ -f "$dexp" ] || : > "$dexp"
     timed "differential vllm-$v against vllm-$prev" "$bin" differential --reference "vllm-$prev" --gateway "vllm-$v" \

@@ -37,11 +37,8 @@ on_index() {
   sed -n 's/^Available versions: //p' <<<"$out" | tr -d ' ' | tr ',' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+$' || true
 }
 newer_than() {
-  # The versions on stdin newer than $1, oldest first.
-  sort -uV | awk -v k="$1" 'BEGIN { n = split(k, kk, ".") }
-    { split($0, v, "."); newer = 0
-      for (i = 1; i <= 3; i++) { if (v[i] + 0 > kk[i] + 0) { newer = 1; break } if (v[i] + 0 < kk[i] + 0) break }
-      if (newer) print }'
+  # The versions on stdin newer than $1, oldest first: after $1 in sort -V's order.
+  { cat; echo "$1"; } | sort -uV | awk -v k="$1" 'after { print } $0 == k { after = 1 }'
 }
 
 [ -n "$known_vllm" ] || known_vllm=$(dumped vllm | newest)
