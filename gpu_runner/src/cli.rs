@@ -22,6 +22,7 @@ pub mod error;
 pub mod faults;
 pub mod gateway_bench;
 pub mod releases;
+pub mod report;
 pub mod run;
 pub mod score;
 pub mod soak;
@@ -64,6 +65,9 @@ pub enum Command {
     /// A gateway under wire faults: the fault-injecting wire between it
     /// and the mock engine (docs/runner/fault-wire.md "The fault-injecting wire").
     Faults(Box<faults::FaultsArgs>),
+    /// The committed reports as a static site: the gateway matrix, a bug
+    /// report per finding, the other matrices and plots (docs/report-site.md).
+    Report(report::ReportArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]

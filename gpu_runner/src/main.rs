@@ -32,6 +32,7 @@ fn main() {
                 Command::GatewayBench(a) => cli::gateway_bench::gateway_bench(*a).await,
                 Command::Soak(a) => cli::soak::soak(*a).await,
                 Command::Faults(a) => cli::faults::faults(*a).await,
+                Command::Report(a) => cli::report::report(a),
             }
         };
         // SIGINT / SIGTERM end the run in order: dropping the run stops the

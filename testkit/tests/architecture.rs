@@ -24,6 +24,7 @@ const FLOORS: &[&str] = &[
     "scenario-checks",
     "engine-replay",
     "gateway-scoring",
+    "report-site",
     "gpu-runner",
 ];
 

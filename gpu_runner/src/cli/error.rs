@@ -30,6 +30,9 @@ pub enum CliError {
         #[source]
         source: serde_json::Error,
     },
+    /// The report site could not be built (`gpu-runner report`).
+    #[error(transparent)]
+    Site(#[from] report_site::SiteError),
     /// A gateway report without `gateway`.
     #[error("{}: not a gateway report (no `gateway`)", path.display())]
     NotAGatewayReport { path: PathBuf },

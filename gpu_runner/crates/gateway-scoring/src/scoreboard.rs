@@ -446,7 +446,7 @@ pub struct FaultsReportError {
 
 /// One request's answer in a few words: `200`, `200, 3/4 tokens`, `500`,
 /// `hung` (no answer within the run's deadline), `no answer`.
-fn fault_answer(a: &Json) -> String {
+pub fn fault_answer(a: &Json) -> String {
     if a.is_null() {
         return "not sent".into();
     }
