@@ -197,6 +197,27 @@ fn engine_error_and_dead_engine_fail_requests() {
     assert_eq!(tr.in_flight(), 0);
 }
 
+/// Pins `Tracker::in_flight` and `contains` (a mutant returning 0 from
+/// `in_flight` survived every other test: docs/mutation.md).
+#[test]
+fn the_tracker_counts_each_request_in_flight_until_it_finishes() {
+    let t = tok();
+    let mut tr = Tracker::new();
+    for r in ["a", "b", "c"] {
+        tr.add(t, r, &[5], StopParams::new(vec![]));
+    }
+    assert_eq!(tr.in_flight(), 3);
+    let length = EngineStep { new_token_ids: vec![5], finish_reason: Some(FinishReason::Length), stop_reason: None };
+    assert!(tr.on_output(t, "a", &length).is_some());
+    assert_eq!(tr.in_flight(), 2, "a finished request is no longer in flight");
+    assert!(!tr.contains("a") && tr.contains("b"));
+    let running = EngineStep { new_token_ids: vec![5], finish_reason: None, stop_reason: None };
+    assert!(tr.on_output(t, "b", &running).is_some());
+    assert_eq!(tr.in_flight(), 2, "an output that does not finish leaves it in flight");
+    assert!(tr.abort("c").is_some());
+    assert_eq!(tr.in_flight(), 1);
+}
+
 #[test]
 fn engine_stop_on_a_single_token_stop_string_reports_the_string() {
     let t = tok();

@@ -208,6 +208,17 @@ fn documents(root: &Path) -> Result<Vec<Document>, SiteError> {
             markdown: read_text(&compat)?,
         });
     }
+    // What the suite catches: the equivalences its checks allow and where
+    // they were proven, and the mutation score of engine-protocol.
+    for (rel, page, title) in [
+        ("docs/equivalences.md", "equivalences.html", "The equivalences the checks allow, proven live"),
+        ("docs/mutation.md", "mutation.html", "Mutation testing of engine-protocol"),
+    ] {
+        let p = root.join(rel);
+        if p.is_file() {
+            out.push(Document { title: title.into(), source: rel.into(), page: page.into(), markdown: read_text(&p)? });
+        }
+    }
     let dir = root.join("docs/reports/releases");
     if dir.is_dir() {
         let entries = std::fs::read_dir(&dir).map_err(|source| SiteError::Io { path: dir.clone(), source })?;

@@ -498,6 +498,73 @@ fn every_gateway_check_passes_on_vllms_answer_and_fails_on_a_wrong_one() {
     }
 }
 
+/// `sent_stop_token_ids` on a request with `extra` in both the body and
+/// vLLM's parameters, the gateway's ADD being vLLM's with `more` stop ids
+/// and the fields `sets` set.
+fn judge_stop_ids(extra: Json, more: impl Fn(&GatewayTokenizer) -> Vec<i64>, sets: &[(&str, Json)]) -> CheckResult {
+    let tok = tokenizer();
+    let reg = registration_from_case(&repo().join(READY_RESPONSE_CASE)).unwrap();
+    let facts = handshake::decode_registration(release(), 0, &reg).unwrap();
+    let ctx = CheckCtx { tokenizer: &tok, facts: &facts, release: release() };
+    let mut body = json!({"prompt": "a b", "max_tokens": 3});
+    let mut vllm = json!({"max_tokens": 3});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+        vllm[k] = v.clone();
+    }
+    let s = parse_scenario(
+        &json!({"scenario": "t", "requests": [{"id": "r", "body": body, "vllm": vllm,
+                                               "checks": [{"check": "sent_stop_token_ids"}]}]}),
+        &repo().join("golden"),
+        &tok,
+    )
+    .unwrap();
+    let req = s.requests().next().unwrap();
+    let mut obs = answered(200, json!({"choices": [{"text": "", "finish_reason": "stop"}]}), 0.1);
+    obs.adds.push(vllms_add(&vllm));
+    // vLLM's own stop ids for the request (the generation config's extra
+    // EOS ids unless ignore_eos), then the gateway's extra ones.
+    let ignore_eos = extra.get("ignore_eos") == Some(&json!(true));
+    let mut ids = tok.eos(ignore_eos).stop_ids(&[]).stop_token_ids;
+    ids.extend(more(&tok));
+    set_sent(&mut obs, "sampling_params.stop_token_ids", json!(ids));
+    for (path, v) in sets {
+        set_sent(&mut obs, path, v.clone());
+    }
+    check_request(req, &obs, &ctx).into_iter().find(|c| c.check == "sent_stop_token_ids").unwrap()
+}
+
+fn period_id(tok: &GatewayTokenizer) -> Vec<i64> {
+    let ids = tok.encode(".");
+    assert_eq!(ids.len(), 1, "\".\" is one token of golden/tiny");
+    vec![i64::from(ids[0])]
+}
+
+#[test]
+fn a_single_token_stop_string_sent_as_a_stop_token_id_is_allowed_without_min_tokens_only() {
+    let plain = judge_stop_ids(json!({"stop": ["."]}), period_id, &[]);
+    assert!(plain.ok, "{}", plain.detail);
+    assert!(plain.detail.contains("single-token stop string \".\""), "{}", plain.detail);
+    // Proven live: under min_tokens the engine masks stop ids, so the
+    // tokens differ (golden/replay/equivalence_interactions.json).
+    let min = judge_stop_ids(json!({"stop": ["."], "min_tokens": 2}), period_id, &[]);
+    assert!(!min.ok, "{}", min.detail);
+    assert!(min.detail.contains("NOT the same at the engine") && min.detail.contains("min_tokens 2"), "{}", min.detail);
+}
+
+#[test]
+fn the_eos_sent_as_a_stop_token_id_is_allowed_unless_ignore_eos_is_set() {
+    let eos = |tok: &GatewayTokenizer| vec![i64::from(tok.eos_token_id.unwrap())];
+    let plain = judge_stop_ids(json!({}), eos, &[]);
+    assert!(plain.ok, "{}", plain.detail);
+    // A gateway that keeps `_eos_token_id` under ignore_eos and sends the
+    // EOS as a stop id: the engine stops on it (proven live,
+    // golden/replay/equivalence_interactions.json).
+    let ignored = judge_stop_ids(json!({"ignore_eos": true}), eos, &[("sampling_params._eos_token_id", json!(2))]);
+    assert!(!ignored.ok, "{}", ignored.detail);
+    assert!(ignored.detail.contains("ignore_eos is set"), "{}", ignored.detail);
+}
+
 #[test]
 fn every_gateway_check_of_the_vocabulary_has_a_case() {
     let cases = gateway_cases();

@@ -2,7 +2,9 @@
 //! cross-release compatibility matrix (`conformance compat`) and each
 //! release's schema report (`golden/generate/new-release.sh`), rendered
 //! as they are committed, with the schema drift per release above the
-//! compatibility matrix.
+//! compatibility matrix; and what the suite catches: the equivalences its
+//! checks allow with their live proofs (`docs/equivalences.md`) and the
+//! mutation score (`docs/mutation.md`).
 
 use maud::html;
 
@@ -26,6 +28,10 @@ pub(crate) fn pages(inputs: &Inputs) -> Vec<SiteFile> {
         }
     };
     out.push(page("compatibility.html", "Cross-release compatibility of the wire messages", body));
+    for d in inputs.documents.iter().filter(|d| d.page == "equivalences.html" || d.page == "mutation.html") {
+        let body = html! { p { "From " code { (d.source) } "." } (markdown(&d.markdown)) };
+        out.push(page(&d.page, &d.title, body));
+    }
     for d in releases {
         let body = html! { p { "From " code { (d.source) } "." } (markdown(&d.markdown)) };
         out.push(page(&d.page, &d.title, body));

@@ -108,6 +108,15 @@ pub(crate) fn pages(inputs: &Inputs) -> Vec<SiteFile> {
             li { a href="compatibility.html" { "Cross-release compatibility" } " of the wire messages, and the schema drift per release." }
             li { a href="plots.html" { "Plots" } ": gateway overhead, the soak's memory and descriptors, the schema drift." }
         }
+        h2 { "How much the suite catches" }
+        ul {
+            @if inputs.documents.iter().any(|d| d.page == "equivalences.html") {
+                li { a href="equivalences.html" { "The equivalences the checks allow" } ": each proven on a live engine, alone and with every sampling parameter that can change it." }
+            }
+            @if inputs.documents.iter().any(|d| d.page == "mutation.html") {
+                li { a href="mutation.html" { "Mutation testing" } ": the share of engine-protocol's mutants its tests kill, per module." }
+            }
+        }
     };
     out.push(page("index.html", "Gateways against vLLM's EngineCore protocol", body));
     for s in inputs.scenario_names() {
