@@ -32,6 +32,12 @@ pub fn markdown(reports: &[(String, Json)]) -> String {
          (the goldens under `golden/vllm/0.32.0/`); a difference is a finding about the gateway. \
          `expected failure` is a known finding listed in `golden/gateway/expectations/<gateway>.txt`.\n\n",
     );
+    s.push_str(
+        "How much the suite catches: docs/equivalences.md lists each behaviour the checks accept as equivalent \
+         to vLLM's, with its live proof per sampling parameter that can change it; docs/mutation.md gives the \
+         mutation score of engine-protocol per module. The same results as linked pages, each finding a bug \
+         report with its reproduction command: `gpu-runner report --html DIR` (docs/report-site.md).\n\n",
+    );
     s.push_str("| gateway | scenarios | pass | fail | expected failure | skip | report |\n| --- | --- | --- | --- | --- | --- | --- |\n");
     for (file, r) in reports {
         let n = r.get("results").and_then(Json::as_array).map_or(0, Vec::len);
