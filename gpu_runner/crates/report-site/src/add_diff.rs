@@ -52,7 +52,21 @@ pub fn diff_request(vllm: &RequestRow, gateway: &RequestRow) -> Vec<FieldDiff> {
     out
 }
 
+/// The elements of an array as the decoder writes it (`{"dtype", "shape",
+/// "data"}`; vLLM 0.34.0 sends the prompt as an int32 array), for a side
+/// whose release sends a plain list there.
+fn array_data(v: &Json) -> Option<&Json> {
+    v.get("dtype").and(v.get("data"))
+}
+
 fn walk(path: &str, v: &Json, g: &Json, out: &mut Vec<FieldDiff>) {
+    // One side's release sends an array where the other's sends a list
+    // (0.34.0's prompt against 0.32.0's): the elements are compared.
+    match (v, g, array_data(v), array_data(g)) {
+        (Json::Array(_), _, None, Some(d)) => return walk(path, v, d, out),
+        (_, Json::Array(_), Some(d), None) => return walk(path, d, g, out),
+        _ => {}
+    }
     match (v, g) {
         (Json::Object(a), Json::Object(b)) => {
             for (k, x) in a {
@@ -110,6 +124,19 @@ mod tests {
         assert_eq!((d[0].vllm.clone(), d[0].gateway.clone()), (Some(json!(1)), Some(json!(2))));
         assert_eq!(d[1].path, "ABORTs sent");
         assert_eq!(d.len(), 2, "the first ADDs are the same: {d:?}");
+    }
+
+    #[test]
+    fn a_prompt_sent_as_an_array_by_one_release_and_a_list_by_the_other_compares_its_ids() {
+        let list = row(json!([{"prompt_token_ids": [1, 2]}]), 0);
+        let same = row(json!([{"prompt_token_ids": {"dtype": "<i4", "shape": [2], "data": [1, 2]}}]), 0);
+        assert!(diff_request(&list, &same).is_empty());
+        let other = row(json!([{"prompt_token_ids": {"dtype": "<i4", "shape": [2], "data": [1, 3]}}]), 0);
+        assert_eq!(diff_request(&list, &other)[0].path, "ADD.prompt_token_ids");
+        // Both arrays: the dtype is compared too (vLLM's Rust frontend sends
+        // uint32 where the Python one sends int32).
+        let unsigned = row(json!([{"prompt_token_ids": {"dtype": "=u4", "shape": [2], "data": [1, 2]}}]), 0);
+        assert_eq!(diff_request(&same, &unsigned)[0].path, "ADD.prompt_token_ids.dtype");
     }
 
     #[test]
