@@ -150,6 +150,14 @@ fn min_tokens_delays_stop_checks_in_vllm_only() {
     assert_eq!(texts.concat(), "");
 }
 
+/// Pins what `logprobs::correct_decoded_token` relies on to need no branch
+/// for an empty clean prefix.
+#[test]
+fn decoding_no_tokens_gives_the_empty_string() {
+    assert_eq!(tok().decode(&[], false), "");
+    assert_eq!(tok().decode(&[], true), "");
+}
+
 // ---- finish-reason synthesis
 
 #[test]
