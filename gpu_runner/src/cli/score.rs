@@ -237,27 +237,20 @@ fn default_codec_reports() -> Result<Vec<PathBuf>, CliError> {
 
 /// The `*.json` files of `dir`, sorted by name.
 fn json_files(dir: &Path) -> Result<Vec<PathBuf>, CliError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| CliError::Io { path: dir.to_path_buf(), source })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    Ok(paths)
+    gateway_scoring::scoreboard::json_files(dir).map_err(|source| CliError::Io { path: dir.to_path_buf(), source })
 }
 
 /// `--reports-dir DIR`'s reports, sorted into the sections' arguments.
 fn reports_of_dir(dir: &Path, mut args: ScoreboardArgs) -> Result<ScoreboardArgs, CliError> {
+    use gateway_scoring::scoreboard::ReportFile;
     for p in json_files(dir)? {
         let name = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.starts_with("differential-") {
-            args.differential.push(p);
-        } else if name.starts_with("releases-") {
-            args.releases.push(p);
-        } else if name.starts_with("faults-") {
-            args.faults.push(p);
-        } else if !name.ends_with("-instruct.json") {
-            args.reports.push(p);
+        match ReportFile::of(&name) {
+            ReportFile::Differential => args.differential.push(p),
+            ReportFile::Releases => args.releases.push(p),
+            ReportFile::Faults => args.faults.push(p),
+            ReportFile::Gateway => args.reports.push(p),
+            ReportFile::Companion => {}
         }
     }
     Ok(args)

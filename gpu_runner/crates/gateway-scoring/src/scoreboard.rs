@@ -20,6 +20,60 @@ fn num(v: &Json, k: &str) -> u64 {
     v.get("totals").and_then(|t| t.get(k)).and_then(Json::as_u64).unwrap_or(0)
 }
 
+/// What a report of a reports folder (`golden/gateway/reports`) is, by its
+/// file name: the one sorting of that folder, for the scoreboard's
+/// `--reports-dir` and the report site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFile {
+    /// `differential-*`: `gpu-runner differential --report-json`.
+    Differential,
+    /// `releases-*`: `gpu-runner release-sweep --report-json`.
+    Releases,
+    /// `faults-*`: `gpu-runner faults --report-json`.
+    Faults,
+    /// `*-instruct.json`: a gateway's companion run on `golden/instruct`,
+    /// quoted by its findings, not a row of its own.
+    Companion,
+    /// Any other: `gpu-runner gateway --report-json`.
+    Gateway,
+}
+
+impl ReportFile {
+    /// The kind of the report named `file_name`.
+    pub fn of(file_name: &str) -> ReportFile {
+        if file_name.starts_with("differential-") {
+            ReportFile::Differential
+        } else if file_name.starts_with("releases-") {
+            ReportFile::Releases
+        } else if file_name.starts_with("faults-") {
+            ReportFile::Faults
+        } else if file_name.ends_with("-instruct.json") {
+            ReportFile::Companion
+        } else {
+            ReportFile::Gateway
+        }
+    }
+}
+
+/// The `*.json` files of `dir`, sorted by name.
+pub fn json_files(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
+/// The expectations file's reason in a gateway report's detail of an
+/// expected failure: the detail is `reason (failures)`
+/// (`engine_testkit::outcome::Verdict::expected_to_fail`), and gateway
+/// mode's failures each start with their request's id in brackets
+/// (`[completions] num_adds: ...`), so the reason ends where ` ([` begins.
+pub fn known_reason(detail: &str) -> &str {
+    detail.split(" ([").next().unwrap_or(detail)
+}
+
 /// Markdown for the given reports (`(file name, parsed report)`), in order.
 pub fn markdown(reports: &[(String, Json)]) -> String {
     let mut s = String::new();
@@ -94,8 +148,7 @@ pub fn markdown(reports: &[(String, Json)]) -> String {
             let _ = writeln!(s, "- `{name}` ({outcome}):");
             if outcome == "expected failure" {
                 // The expectations file's reason comes first in the detail.
-                let d = x.get("detail").and_then(Json::as_str).unwrap_or("");
-                let reason = d.split(" ([").next().unwrap_or(d);
+                let reason = known_reason(x.get("detail").and_then(Json::as_str).unwrap_or(""));
                 let _ = writeln!(s, "  - known: {}", cell(reason));
             }
             for c in failed {
@@ -197,7 +250,8 @@ impl CodecReport {
         Ok(CodecReport { name: name.into(), file: file.into(), cases: out })
     }
 
-    fn count(&self, status: RowStatus) -> usize {
+    /// How many of its cases have `status`.
+    pub fn count(&self, status: RowStatus) -> usize {
         self.cases.iter().filter(|c| c.status == status).count()
     }
 }
@@ -242,6 +296,19 @@ fn shorten(s: &str, max: usize) -> String {
     format!("{cut}...")
 }
 
+/// Per group of cases, per implementation (in `reports`' order), the
+/// number of cases that pass, fail and are skipped (`RowStatus` order).
+pub fn group_counts(reports: &[CodecReport]) -> BTreeMap<&str, Vec<[usize; 3]>> {
+    let mut groups: BTreeMap<&str, Vec<[usize; 3]>> = BTreeMap::new();
+    for (i, r) in reports.iter().enumerate() {
+        for c in &r.cases {
+            let row = groups.entry(c.group.as_str()).or_insert_with(|| vec![[0; 3]; reports.len()]);
+            row[i][c.status as usize] += 1;
+        }
+    }
+    groups
+}
+
 /// The "Codec testees" section: totals, a table of groups (pass / fail /
 /// skip per implementation), and per implementation its failures grouped by
 /// reason (count, an example case, the first such detail) and its skips.
@@ -267,14 +334,7 @@ pub fn codec_markdown(reports: &[CodecReport]) -> String {
             cell(&r.file)
         );
     }
-    // Groups: pass / fail / skip per implementation.
-    let mut groups: BTreeMap<&str, Vec<[usize; 3]>> = BTreeMap::new();
-    for (i, r) in reports.iter().enumerate() {
-        for c in &r.cases {
-            let row = groups.entry(c.group.as_str()).or_insert_with(|| vec![[0; 3]; reports.len()]);
-            row[i][c.status as usize] += 1;
-        }
-    }
+    let groups = group_counts(reports);
     s.push_str("\nPer group, pass / fail / skip:\n\n| group |");
     for r in reports {
         let _ = write!(s, " {} |", cell(&r.name));

@@ -60,7 +60,7 @@ impl<'a> ScenarioFinding<'a> {
         if self.row.outcome != crate::model::Outcome::ExpectedFailure {
             return None;
         }
-        Some(d.split(" ([").next().unwrap_or(d))
+        Some(gateway_scoring::scoreboard::known_reason(d))
     }
 
     /// A one-line title: the gateway, the scenario and the first failing

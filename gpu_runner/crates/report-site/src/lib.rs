@@ -39,8 +39,8 @@ pub use error::SiteError;
 pub use finding::{curl_json, ScenarioFinding, SERVED_MODEL};
 pub use load::{Document, Inputs, Loaded, Paths, DEFAULT_REFERENCE};
 pub use model::{
-    CheckRow, DiffCell, DiffFinding, DifferentialReport, FaultCase, FaultsReport, GatewayReport, NamedGateway, Outcome,
-    RequestRow, ScenarioFile, ScenarioRequest, ScenarioRow, SweepReport,
+    CheckRow, DiffCell, DiffFinding, DifferentialReport, FaultCase, FaultsReport, GatewayReport, Outcome, RequestRow,
+    ScenarioFile, ScenarioRequest, ScenarioRow, SweepReport,
 };
 pub use pages::{all as site_files, slug, SiteFile};
 pub use repro::Repro;

@@ -2,20 +2,20 @@
 //! `golden/gateway/reports/` (sorted into their kinds by file-name prefix,
 //! as `gpu-runner scoreboard --reports-dir` sorts them), the scenario files
 //! of `golden/gateway/`, the codec testee reports of `testees/reports/`,
-//! the named gateways, the generated Markdown reports of `docs/reports/`
+//! the named gateways (`gateway_scoring::gateway::named`, the runner's own
+//! recipes), the generated Markdown reports of `docs/reports/`
 //! and the bench and soak reports behind the plots (`docs/img/`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use gateway_scoring::scoreboard::CodecReport;
+use gateway_scoring::gateway::named::{self, NamedGateway};
+use gateway_scoring::scoreboard::{self, CodecReport, ReportFile};
 use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
 use crate::error::SiteError;
-use crate::model::{
-    DifferentialReport, FaultsReport, GatewayReport, NamedGateway, NamedGateways, ScenarioFile, SweepReport,
-};
+use crate::model::{DifferentialReport, FaultsReport, GatewayReport, ScenarioFile, SweepReport};
 
 /// The gateway report every other gateway is compared with when the
 /// reports hold no Python frontend of its own release: vLLM 0.32.0's own
@@ -91,13 +91,7 @@ fn read_as<T: DeserializeOwned>(p: &Path) -> Result<T, SiteError> {
 
 /// The `*.json` files of `dir`, sorted by name.
 fn json_files(dir: &Path) -> Result<Vec<PathBuf>, SiteError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| SiteError::Io { path: dir.to_path_buf(), source })?;
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    out.sort();
-    Ok(out)
+    scoreboard::json_files(dir).map_err(|source| SiteError::Io { path: dir.to_path_buf(), source })
 }
 
 fn file_name(p: &Path) -> String {
@@ -115,16 +109,12 @@ impl Inputs {
         let mut inputs = Inputs { reports_dir: shown(&paths.reports, &paths.root), ..Inputs::default() };
         for p in json_files(&paths.reports)? {
             let name = file_name(&p);
-            if name.starts_with("differential-") {
-                inputs.differentials.push(Loaded { file: name, report: read_as(&p)? });
-            } else if name.starts_with("releases-") {
-                inputs.sweeps.push(Loaded { file: name, report: read_as(&p)? });
-            } else if name.starts_with("faults-") {
-                inputs.faults.push(Loaded { file: name, report: read_as(&p)? });
-            } else if !name.ends_with("-instruct.json") {
-                // The `-instruct` companion runs are quoted by their
-                // gateway's findings, not rows of their own.
-                inputs.gateways.push(Loaded { file: name, report: read_as(&p)? });
+            match ReportFile::of(&name) {
+                ReportFile::Differential => inputs.differentials.push(Loaded { file: name, report: read_as(&p)? }),
+                ReportFile::Releases => inputs.sweeps.push(Loaded { file: name, report: read_as(&p)? }),
+                ReportFile::Faults => inputs.faults.push(Loaded { file: name, report: read_as(&p)? }),
+                ReportFile::Gateway => inputs.gateways.push(Loaded { file: name, report: read_as(&p)? }),
+                ReportFile::Companion => {}
             }
         }
         if let Some(i) = inputs.gateways.iter().position(|g| g.report.gateway == DEFAULT_REFERENCE) {
@@ -145,10 +135,7 @@ impl Inputs {
                 );
             }
         }
-        let named = paths.root.join("gpu_runner/named-gateways.json");
-        if named.is_file() {
-            inputs.named = read_as::<NamedGateways>(&named)?.gateways;
-        }
+        inputs.named = named::all().to_vec();
         inputs.documents = documents(&paths.root)?;
         for (slot, rel) in
             [(&mut inputs.bench, "docs/img/gateway-bench.json"), (&mut inputs.soak, "docs/img/soak-1h.json")]

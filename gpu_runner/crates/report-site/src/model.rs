@@ -310,18 +310,3 @@ pub struct FaultCase {
     #[serde(default)]
     pub error: Option<String>,
 }
-
-/// A line of `gpu_runner/named-gateways.json`: a gateway the runner
-/// starts by name, and the command that sets up its venv.
-#[derive(Debug, Clone, Deserialize)]
-pub struct NamedGateway {
-    pub name: String,
-    pub release: String,
-    #[serde(default)]
-    pub setup: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct NamedGateways {
-    pub gateways: Vec<NamedGateway>,
-}

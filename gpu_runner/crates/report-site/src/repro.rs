@@ -9,7 +9,9 @@
 //! `smg-<version>`. A report named `<named>-frontend` is a named gateway's
 //! run kept under another name (`--name`).
 
-use crate::model::{DiffFinding, NamedGateway};
+use gateway_scoring::gateway::named::NamedGateway;
+
+use crate::model::DiffFinding;
 
 /// Set-up, then the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,29 +34,46 @@ impl Repro {
 
 const RUN: &str = "cargo run -q -p gpu-runner --";
 
-/// How the runner starts a gateway of this report name: its `--gateway`
-/// arguments and the setup line.
-pub fn gateway_args(named: &[NamedGateway], gateway: &str) -> (String, Option<String>) {
-    if let Some(n) = named.iter().find(|n| n.name == gateway) {
-        return (format!("--gateway {}", n.name), Some(n.setup.clone()).filter(|s| !s.is_empty()));
+/// How the runner starts the gateway a report names.
+struct Launch {
+    /// Its `--gateway` argument.
+    gateway: String,
+    /// The report's name where it is not that (`--name`).
+    name: Option<String>,
+    /// The command that installs what it needs.
+    setup: Option<String>,
+}
+
+impl Launch {
+    fn of(named: &[NamedGateway], report_name: &str) -> Launch {
+        let setup_of = |n: &NamedGateway| Some(n.setup.clone()).filter(|s| !s.is_empty());
+        if let Some(n) = named.iter().find(|n| n.name == report_name) {
+            return Launch { gateway: n.name.clone(), name: None, setup: setup_of(n) };
+        }
+        if let Some(n) = report_name.strip_suffix("-frontend").and_then(|b| named.iter().find(|n| n.name == b)) {
+            return Launch { gateway: n.name.clone(), name: Some(report_name.into()), setup: setup_of(n) };
+        }
+        if report_name.starts_with("smg-") || report_name == "smg" {
+            return Launch { gateway: "smg".into(), name: None, setup: Some("gpu_runner/python/setup-smg.sh".into()) };
+        }
+        Launch { gateway: report_name.into(), name: None, setup: None }
     }
-    if let Some(base) = gateway.strip_suffix("-frontend") {
-        if let Some(n) = named.iter().find(|n| n.name == base) {
-            return (format!("--gateway {} --name {gateway}", n.name), Some(n.setup.clone()).filter(|s| !s.is_empty()));
+
+    /// `--gateway G` and, where the report's name differs, `--name N`.
+    fn args(&self) -> String {
+        match &self.name {
+            Some(n) => format!("--gateway {} --name {n}", self.gateway),
+            None => format!("--gateway {}", self.gateway),
         }
     }
-    if gateway.starts_with("smg-") || gateway == "smg" {
-        return ("--gateway smg".into(), Some("gpu_runner/python/setup-smg.sh".into()));
-    }
-    (format!("--gateway {gateway}"), None)
 }
 
 /// `gpu-runner gateway ... --only SCENARIO`: without the expectations file
 /// the known finding is reported as a failure (exit status 1), with the
 /// checks that fail.
 pub fn scenario(named: &[NamedGateway], gateway: &str, scenario: &str) -> Repro {
-    let (args, setup) = gateway_args(named, gateway);
-    Repro { setup, command: format!("{RUN} gateway {args} --only {scenario}") }
+    let l = Launch::of(named, gateway);
+    Repro { command: format!("{RUN} gateway {} --only {scenario}", l.args()), setup: l.setup }
 }
 
 /// `gpu-runner differential` for one field on one endpoint: the base
@@ -64,7 +83,7 @@ pub fn differential(named: &[NamedGateway], reference: &str, gateway: &str, f: &
     // Both frontends need their venvs.
     let mut setups: Vec<String> = Vec::new();
     for name in [reference, gateway] {
-        if let (_, Some(s)) = gateway_args(named, name) {
+        if let Some(s) = Launch::of(named, name).setup {
             if !setups.contains(&s) {
                 setups.push(s);
             }
@@ -84,16 +103,15 @@ pub fn differential(named: &[NamedGateway], reference: &str, gateway: &str, f: &
 
 /// `gpu-runner release-sweep` against one engine release.
 pub fn release(named: &[NamedGateway], gateway: &str, release: &str) -> Repro {
-    let (args, setup) = gateway_args(named, gateway);
     // The sweep names its report after the gateway itself: no `--name`.
-    let runner_name = args.split_whitespace().nth(1).unwrap_or(gateway);
-    Repro { setup, command: format!("{RUN} release-sweep --gateway {runner_name} --engine-release {release}") }
+    let l = Launch::of(named, gateway);
+    Repro { command: format!("{RUN} release-sweep --gateway {} --engine-release {release}", l.gateway), setup: l.setup }
 }
 
 /// `gpu-runner faults` for one fault case.
 pub fn fault(named: &[NamedGateway], gateway: &str, case: &str) -> Repro {
-    let (args, setup) = gateway_args(named, gateway);
-    Repro { setup, command: format!("{RUN} faults {args} --only {case}") }
+    let l = Launch::of(named, gateway);
+    Repro { command: format!("{RUN} faults {} --only {case}", l.args()), setup: l.setup }
 }
 
 #[cfg(test)]
@@ -104,6 +122,9 @@ mod tests {
         vec![NamedGateway {
             name: "vllm-rs-0.34.0".into(),
             release: "0.34.0".into(),
+            env: "VLLM_USE_RUST_FRONTEND=1 ".into(),
+            venv: "vllm-0.34.0".into(),
+            ready_marker: ".complete".into(),
             setup: "golden/generate/setup-venvs.sh 0.34.0".into(),
         }]
     }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use gateway_scoring::scoreboard::{CodecCase, RowStatus};
+use gateway_scoring::scoreboard::{group_counts, CodecCase, RowStatus};
 use maud::html;
 
 use super::{page, slug, SiteFile};
@@ -20,14 +20,7 @@ fn label(s: RowStatus) -> &'static str {
 }
 
 pub(crate) fn pages(inputs: &Inputs) -> Vec<SiteFile> {
-    let mut groups: BTreeMap<&str, Vec<[usize; 3]>> = BTreeMap::new();
-    for (i, r) in inputs.codecs.iter().enumerate() {
-        for c in &r.cases {
-            groups.entry(c.group.as_str()).or_insert_with(|| vec![[0; 3]; inputs.codecs.len()])[i]
-                [c.status as usize] += 1;
-        }
-    }
-    let count = |cases: &[CodecCase], s: RowStatus| cases.iter().filter(|c| c.status == s).count();
+    let groups = group_counts(&inputs.codecs);
     let mut out = Vec::new();
     let body = html! {
         p { "Each implementation decodes and encodes the message cases of the committed corpus through the testee protocol; the expected values are "
@@ -36,7 +29,7 @@ pub(crate) fn pages(inputs: &Inputs) -> Vec<SiteFile> {
             tr { th { "implementation" } th { "pass" } th { "fail" } th { "skip" } }
             @for r in &inputs.codecs {
                 tr { th { a href=(format!("codecs/{}.html", slug(&r.name))) { (r.name) } }
-                     td { (count(&r.cases, RowStatus::Pass)) } td { (count(&r.cases, RowStatus::Fail)) } td { (count(&r.cases, RowStatus::Skip)) } }
+                     td { (r.count(RowStatus::Pass)) } td { (r.count(RowStatus::Fail)) } td { (r.count(RowStatus::Skip)) } }
             }
         }
         h2 { "Per group: pass / fail / skip" }
