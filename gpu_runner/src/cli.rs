@@ -2,7 +2,7 @@
 //! as a process), here; `gpu-runner run` (bind, start or attach an engine,
 //! replay the scenarios, report) in [`run`](mod@run); the other subcommands in [`score`] (`gateway`,
 //! `scoreboard`), [`differential`], [`releases`] (`release-sweep`),
-//! [`faults`], [`gateway_bench`] and [`soak`]. See docs/runner/README.md
+//! [`faults`], [`planted`], [`gateway_bench`] and [`soak`]. See docs/runner/README.md
 //! "Command line".
 
 use std::path::{Path, PathBuf};
@@ -21,6 +21,7 @@ pub mod engines;
 pub mod error;
 pub mod faults;
 pub mod gateway_bench;
+pub mod planted;
 pub mod releases;
 pub mod report;
 pub mod run;
@@ -65,6 +66,10 @@ pub enum Command {
     /// A gateway under wire faults: the fault-injecting wire between it
     /// and the mock engine (docs/runner/fault-wire.md "The fault-injecting wire").
     Faults(Box<faults::FaultsArgs>),
+    /// The planted-bug campaign: vLLM's frontend with one bug at a time
+    /// planted on its wire, each scored by the differential
+    /// (docs/planted-bugs.md).
+    Planted(Box<planted::PlantedArgs>),
     /// The committed reports as a static site: the gateway matrix, a bug
     /// report per finding, the other matrices and plots (docs/report-site.md).
     Report(report::ReportArgs),
@@ -161,13 +166,17 @@ pub struct ScoreboardArgs {
     /// faults" section, one gateway each; repeatable.
     #[arg(long = "faults")]
     pub faults: Vec<PathBuf>,
+    /// Planted-bug campaign reports (`gpu-runner planted --report-json`):
+    /// the "Planted bugs" section; repeatable.
+    #[arg(long = "planted")]
+    pub planted: Vec<PathBuf>,
     /// Every report of this directory (`golden/gateway/reports`), each
     /// section's in file-name order: `differential-*`, `releases-*`,
-    /// `faults-*` by their prefix, every other `*.json` a gateway report
+    /// `faults-*`, `planted-*` by their prefix, every other `*.json` a gateway report
     /// but the `*-instruct.json` companion runs (quoted by their gateway's
     /// findings). docs/reports/scoreboard.md is this over the committed
     /// reports (a test keeps it so).
-    #[arg(long, conflicts_with_all = ["reports", "differential", "releases", "faults"])]
+    #[arg(long, conflicts_with_all = ["reports", "differential", "releases", "faults", "planted"])]
     pub reports_dir: Option<PathBuf>,
 }
 

@@ -1,7 +1,7 @@
 //! `gpu-runner`: replays gateway scenarios against live vLLM EngineCores
 //! over ZeroMQ (`run`), runs the mock engine (`mock-engine`), and scores
 //! gateways with the suite playing the engine (`gateway`, `scoreboard`,
-//! `differential`, `release-sweep`, `faults`, `gateway-bench`); `soak`
+//! `differential`, `release-sweep`, `faults`, `planted`, `gateway-bench`); `soak`
 //! load-tests its own transport. See docs/runner/README.md.
 
 use clap::Parser;
@@ -32,6 +32,7 @@ fn main() {
                 Command::GatewayBench(a) => cli::gateway_bench::gateway_bench(*a).await,
                 Command::Soak(a) => cli::soak::soak(*a).await,
                 Command::Faults(a) => cli::faults::faults(*a).await,
+                Command::Planted(a) => cli::planted::planted(*a).await,
                 Command::Report(a) => cli::report::report(a),
             }
         };

@@ -302,3 +302,50 @@ async fn a_cut_to_the_engine_leaves_the_gateway_a_silence_error_naming_the_reque
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_rewritten_add_reaches_the_engine_with_the_planted_value_and_the_gateway_sees_its_effect() {
+    use gpu_runner::fault::{Replacement, Rewrite};
+    within(async {
+        let rw = Rewrite { path: "sampling_params.max_tokens".into(), to: Replacement::Other };
+        let r = rig(Schedule::single(Direction::ToEngine, FrameKind::Add, Some(0), WireFault::Rewrite(rw))).await;
+        // max_tokens 4 arrives as 5: the engine generates one token more.
+        let f = run(&r.gw, "r1", 4).await.unwrap();
+        assert_eq!(f.token_ids, expected_tokens(5));
+        let log = r.wire.log();
+        assert_eq!(log.rewritten, 1);
+        assert_eq!(log.applied[0].detail, "sampling_params.max_tokens: 1 set to other");
+        next_is_served(&r.gw).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_wire_rearmed_rewrites_from_the_next_message_and_keeps_the_outputs_as_the_engine_sent_them() {
+    use gpu_runner::fault::{Replacement, Rewrite};
+    within(async {
+        let r = rig(Schedule { seed: 0, faults: vec![] }).await;
+        r.wire.keep_outputs(true);
+        let rw = Rewrite { path: "outputs.*.finish_reason".into(), to: Replacement::Other };
+        r.wire.rearm(Schedule::single(Direction::ToGateway, FrameKind::Outputs, None, WireFault::Rewrite(rw)));
+        // Every output gets a finish reason: the request ends at its first token.
+        let f = run(&r.gw, "r1", 4).await.unwrap();
+        assert_eq!(f.token_ids, expected_tokens(1));
+        assert_ne!(f.finish_reason, FinishReason::Length);
+        let kept = r.wire.take_outputs();
+        assert!(!kept.is_empty() && r.wire.take_outputs().is_empty(), "taken once");
+        // As the engine sent it: no finish reason on the first output.
+        let d = engine_protocol::decode_message(
+            release(),
+            engine_protocol::MessageKind::EngineCoreOutputs,
+            &kept[0],
+            &engine_protocol::Limits::default(),
+        )
+        .unwrap();
+        let view = engine_protocol::view::any_view(&d.value);
+        assert_eq!(view["outputs"][0]["finish_reason"], serde_json::Value::Null, "{view}");
+        r.wire.rearm(Schedule { seed: 0, faults: vec![] });
+        next_is_served(&r.gw).await;
+    })
+    .await;
+}

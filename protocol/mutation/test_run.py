@@ -13,6 +13,15 @@ import run  # noqa: E402
 
 
 class RunPy(unittest.TestCase):
+    def test_the_self_comparing_testee_tests_are_skipped_by_exact_name_and_nothing_else(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".rs", delete=False) as f:
+            f.write("#[test]\nfn one() {}\n\n#[test]\nfn two_words() {}\nfn helper() {}\n")
+        args = run.test_args(f.name)
+        os.unlink(f.name)
+        self.assertEqual(args, ["--lib", "--tests", "--", "--exact", "--skip", "one", "--skip", "two_words"])
+        # The real file: every test of it skipped.
+        self.assertGreater(run.test_args().count("--skip"), 10)
+
     def test_a_mutant_is_named_without_its_line_and_column(self):
         n = "protocol/src/translate/stop.rs:231:30: replace <= with > in StopDetector::check"
         self.assertEqual(run.strip_position(n), "protocol/src/translate/stop.rs: replace <= with > in StopDetector::check")

@@ -254,6 +254,22 @@ fn engine_stop_on_a_single_token_stop_string_reports_the_string() {
 
 const ALPHABET: &[&str] = &["a", "b", "c", " ", ".", "é", "中", "文", "🚀", "\n", "Hello", " world", "ü", "Δ"];
 
+#[test]
+fn a_detector_shows_its_parameters_the_tokens_it_kept_and_their_text() {
+    use engine_protocol::translate::stop::StopDetector;
+    let t = tok();
+    let prompt = t.encode("Say:");
+    let mut d = StopDetector::new(t, &prompt, params(&["zebra"], StopSemantics::Vllm));
+    assert_eq!(d.params().stop, vec!["zebra".to_string()]);
+    assert!(d.output_token_ids().is_empty() && d.output_text().is_empty());
+    let ids = t.encode(" hello there");
+    assert_eq!(d.update(t, &ids, false), None);
+    assert_eq!(d.output_token_ids(), ids.as_slice());
+    assert_eq!(d.num_output_tokens(), ids.len());
+    assert_eq!(d.output_text(), " hello there");
+    assert_eq!(d.prompt(), prompt.as_slice());
+}
+
 fn text_strategy() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(ALPHABET), 1..24).prop_map(|v| v.concat())
 }

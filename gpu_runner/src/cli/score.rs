@@ -249,6 +249,7 @@ fn reports_of_dir(dir: &Path, mut args: ScoreboardArgs) -> Result<ScoreboardArgs
             ReportFile::Differential => args.differential.push(p),
             ReportFile::Releases => args.releases.push(p),
             ReportFile::Faults => args.faults.push(p),
+            ReportFile::Planted => args.planted.push(p),
             ReportFile::Gateway => args.reports.push(p),
             ReportFile::Companion => {}
         }
@@ -263,7 +264,12 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         None => args,
     };
     let codec_paths = if args.codec.is_empty() { default_codec_reports()? } else { args.codec.clone() };
-    if args.reports.is_empty() && codec_paths.is_empty() && args.releases.is_empty() && args.faults.is_empty() {
+    if args.reports.is_empty()
+        && codec_paths.is_empty()
+        && args.releases.is_empty()
+        && args.faults.is_empty()
+        && args.planted.is_empty()
+    {
         return Err(CliError::Usage("no reports: give gateway reports and/or --codec reports".into()));
     }
     let mut codec = Vec::new();
@@ -307,6 +313,17 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
             "{}",
             gateway_scoring::scoreboard::faults_markdown(&faults).map_err(|e| CliError::Usage(e.to_string()))?
         );
+    }
+    for p in &args.planted {
+        let v = read_json(p)?;
+        let r: gateway_scoring::gateway::planted::PlantedReport = serde_json::from_value(v).map_err(|e| {
+            CliError::Usage(format!(
+                "{}: not a planted-bug report (gpu-runner planted --report-json): {e}",
+                p.display()
+            ))
+        })?;
+        let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        print!("{}", gateway_scoring::scoreboard::planted_markdown(&file, &r));
     }
     if !codec.is_empty() {
         print!("{}", gateway_scoring::scoreboard::codec_markdown(&codec));

@@ -241,3 +241,82 @@ impl DecodeStream {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tokenizer_json_that_does_not_parse_is_an_error_naming_the_file_and_what_tokenizers_said() {
+        let files =
+            ModelFiles { tokenizer_json: b"{not json", tokenizer_config_json: None, generation_config_json: None };
+        let e = GatewayTokenizer::from_files(&files).unwrap_err();
+        assert_eq!(e.file, "tokenizer.json");
+        assert!(!e.detail.is_empty());
+        let text = e.to_string();
+        assert_eq!(text, format!("tokenizer.json: {}", e.detail));
+        assert_eq!(String::from(e), text, "the text a caller that reports errors as text gets");
+    }
+
+    const TINY: &[u8] = include_bytes!("../../../golden/tiny/tokenizer.json");
+
+    fn with_tokenizer_config(json: &str) -> GatewayTokenizer {
+        let files =
+            ModelFiles { tokenizer_json: TINY, tokenizer_config_json: Some(json), generation_config_json: None };
+        GatewayTokenizer::from_files(&files).unwrap()
+    }
+
+    #[test]
+    fn the_eos_token_is_read_as_a_string_or_as_an_added_tokens_content() {
+        assert_eq!(with_tokenizer_config(r#"{"eos_token": "</s>"}"#).eos_token_id, Some(2));
+        assert_eq!(
+            with_tokenizer_config(r#"{"eos_token": {"content": "</s>", "special": true}}"#).eos_token_id,
+            Some(2)
+        );
+        assert_eq!(with_tokenizer_config(r#"{"eos_token": 2}"#).eos_token_id, None);
+    }
+
+    #[test]
+    fn only_the_added_tokens_marked_special_are_special() {
+        let t = with_tokenizer_config("{}");
+        assert!(t.is_special(2), "</s>");
+        let plain = t.encode("hello")[0];
+        assert!(!t.is_special(plain), "{plain}");
+    }
+
+    #[test]
+    fn a_decode_stream_whose_text_no_longer_starts_with_its_prefix_says_so_by_token() {
+        let t = with_tokenizer_config("{}");
+        let ids = t.encode("hello there");
+        let mut s =
+            DecodeStream { skip_special_tokens: false, ids: ids.clone(), prefix: "zzzz".into(), prefix_index: 0 };
+        let e = s.step(&t, ids[0]).unwrap_err();
+        assert_eq!(e, DecodeStreamError::InvalidPrefix { token_id: ids[0] });
+        assert_eq!(e.to_string(), format!("invalid prefix encountered while decoding token {}", ids[0]));
+        assert_eq!(DecodeStreamError::Decode("bad id".into()).to_string(), "bad id");
+    }
+
+    fn with_generation_config(json: &str) -> GatewayTokenizer {
+        let files =
+            ModelFiles { tokenizer_json: TINY, tokenizer_config_json: None, generation_config_json: Some(json) };
+        GatewayTokenizer::from_files(&files).unwrap()
+    }
+
+    #[test]
+    fn a_generation_configs_eos_token_id_is_read_as_one_int_or_a_list() {
+        assert_eq!(with_generation_config(r#"{"eos_token_id": 7}"#).generation_eos_token_ids, vec![7]);
+        assert_eq!(with_generation_config(r#"{"eos_token_id": [7, 9]}"#).generation_eos_token_ids, vec![7, 9]);
+        assert!(with_generation_config(r#"{"eos_token_id": "7"}"#).generation_eos_token_ids.is_empty());
+    }
+
+    #[test]
+    fn a_tokenizer_debugs_as_its_vocabulary_size_and_eos_facts() {
+        let t = with_generation_config(r#"{"eos_token_id": 7}"#);
+        let d = format!("{t:?}");
+        assert!(d.starts_with("GatewayTokenizer {"), "{d}");
+        assert!(
+            d.contains(&format!("vocab_size: {}", t.vocab_size())) && d.contains("generation_eos_token_ids: [7]"),
+            "{d}"
+        );
+    }
+}

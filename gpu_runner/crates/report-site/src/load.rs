@@ -114,7 +114,7 @@ impl Inputs {
                 ReportFile::Releases => inputs.sweeps.push(Loaded { file: name, report: read_as(&p)? }),
                 ReportFile::Faults => inputs.faults.push(Loaded { file: name, report: read_as(&p)? }),
                 ReportFile::Gateway => inputs.gateways.push(Loaded { file: name, report: read_as(&p)? }),
-                ReportFile::Companion => {}
+                ReportFile::Companion | ReportFile::Planted => {}
             }
         }
         if let Some(i) = inputs.gateways.iter().position(|g| g.report.gateway == DEFAULT_REFERENCE) {
@@ -196,10 +196,12 @@ fn documents(root: &Path) -> Result<Vec<Document>, SiteError> {
         });
     }
     // What the suite catches: the equivalences its checks allow and where
-    // they were proven, and the mutation score of engine-protocol.
+    // they were proven, the mutation score of engine-protocol, and the
+    // planted-bug campaign.
     for (rel, page, title) in [
         ("docs/equivalences.md", "equivalences.html", "The equivalences the checks allow, proven live"),
         ("docs/mutation.md", "mutation.html", "Mutation testing of engine-protocol"),
+        ("docs/planted-bugs.md", "planted-bugs.html", "Planted gateway bugs, and those the suite finds"),
     ] {
         let p = root.join(rel);
         if p.is_file() {

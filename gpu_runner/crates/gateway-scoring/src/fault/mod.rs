@@ -45,8 +45,10 @@ use zeromq::{
     ZmqMessage,
 };
 
+pub mod rewrite;
 pub mod schedule;
 
+pub use rewrite::{Replacement, Rewrite, RewriteError};
 pub use schedule::{Decider, Direction, FrameKind, Schedule, Side, WireFault};
 
 /// Where the wire sits.
@@ -93,6 +95,9 @@ pub struct WireLog {
     /// What went wrong on the wire itself (a dial, a send, an INIT that
     /// did not decode), in words.
     pub problems: Vec<String>,
+    /// Messages a rewrite changed (one that found its field already
+    /// holding the replacement is delivered as it was and not counted).
+    pub rewritten: u64,
 }
 
 /// Why the wire could not start.
@@ -110,6 +115,7 @@ pub struct FaultWire {
     handshake: String,
     log: Arc<Mutex<WireLog>>,
     armed: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     stop: mpsc::UnboundedSender<()>,
     task: Option<JoinHandle<()>>,
 }
@@ -130,8 +136,10 @@ impl FaultWire {
         let log = Arc::new(Mutex::new(WireLog::default()));
         let (stop, stop_rx) = mpsc::unbounded_channel();
         let armed = Arc::new(AtomicBool::new(cfg.armed));
+        let shared = Arc::new(Shared::default());
         let proxy = Proxy {
             armed: armed.clone(),
+            shared: shared.clone(),
             release: cfg.release,
             gateway_handshake: cfg.gateway_handshake,
             ipc_dir: cfg.ipc_dir,
@@ -154,7 +162,28 @@ impl FaultWire {
             gateway_cut: false,
         };
         let task = tokio::spawn(proxy.run(stop_rx));
-        Ok(FaultWire { handshake: bound, log, armed, stop, task: Some(task) })
+        Ok(FaultWire { handshake: bound, log, armed, shared, stop, task: Some(task) })
+    }
+
+    /// Replaces the schedule (its counts start again from the next
+    /// message) and arms the wire: one wire, one gateway, many campaigns'
+    /// bugs in turn.
+    pub fn rearm(&self, schedule: Schedule) {
+        if let Ok(mut p) = self.shared.pending.lock() {
+            *p = Some(schedule);
+        }
+        self.arm();
+    }
+
+    /// Keeps (or stops keeping) a copy of every output batch as the engine
+    /// sent it, before any fault: what a rewrite of outputs would find.
+    pub fn keep_outputs(&self, on: bool) {
+        self.shared.keep_outputs.store(on, Ordering::SeqCst);
+    }
+
+    /// The output batches kept since the last call (frames as sent).
+    pub fn take_outputs(&self) -> Vec<Vec<Vec<u8>>> {
+        self.shared.outputs.lock().map(|mut o| std::mem::take(&mut *o)).unwrap_or_default()
     }
 
     /// The address the engine dials (`tcp://127.0.0.1:<port>`).
@@ -192,6 +221,15 @@ impl Drop for FaultWire {
 }
 
 type Frames = Vec<Vec<u8>>;
+
+/// What the wire's owner changes while it runs.
+#[derive(Default)]
+struct Shared {
+    /// A schedule to start from the next message ([`FaultWire::rearm`]).
+    pending: Mutex<Option<Schedule>>,
+    keep_outputs: AtomicBool,
+    outputs: Mutex<Vec<Frames>>,
+}
 type Events = futures_util::stream::BoxStream<'static, SocketEvent>;
 
 /// One direction's held messages: a delay holds the line until `until`;
@@ -214,6 +252,7 @@ impl Lane {
 
 struct Proxy {
     armed: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     release: &'static ReleaseSchema,
     gateway_handshake: String,
     ipc_dir: PathBuf,
@@ -331,6 +370,29 @@ pub fn rewrite_init(
     let mut frames =
         encode_message(release, MessageKind::HandshakeInit, &Value::Struct(init)).map_err(InitRewriteError::Encode)?;
     Ok((frames.swap_remove(0), gw_in, gw_out))
+}
+
+/// `frames` (an ADD or an output batch) with `rw` applied, and how many
+/// places it changed; `None` when it changed none.
+pub fn rewrite_frames(
+    release: &'static ReleaseSchema,
+    kind: FrameKind,
+    frames: &[Vec<u8>],
+    rw: &Rewrite,
+) -> Result<Option<(Frames, usize)>, String> {
+    let (mk, ty) = match kind {
+        FrameKind::Add => (MessageKind::EngineCoreRequest, release.engine_core_request),
+        FrameKind::Outputs => (MessageKind::EngineCoreOutputs, release.engine_core_outputs),
+        k => return Err(format!("a {k:?} message is not rewritten")),
+    };
+    let mut v =
+        decode_message(release, mk, frames, &Limits::default()).map_err(|e| format!("does not decode: {e}"))?.value;
+    let n = rewrite::apply(&mut v, ty, rw).map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let out = encode_message(release, mk, &v).map_err(|e| format!("rewritten, does not encode: {e}"))?;
+    Ok(Some((out, n)))
 }
 
 impl Proxy {
@@ -479,6 +541,15 @@ impl Proxy {
     }
 
     async fn on_message(&mut self, dir: Direction, mut frames: Frames) {
+        if let Some(s) = self.shared.pending.lock().ok().and_then(|mut p| p.take()) {
+            self.decider = Decider::new(s);
+            self.seen.clear();
+        }
+        if dir == Direction::ToGateway && self.shared.keep_outputs.load(Ordering::SeqCst) {
+            if let Ok(mut o) = self.shared.outputs.lock() {
+                o.push(frames.clone());
+            }
+        }
         if !self.armed.load(Ordering::SeqCst) {
             return self.deliver(dir, frames).await;
         }
@@ -516,6 +587,15 @@ impl Proxy {
                 format!("{n} bytes of frame {frame} flipped at {positions:?}")
             }
             WireFault::Cut { side } => format!("closed the wire's sockets to the {side:?} side").to_lowercase(),
+            WireFault::Rewrite(rw) => match rewrite_frames(self.release, kind, &frames, rw) {
+                Ok(Some((new, n))) => {
+                    frames = new;
+                    self.note(|l| l.rewritten += 1);
+                    format!("{}: {n} set to {}", rw.path, rw.to.name())
+                }
+                Ok(None) => format!("{}: already {}, delivered as it was", rw.path, rw.to.name()),
+                Err(e) => format!("delivered as it was: {e}"),
+            },
         };
         let applied = Applied {
             entry: decision.entry,
@@ -547,7 +627,9 @@ impl Proxy {
                     self.deliver(dir, frames).await;
                 }
             }
-            WireFault::Truncate { .. } | WireFault::Corrupt { .. } => self.deliver(dir, frames).await,
+            WireFault::Truncate { .. } | WireFault::Corrupt { .. } | WireFault::Rewrite(_) => {
+                self.deliver(dir, frames).await
+            }
             WireFault::Cut { side } => self.cut(side),
         }
     }

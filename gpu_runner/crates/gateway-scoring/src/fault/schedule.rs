@@ -126,6 +126,9 @@ pub enum WireFault {
     Cut {
         side: Side,
     },
+    /// Decode the message (an ADD or an output batch), set one field
+    /// ([`super::rewrite`]) and deliver it re-encoded: a planted bug.
+    Rewrite(super::rewrite::Rewrite),
 }
 
 fn default_hold_ms() -> u64 {
@@ -143,6 +146,7 @@ impl WireFault {
             WireFault::Truncate { .. } => "truncate",
             WireFault::Corrupt { .. } => "corrupt",
             WireFault::Cut { .. } => "cut",
+            WireFault::Rewrite(_) => "rewrite",
         }
     }
 }

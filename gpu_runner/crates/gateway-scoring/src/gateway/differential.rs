@@ -174,7 +174,8 @@ pub fn sample(probes: Vec<DiffProbe>, take: usize, offset: usize) -> Vec<DiffPro
         .collect()
 }
 
-fn request_of(endpoint: Endpoint, body: &Json, grace: Duration) -> GwRequest {
+/// A probe as a request of the gateway runner, answered within `timeout`.
+pub(crate) fn request_of(endpoint: Endpoint, body: &Json, grace: Duration, timeout: Duration) -> GwRequest {
     GwRequest {
         client: Default::default(),
         id: "probe".into(),
@@ -185,7 +186,7 @@ fn request_of(endpoint: Endpoint, body: &Json, grace: Duration) -> GwRequest {
         engine: None,
         golden: None,
         grace,
-        timeout: Duration::from_secs(20),
+        timeout,
         checks: Vec::new(),
     }
 }
@@ -220,7 +221,7 @@ pub async fn send_both(
     model: &str,
     grace: Duration,
 ) -> ProbeVerdict {
-    let req = request_of(endpoint, body, grace);
+    let req = request_of(endpoint, body, grace, Duration::from_secs(20));
     let a = run_request(reference, &req, model, reference.release()).await;
     let b = run_request(test, &req, model, test.release()).await;
     compare(&a, &b)

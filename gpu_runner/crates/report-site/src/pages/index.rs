@@ -116,6 +116,9 @@ pub(crate) fn pages(inputs: &Inputs) -> Vec<SiteFile> {
             @if inputs.documents.iter().any(|d| d.page == "mutation.html") {
                 li { a href="mutation.html" { "Mutation testing" } ": the share of engine-protocol's mutants its tests kill, per module." }
             }
+            @if inputs.documents.iter().any(|d| d.page == "planted-bugs.html") {
+                li { a href="planted-bugs.html" { "Planted gateway bugs" } ": every field of the wire's messages planted wrong, one at a time, and the share the differential finds." }
+            }
         }
     };
     out.push(page("index.html", "Gateways against vLLM's EngineCore protocol", body));
