@@ -11,7 +11,7 @@ protocol/mutation/equivalent.txt and left out of every run.
   run.py list [--module M]...         the mutants, per module; fails on a stale
                                        line of equivalent.txt (no such mutant)
   run.py run --out DIR [--shard K/N] [--module M]... [--sample N] [--jobs J]
-             [--in-place] [--skip-baseline]
+             [--in-place [--no-debuginfo]] [--skip-baseline]
                                        run them (cargo-mutants from PATH)
   run.py score DIR... [--min 90] [--markdown FILE]
                                        the score per module from runs' outcomes
@@ -72,7 +72,10 @@ def test_args(path=SELF_COMPARING):
 
 
 # Mutants are built without debug information: linking some thirty test
-# binaries is most of a build, and debug information most of a link.
+# binaries is most of a build, and debug information most of a link. Not
+# by default in place (CI's sample reuses the target directory its other
+# steps built with the dev profile's line tables: a profile of its own
+# would build every dependency again); `--no-debuginfo` asks for it there.
 ENV = {"CARGO_PROFILE_DEV_DEBUG": "false"}
 
 
@@ -170,7 +173,10 @@ def cmd_run(args):
         cmd += ["--shard", f"1/{args.sample}", "--sharding", "round-robin"]
     cmd += ["--"] + test_args()
     print(" ".join(cmd), flush=True)
-    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **ENV}).returncode
+    env = dict(os.environ)
+    if not args.in_place or args.no_debuginfo:
+        env.update(ENV)
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
 def outcomes(dirs):
@@ -240,6 +246,7 @@ def main():
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--in-place", action="store_true", help="mutate this checkout (CI's throwaway clone)")
     p.add_argument("--skip-baseline", action="store_true", help="the tests already passed unmutated")
+    p.add_argument("--no-debuginfo", action="store_true", help="in place too, build without debug information")
     p = sub.add_parser("score")
     p.add_argument("dirs", nargs="+")
     p.add_argument("--min", type=float, default=90.0)
