@@ -323,7 +323,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
             ))
         })?;
         let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        print!("{}", gateway_scoring::scoreboard::planted_markdown(&file, &r));
+        print!("{}", gateway_scoring::gateway::planted::report::markdown(&file, &r));
     }
     if !codec.is_empty() {
         print!("{}", gateway_scoring::scoreboard::codec_markdown(&codec));
