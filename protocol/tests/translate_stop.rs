@@ -102,10 +102,24 @@ fn overlapping_stops_earliest_end_wins_in_both() {
 }
 
 #[test]
+fn a_later_listed_stop_that_starts_earlier_but_ends_later_loses_in_both() {
+    for sem in [StopSemantics::Smg, StopSemantics::Vllm] {
+        let (texts, outs) = run_pieces(&["abcd"], params(&["bc", "abcd"], sem));
+        assert_eq!(texts.concat(), "a", "{sem:?}");
+        assert_eq!(stop_of(&outs).as_deref(), Some("bc"), "{sem:?}");
+    }
+}
+
+#[test]
 fn equal_end_tie_list_order_for_vllm_longest_for_smg() {
     let (t, outs) = run_pieces(&["Hello world"], params(&["world", "o world"], StopSemantics::Vllm));
     assert_eq!((t.concat().as_str(), stop_of(&outs).as_deref()), ("Hello ", Some("world")));
     let (t, outs) = run_pieces(&["Hello world"], params(&["world", "o world"], StopSemantics::Smg));
+    assert_eq!((t.concat().as_str(), stop_of(&outs).as_deref()), ("Hell", Some("o world")));
+    // Listed the other way round: list order for vLLM, still the longest for SMG.
+    let (t, outs) = run_pieces(&["Hello world"], params(&["o world", "world"], StopSemantics::Vllm));
+    assert_eq!((t.concat().as_str(), stop_of(&outs).as_deref()), ("Hell", Some("o world")));
+    let (t, outs) = run_pieces(&["Hello world"], params(&["o world", "world"], StopSemantics::Smg));
     assert_eq!((t.concat().as_str(), stop_of(&outs).as_deref()), ("Hell", Some("o world")));
 }
 

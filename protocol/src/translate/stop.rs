@@ -271,7 +271,10 @@ impl StopDetector {
             let better = match (best, self.params.semantics) {
                 (None, _) => true,
                 (Some((be, _, _)), StopSemantics::Vllm) => end < be,
-                (Some((be, bs, _)), StopSemantics::Smg) => end < be || (end == be && start < bs),
+                // The earliest end, then the earliest start (the longest
+                // match). Two matches of one span are one text, whichever
+                // list entry names it.
+                (Some((be, bs, _)), StopSemantics::Smg) => (end, start).cmp(&(be, bs)).is_lt(),
             };
             if better {
                 best = Some((end, start, li));

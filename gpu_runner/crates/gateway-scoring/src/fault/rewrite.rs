@@ -154,10 +154,12 @@ pub fn replaced(cur: &Value, field: &Field, default: &Value, to: Replacement) ->
 /// one, a float halved (0.5 for zero), a string with `x` appended, the next
 /// member of an enum or literal, a list without its last element (one
 /// element when empty; a token list with its last id plus one), a map
-/// emptied (one entry when empty), and for an optional field left `None` a
-/// value of its type. `None` for structs, tensors, unions and `Any` that is
-/// not a map: no generic other value. A union takes its first member
-/// that has an other value for `cur`.
+/// emptied (one entry when empty), a struct with its first field that has
+/// an other value changed, and for an optional field left `None` a value
+/// of its type (a struct: its defaults, each required field given a
+/// value). `None` for tensors and `Any` that is not a map: no generic
+/// other value. A union takes its first member that has an other value
+/// for `cur`.
 pub fn other_value(ty: &Ty, cur: &Value) -> Option<Value> {
     match (ty, cur) {
         (Ty::Optional(t), Value::Nil) => sample(t),
@@ -181,6 +183,12 @@ pub fn other_value(ty: &Ty, cur: &Value) -> Option<Value> {
         },
         (Ty::List(t) | Ty::Set(t), Value::Nil) => sample(t).map(|x| Value::Array(vec![x])),
         (Ty::Union(variants), v) => variants.iter().find_map(|t| other_value(t, v)),
+        (Ty::Struct(_), Value::Struct(sv)) => (0..sv.schema.fields.len()).find_map(|i| {
+            let new = other_value(sv.schema.fields[i].ty, sv.field(i))?;
+            let mut out = sv.clone();
+            *out.field_mut(i) = new;
+            Some(Value::Struct(out))
+        }),
         (Ty::Dict(..) | Ty::Any, Value::Map(m)) if !m.is_empty() => Some(Value::Map(Vec::new())),
         (Ty::Dict(k, v), Value::Map(_) | Value::Nil) => Some(Value::Map(vec![(sample(k)?, sample(v)?)])),
         _ => None,
@@ -201,6 +209,15 @@ fn sample(ty: &Ty) -> Option<Value> {
         Ty::List(t) | Ty::Set(t) => Value::Array(vec![sample(t)?]),
         Ty::Dict(k, v) => Value::Map(vec![(sample(k)?, sample(v)?)]),
         Ty::Union(variants) => return variants.iter().find_map(sample),
+        Ty::Struct(s) => {
+            let mut v = StructValue::with_defaults(s);
+            for (i, f) in s.fields.iter().enumerate() {
+                if f.default == engine_protocol::schema::Default::Required {
+                    *v.field_mut(i) = sample(f.ty)?;
+                }
+            }
+            Value::Struct(v)
+        }
         _ => return None,
     })
 }
@@ -301,6 +318,21 @@ mod tests {
         assert_eq!(sp_field(&v, "temperature"), Value::Float(0.4));
         assert_eq!(sp_field(&v, "ignore_eos"), Value::Bool(true));
         assert_eq!(sp_field(&v, "seed"), Value::Int(1));
+    }
+
+    #[test]
+    fn another_struct_changes_its_first_field_that_can_change_and_none_becomes_one_of_defaults() {
+        let r = VLLM_0_32_0;
+        let mut v = add();
+        let rw = rewrite("sampling_params.structured_outputs", Replacement::Other);
+        assert_eq!(apply(&mut v, r.engine_core_request, &rw), Ok(1));
+        let so = sp_field(&v, "structured_outputs");
+        let Value::Struct(so) = so else { panic!("{so:?}") };
+        assert_eq!(so.schema.name, "StructuredOutputsParams");
+        // Once a struct: its first field that has another value changes.
+        assert_eq!(apply(&mut v, r.engine_core_request, &rw), Ok(1));
+        let Value::Struct(again) = sp_field(&v, "structured_outputs") else { panic!() };
+        assert_ne!(again, so);
     }
 
     #[test]

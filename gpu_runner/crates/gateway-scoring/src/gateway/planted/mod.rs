@@ -148,15 +148,29 @@ pub fn applies(bug: &Bug, clean: &Clean, release: &'static ReleaseSchema) -> boo
     match &bug.plant {
         Plant::WithheldAbort => clean.aborts > 0,
         Plant::HttpText => clean.text.is_some(),
+        // A rewrite that changes the message and still encodes (a struct
+        // made of defaults may lack what its encoder needs).
         Plant::Wire { kind: FrameKind::Add, rewrite: rw, .. } => clean.adds.iter().any(|a| {
             let mut v = Value::Struct(a.clone());
-            rewrite::apply(&mut v, release.engine_core_request, rw).is_ok_and(|n| n > 0)
+            changes(&mut v, release, MessageKind::EngineCoreRequest, release.engine_core_request, rw)
         }),
         Plant::Wire { rewrite: rw, .. } => clean.outputs.iter().any(|frames| {
             let d = decode_message(release, MessageKind::EngineCoreOutputs, frames, &Limits::default());
-            d.is_ok_and(|d| rewrite::apply(&mut d.value.clone(), release.engine_core_outputs, rw).is_ok_and(|n| n > 0))
+            d.is_ok_and(|mut d| {
+                changes(&mut d.value, release, MessageKind::EngineCoreOutputs, release.engine_core_outputs, rw)
+            })
         }),
     }
+}
+
+fn changes(
+    v: &mut Value,
+    release: &'static ReleaseSchema,
+    kind: MessageKind,
+    ty: &engine_protocol::schema::Ty,
+    rw: &Rewrite,
+) -> bool {
+    rewrite::apply(v, ty, rw).is_ok_and(|n| n > 0) && engine_protocol::encode_message(release, kind, v).is_ok()
 }
 
 /// The first choice's text (`text`, or `message.content`).
