@@ -296,16 +296,14 @@ impl StopDetector {
     pub fn next_output_text(&mut self, finished: bool) -> String {
         let hold = if finished { 0 } else { self.buffer_length };
         match self.params.semantics {
+            // The cut never moves back: what was emitted stays emitted
+            // (nothing new when the hold-back covers every new character).
             StopSemantics::Vllm => {
-                let length = self.output_chars.saturating_sub(hold);
-                if self.last_output_offset < length {
-                    let a = byte_at(&self.output_text, self.last_output_offset);
-                    let b = byte_at(&self.output_text, length);
-                    self.last_output_offset = length;
-                    self.output_text[a..b].to_string()
-                } else {
-                    String::new()
-                }
+                let length = self.output_chars.saturating_sub(hold).max(self.last_output_offset);
+                let a = byte_at(&self.output_text, self.last_output_offset);
+                let b = byte_at(&self.output_text, length);
+                self.last_output_offset = length;
+                self.output_text[a..b].to_string()
             }
             StopSemantics::Smg => {
                 // offsets in bytes; cut moved back to a char boundary
@@ -313,13 +311,10 @@ impl StopDetector {
                 while !self.output_text.is_char_boundary(length) {
                     length -= 1;
                 }
-                if self.last_output_offset < length {
-                    let s = self.output_text[self.last_output_offset..length].to_string();
-                    self.last_output_offset = length;
-                    s
-                } else {
-                    String::new()
-                }
+                let from = self.last_output_offset.min(self.output_text.len());
+                let length = length.max(from);
+                self.last_output_offset = length;
+                self.output_text[from..length].to_string()
             }
         }
     }
