@@ -282,6 +282,12 @@ fn a_detector_shows_its_parameters_the_tokens_it_kept_and_their_text() {
     assert_eq!(d.num_output_tokens(), ids.len());
     assert_eq!(d.output_text(), " hello there");
     assert_eq!(d.prompt(), prompt.as_slice());
+    // A stop of 5 characters holds the last 4 back until the end.
+    assert_eq!(d.held_back(), " hello there", "nothing emitted yet");
+    assert_eq!(d.next_output_text(false), " hello t");
+    assert_eq!(d.held_back(), "here");
+    assert_eq!(d.next_output_text(true), "here");
+    assert_eq!(d.held_back(), "");
 }
 
 fn text_strategy() -> impl Strategy<Value = String> {
