@@ -275,6 +275,9 @@ fn a_detector_shows_its_parameters_the_tokens_it_kept_and_their_text() {
     let prompt = t.encode("Say:");
     let mut d = StopDetector::new(t, &prompt, params(&["zebra"], StopSemantics::Vllm));
     assert_eq!(d.params().stop, vec!["zebra".to_string()]);
+    assert_eq!(d.max_stop_bytes(), 5);
+    let wide = StopDetector::new(t, &prompt, params(&["ab", "中"], StopSemantics::Smg));
+    assert_eq!(wide.max_stop_bytes(), 3, "in bytes, not characters");
     assert!(d.output_token_ids().is_empty() && d.output_text().is_empty());
     let ids = t.encode(" hello there");
     assert_eq!(d.update(t, &ids, false), None);
