@@ -293,6 +293,21 @@ fn a_detector_shows_its_parameters_the_tokens_it_kept_and_their_text() {
     assert_eq!(d.held_back(), "");
 }
 
+#[test]
+fn a_stream_in_steps_names_the_stop_string_that_ended_it_and_no_ids_give_no_outputs() {
+    let t = tok();
+    let prompt = t.encode("Say:");
+    let ids = t.encode(" hello there friend");
+    let stopped = stream_in_steps(t, &prompt, &params(&["there"], StopSemantics::Vllm), &ids, &[1, 2]);
+    assert_eq!(stopped.stop_string(), Some("there"));
+    assert_eq!(stopped.text, " hello ");
+    let plain = stream_in_steps(t, &prompt, &params(&[], StopSemantics::Vllm), &ids, &[1, 2]);
+    assert_eq!(plain.stop_string(), None);
+    assert_eq!(plain.text, " hello there friend");
+    let none = stream_in_steps(t, &prompt, &params(&["there"], StopSemantics::Vllm), &[], &[1]);
+    assert!(none.outputs.is_empty() && none.text.is_empty(), "{:?}", none.outputs);
+}
+
 fn text_strategy() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(ALPHABET), 1..24).prop_map(|v| v.concat())
 }
