@@ -304,6 +304,11 @@ fn a_stream_in_steps_names_the_stop_string_that_ended_it_and_no_ids_give_no_outp
     let plain = stream_in_steps(t, &prompt, &params(&[], StopSemantics::Vllm), &ids, &[1, 2]);
     assert_eq!(plain.stop_string(), None);
     assert_eq!(plain.text, " hello there friend");
+    // The step sizes are used in turn: 2, then 3.
+    let five = &t.encode(" hello there my good friend")[..5];
+    let steps = stream_in_steps(t, &prompt, &params(&[], StopSemantics::Vllm), five, &[2, 3]);
+    let sizes: Vec<usize> = steps.outputs.iter().map(|o| o.token_ids.len()).collect();
+    assert_eq!(sizes, [2, 3]);
     let none = stream_in_steps(t, &prompt, &params(&["there"], StopSemantics::Vllm), &[], &[1]);
     assert!(none.outputs.is_empty() && none.text.is_empty(), "{:?}", none.outputs);
 }
