@@ -104,7 +104,9 @@ pub(crate) fn named_target(
     })
 }
 
-fn parse_endpoints(s: &str) -> Result<Vec<Endpoint>, CliError> {
+/// `--endpoints`: `completions`, `chat` or `both` (the differential's and
+/// the planted-bug campaign's).
+pub(crate) fn parse_endpoints(s: &str) -> Result<Vec<Endpoint>, CliError> {
     Ok(match s {
         "completions" => vec![Endpoint::Completions],
         "chat" => vec![Endpoint::Chat],
@@ -113,7 +115,8 @@ fn parse_endpoints(s: &str) -> Result<Vec<Endpoint>, CliError> {
     })
 }
 
-fn parse_stream(s: &str) -> Result<Vec<bool>, CliError> {
+/// `--stream`: `no`, `yes` or `both`.
+pub(crate) fn parse_stream(s: &str) -> Result<Vec<bool>, CliError> {
     Ok(match s {
         "no" => vec![false],
         "yes" => vec![true],

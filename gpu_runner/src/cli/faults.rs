@@ -173,6 +173,48 @@ async fn ask(s: &Session, model: &str, id: &str, deadline: Duration) -> FaultAns
     }
 }
 
+/// A fresh gateway with the mock engine registered through a fault wire
+/// that holds `schedule`, not armed yet (the gateway's start-up messages
+/// pass untouched): the mock dials the wire's handshake, the wire dials
+/// the gateway's. Shared by the fault cases and the planted-bug campaign.
+pub(crate) async fn behind_wire(
+    target: &GatewayTarget,
+    dir: &Path,
+    schedule: Schedule,
+) -> Result<(Session, FaultWire), String> {
+    let mut s = match gateway::start_with(target, dir, &[], false).await {
+        Ok(s) => s,
+        Err(e) => return Err(format!("the gateway did not start: {e}")),
+    };
+    let wire = match FaultWire::start(WireConfig {
+        gateway_handshake: s.handshake.clone(),
+        ipc_dir: dir.join("wire"),
+        release: target.release,
+        schedule,
+        armed: false,
+    })
+    .await
+    {
+        Ok(w) => w,
+        Err(e) => {
+            s.stop().await;
+            return Err(e.to_string());
+        }
+    };
+    // The mock dials the wire, not the gateway.
+    s.handshake = wire.handshake_endpoint().to_string();
+    let limit = target.startup_timeout;
+    let up = match s.register_tuned(|_| {}, limit).await {
+        Ok(_) => s.wait_ready(limit).await.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the mock engine did not register: {e}")),
+    };
+    if let Err(e) = up {
+        s.stop().await;
+        return Err(e);
+    }
+    Ok((s, wire))
+}
+
 /// One case: a fresh gateway, the wire, the mock; arm; two requests.
 async fn run_case(target: &GatewayTarget, dir: &Path, case: &FaultCase, deadline: Duration) -> CaseOutcome {
     let mut out = CaseOutcome {
@@ -185,41 +227,13 @@ async fn run_case(target: &GatewayTarget, dir: &Path, case: &FaultCase, deadline
         error: None,
         wire_events: Vec::new(),
     };
-    let mut s = match gateway::start_with(target, dir, &[], false).await {
-        Ok(s) => s,
+    let (s, wire) = match behind_wire(target, dir, case.schedule.clone()).await {
+        Ok(x) => x,
         Err(e) => {
-            out.error = Some(format!("the gateway did not start: {e}"));
+            out.error = Some(e);
             return out;
         }
     };
-    let wire = match FaultWire::start(WireConfig {
-        gateway_handshake: s.handshake.clone(),
-        ipc_dir: dir.join("wire"),
-        release: target.release,
-        schedule: case.schedule.clone(),
-        armed: false,
-    })
-    .await
-    {
-        Ok(w) => w,
-        Err(e) => {
-            out.error = Some(e.to_string());
-            s.stop().await;
-            return out;
-        }
-    };
-    // The mock dials the wire, not the gateway.
-    s.handshake = wire.handshake_endpoint().to_string();
-    let limit = target.startup_timeout;
-    let up = match s.register_tuned(|_| {}, limit).await {
-        Ok(_) => s.wait_ready(limit).await.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the mock engine did not register: {e}")),
-    };
-    if let Err(e) = up {
-        out.error = Some(e.to_string());
-        s.stop().await;
-        return out;
-    }
     wire.arm();
     out.affected = Some(ask(&s, &target.model_name, "affected", deadline).await);
     // Let a delayed or set-aside message through before the next request.

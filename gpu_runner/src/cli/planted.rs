@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::differential::named_target;
+use super::differential::{named_target, parse_endpoints, parse_stream};
 use super::{repo_path, CliError, WorkDir};
-use gateway_scoring::fault::{FaultWire, Schedule, WireConfig};
+use gateway_scoring::fault::{FaultWire, Schedule};
 use gateway_scoring::gateway::planted::{self, Explained, Outcome, Rig};
 use gateway_scoring::gateway::request_space::RequestSpace;
-use gateway_scoring::gateway::{self, differential, named, Endpoint, GatewayTarget, Session};
+use gateway_scoring::gateway::{self, differential, named, GatewayTarget, Session};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlantedArgs {
@@ -54,24 +54,6 @@ pub struct PlantedArgs {
     pub report_json: Option<PathBuf>,
 }
 
-fn endpoints(s: &str) -> Result<Vec<Endpoint>, CliError> {
-    Ok(match s {
-        "completions" => vec![Endpoint::Completions],
-        "chat" => vec![Endpoint::Chat],
-        "both" => vec![Endpoint::Completions, Endpoint::Chat],
-        o => return Err(CliError::Usage(format!("--endpoints {o}: expected completions, chat or both"))),
-    })
-}
-
-fn streams(s: &str) -> Result<Vec<bool>, CliError> {
-    Ok(match s {
-        "no" => vec![false],
-        "yes" => vec![true],
-        "both" => vec![false, true],
-        o => return Err(CliError::Usage(format!("--stream {o}: expected no, yes or both"))),
-    })
-}
-
 fn rig<'a>(
     reference: &'a Session,
     test: &'a Session,
@@ -82,36 +64,11 @@ fn rig<'a>(
     Rig { reference, test, wire, model, grace: Duration::from_millis(100), timeout }
 }
 
-/// The test side: the gateway, the wire between it and its engine, and
-/// the mock engine registered through the wire.
+/// The test side: the gateway, the wire between it and its engine (no
+/// fault armed), and the mock engine registered through the wire.
 async fn test_side(target: &GatewayTarget, dir: &std::path::Path) -> Result<(Session, FaultWire), CliError> {
-    let mut test = gateway::start_with(target, dir, &[], false).await?;
-    let wire = match FaultWire::start(WireConfig {
-        gateway_handshake: test.handshake.clone(),
-        ipc_dir: dir.join("wire"),
-        release: target.release,
-        schedule: Schedule { seed: 0, faults: vec![] },
-        armed: false,
-    })
-    .await
-    {
-        Ok(w) => w,
-        Err(e) => {
-            test.stop().await;
-            return Err(CliError::Usage(e.to_string()));
-        }
-    };
-    // The test side's mock dials the wire, not the gateway.
-    test.handshake = wire.handshake_endpoint().to_string();
-    let up = match test.register_tuned(|_| {}, target.startup_timeout).await {
-        Ok(_) => test.wait_ready(target.startup_timeout).await.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the mock engine did not register through the wire: {e}")),
-    };
-    if let Err(e) = up {
-        test.stop().await;
-        return Err(CliError::Usage(e));
-    }
-    Ok((test, wire))
+    let schedule = Schedule { seed: 0, faults: vec![] };
+    super::faults::behind_wire(target, dir, schedule).await.map_err(CliError::Usage)
 }
 
 /// Returns 1 when a planted bug was missed without an explanation, or an
@@ -124,7 +81,7 @@ pub async fn planted(a: PlantedArgs) -> Result<i32, CliError> {
         .clone()
         .unwrap_or_else(|| repo_path(&format!("golden/generate/schema/openai-requests-vllm-{}.json", g.release)));
     let space = RequestSpace::load(&space_path).map_err(|e| CliError::Usage(e.to_string()))?;
-    let (probes, _) = differential::sweep(&space, &endpoints(&a.endpoints)?, &streams(&a.stream)?);
+    let (probes, _) = differential::sweep(&space, &parse_endpoints(&a.endpoints)?, &parse_stream(&a.stream)?);
     let mut probes = differential::sample(probes, a.sample, 0);
     let explained_path = a.explained.clone().unwrap_or_else(|| repo_path("golden/gateway/planted-explained.txt"));
     let text = std::fs::read_to_string(&explained_path).map_err(CliError::io(&explained_path))?;

@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-fn cell(s: &str) -> String {
+/// `s` as one Markdown table cell (pipes escaped, newlines as spaces).
+pub(crate) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 

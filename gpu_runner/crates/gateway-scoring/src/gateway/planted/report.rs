@@ -12,6 +12,7 @@ use serde_json::{json, Value as Json};
 
 use super::{Bug, Clean, Outcome};
 use crate::gateway::differential::DiffProbe;
+use crate::scoreboard::cell;
 
 /// The misses the project explains (`<bug name> -- <why>` per line, `#`
 /// comments): `golden/gateway/planted-explained.txt`.
@@ -232,7 +233,6 @@ pub fn report(
 /// missed bug with its explanation (docs/planted-bugs.md).
 pub fn markdown(file: &str, r: &PlantedReport) -> String {
     let t = &r.totals;
-    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
     let mut s = String::new();
     s.push_str("\n## Planted bugs\n\n");
     s.push_str(
