@@ -84,7 +84,7 @@ fn outputs(nth: u64, fault: WireFault) -> Schedule {
 #[tokio::test]
 async fn a_wire_without_faults_forwards_every_message_untouched() {
     within(async {
-        let r = rig(Schedule { seed: 0, faults: vec![] }).await;
+        let r = rig(Schedule::none()).await;
         let f = run(&r.gw, "r1", 4).await.unwrap();
         assert_eq!(f.token_ids, expected_tokens(4));
         let log = r.wire.log();
@@ -324,7 +324,7 @@ async fn a_rewritten_add_reaches_the_engine_with_the_planted_value_and_the_gatew
 async fn a_wire_rearmed_rewrites_from_the_next_message_and_keeps_the_outputs_as_the_engine_sent_them() {
     use gpu_runner::fault::{Replacement, Rewrite};
     within(async {
-        let r = rig(Schedule { seed: 0, faults: vec![] }).await;
+        let r = rig(Schedule::none()).await;
         r.wire.keep_outputs(true);
         let rw = Rewrite { path: "outputs.*.finish_reason".into(), to: Replacement::Other };
         r.wire.rearm(Schedule::single(Direction::ToGateway, FrameKind::Outputs, None, WireFault::Rewrite(rw)));
@@ -344,7 +344,7 @@ async fn a_wire_rearmed_rewrites_from_the_next_message_and_keeps_the_outputs_as_
         .unwrap();
         let view = engine_protocol::view::any_view(&d.value);
         assert_eq!(view["outputs"][0]["finish_reason"], serde_json::Value::Null, "{view}");
-        r.wire.rearm(Schedule { seed: 0, faults: vec![] });
+        r.wire.rearm(Schedule::none());
         next_is_served(&r.gw).await;
     })
     .await;

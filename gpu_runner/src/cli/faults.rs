@@ -63,7 +63,7 @@ pub struct FaultCase {
 pub fn cases() -> Vec<FaultCase> {
     let out = |nth, fault| Schedule::single(Direction::ToGateway, FrameKind::Outputs, Some(nth), fault);
     vec![
-        FaultCase { name: "none", schedule: Schedule { seed: 0, faults: vec![] } },
+        FaultCase { name: "none", schedule: Schedule::none() },
         FaultCase { name: "delay-output", schedule: out(0, WireFault::Delay { ms: 1500 }) },
         FaultCase {
             name: "drop-add",

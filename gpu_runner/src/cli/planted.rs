@@ -67,8 +67,7 @@ fn rig<'a>(
 /// The test side: the gateway, the wire between it and its engine (no
 /// fault armed), and the mock engine registered through the wire.
 async fn test_side(target: &GatewayTarget, dir: &std::path::Path) -> Result<(Session, FaultWire), CliError> {
-    let schedule = Schedule { seed: 0, faults: vec![] };
-    super::faults::behind_wire(target, dir, schedule).await.map_err(CliError::Usage)
+    super::faults::behind_wire(target, dir, Schedule::none()).await.map_err(CliError::Usage)
 }
 
 /// Returns 1 when a planted bug was missed without an explanation, or an
@@ -139,7 +138,7 @@ pub async fn planted(a: PlantedArgs) -> Result<i32, CliError> {
             Outcome::Missed { probes: ps } => format!("planted on {} probe(s)", ps.len()),
             Outcome::NotPlanted(why) => why.clone(),
         };
-        eprintln!("{:<12} {}: {what}", o.label(), bug.name);
+        eprintln!("{:<12} {}: {what}", o.label().as_str(), bug.name);
         results.push((bug.clone(), o));
         // A bug may leave the frontend dead: the next starts on a fresh one.
         if !rig(&reference, &test, &wire, &model, timeout).healthy(&health).await {

@@ -226,6 +226,11 @@ impl Schedule {
         Ok(())
     }
 
+    /// A schedule without faults: every message passes as it is.
+    pub fn none() -> Schedule {
+        Schedule { seed: 0, faults: vec![] }
+    }
+
     /// A schedule of one entry that always fires.
     pub fn single(direction: Direction, kind: FrameKind, nth: Option<u64>, fault: WireFault) -> Schedule {
         Schedule { seed: 0, faults: vec![ScheduleEntry { direction, kind, nth, probability: 1.0, fault }] }

@@ -34,6 +34,7 @@ pub use report::{judge, report, BugRow, Explained, ExplainedError, Judged, Outco
 
 use super::differential::{compare, request_of, DiffProbe, ProbeVerdict};
 use super::lifecycle::{run_request, Session};
+use super::Observed;
 use crate::fault::{rewrite, Direction, FaultWire, FrameKind, Replacement, Rewrite, Schedule, WireFault};
 
 /// How a bug is planted.
@@ -253,11 +254,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn label(&self) -> &'static str {
+    /// The outcome's name in the report.
+    pub fn label(&self) -> OutcomeLabel {
         match self {
-            Outcome::Found { .. } => "found",
-            Outcome::Missed { .. } => "missed",
-            Outcome::NotPlanted(_) => "not planted",
+            Outcome::Found { .. } => OutcomeLabel::Found,
+            Outcome::Missed { .. } => OutcomeLabel::Missed,
+            Outcome::NotPlanted(_) => OutcomeLabel::NotPlanted,
         }
     }
 }
@@ -275,10 +277,16 @@ pub struct Rig<'a> {
 }
 
 impl Rig<'_> {
-    async fn send(&self, p: &DiffProbe, text: bool) -> ProbeVerdict {
+    /// `p` sent to the reference, then to the test side: what each showed.
+    async fn observe(&self, p: &DiffProbe) -> (Observed, Observed) {
         let req = request_of(p.endpoint, &p.body, self.grace, self.timeout);
         let a = run_request(self.reference, &req, self.model, self.reference.release()).await;
-        let mut b = run_request(self.test, &req, self.model, self.test.release()).await;
+        let b = run_request(self.test, &req, self.model, self.test.release()).await;
+        (a, b)
+    }
+
+    async fn send(&self, p: &DiffProbe, text: bool) -> ProbeVerdict {
+        let (a, mut b) = self.observe(p).await;
         if text {
             if let Some(body) = b.body.as_mut() {
                 alter_text(body);
@@ -292,7 +300,7 @@ impl Rig<'_> {
     /// process stops its engine client), and every later bug would then
     /// change nothing.
     pub async fn healthy(&self, probe: &DiffProbe) -> bool {
-        self.wire.rearm(Schedule { seed: 0, faults: vec![] });
+        self.wire.rearm(Schedule::none());
         let req = request_of(probe.endpoint, &probe.body, self.grace, self.timeout);
         run_request(self.test, &req, self.model, self.test.release()).await.status == Some(200)
     }
@@ -300,14 +308,12 @@ impl Rig<'_> {
     /// Every probe with no bug planted (the wire armed with an empty
     /// schedule, keeping the output batches).
     pub async fn clean_pass(&self, probes: &[DiffProbe]) -> Vec<Clean> {
-        self.wire.rearm(Schedule { seed: 0, faults: vec![] });
+        self.wire.rearm(Schedule::none());
         self.wire.keep_outputs(true);
         let mut out = Vec::with_capacity(probes.len());
         for p in probes {
             let _ = self.wire.take_outputs();
-            let req = request_of(p.endpoint, &p.body, self.grace, self.timeout);
-            let a = run_request(self.reference, &req, self.model, self.reference.release()).await;
-            let b = run_request(self.test, &req, self.model, self.test.release()).await;
+            let (a, b) = self.observe(p).await;
             let noisy = match compare(&a, &b) {
                 ProbeVerdict::Same => None,
                 ProbeVerdict::BothRefused => Some("both refuse it".to_string()),
@@ -339,7 +345,7 @@ impl Rig<'_> {
                 Schedule::single(*direction, *kind, None, WireFault::Rewrite(rewrite.clone()))
             }
             Plant::WithheldAbort => Schedule::single(Direction::ToEngine, FrameKind::Abort, None, WireFault::Drop),
-            Plant::HttpText => Schedule { seed: 0, faults: vec![] },
+            Plant::HttpText => Schedule::none(),
         };
         let mut planted = Vec::new();
         for &i in candidates.iter().take(tries) {
@@ -347,7 +353,7 @@ impl Rig<'_> {
             let before = self.wire.log();
             let verdict = self.send(&probes[i], bug.plant == Plant::HttpText).await;
             let after = self.wire.log();
-            self.wire.rearm(Schedule { seed: 0, faults: vec![] });
+            self.wire.rearm(Schedule::none());
             let took = match &bug.plant {
                 Plant::Wire { .. } => after.rewritten > before.rewritten,
                 Plant::WithheldAbort => after.applied.len() > before.applied.len(),

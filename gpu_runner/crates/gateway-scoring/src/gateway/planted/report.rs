@@ -155,6 +155,17 @@ pub struct PlantedReport {
     pub bugs: Vec<BugRow>,
 }
 
+impl OutcomeLabel {
+    /// The name the report writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeLabel::Found => "found",
+            OutcomeLabel::Missed => "missed",
+            OutcomeLabel::NotPlanted => "not planted",
+        }
+    }
+}
+
 impl PlantedReport {
     /// Found over planted, in percent (100 when nothing was planted).
     pub fn found_percent(&self) -> f64 {
@@ -175,8 +186,9 @@ pub fn report(
     results: &[(Bug, Outcome)],
     explained: &Explained,
 ) -> PlantedReport {
-    let count = |l: &str| results.iter().filter(|(_, o)| o.label() == l).count();
-    let (found, missed, not_planted) = (count("found"), count("missed"), count("not planted"));
+    let count = |l| results.iter().filter(|(_, o)| o.label() == l).count();
+    let (found, missed, not_planted) =
+        (count(OutcomeLabel::Found), count(OutcomeLabel::Missed), count(OutcomeLabel::NotPlanted));
     let missed_explained = results
         .iter()
         .filter(|(b, o)| matches!(o, Outcome::Missed { .. }) && explained.reasons.contains_key(&b.name))
@@ -188,7 +200,7 @@ pub fn report(
     let row = |b: &Bug, o: &Outcome| {
         let mut r = BugRow {
             bug: b.name.clone(),
-            outcome: OutcomeLabel::NotPlanted,
+            outcome: o.label(),
             probe: None,
             differences: Vec::new(),
             probes: Vec::new(),
@@ -197,12 +209,10 @@ pub fn report(
         };
         match o {
             Outcome::Found { probe: i, differences } => {
-                r.outcome = OutcomeLabel::Found;
                 r.probe = Some(probe(*i));
                 r.differences = differences.iter().take(6).cloned().collect();
             }
             Outcome::Missed { probes: ps } => {
-                r.outcome = OutcomeLabel::Missed;
                 r.probes = ps.iter().map(|i| probe(*i)).collect();
                 r.explained = explained.reasons.get(&b.name).map(|(_, why)| why.clone());
             }
@@ -351,5 +361,12 @@ mod tests {
         assert!(md.contains("| `add b -> other` | metrics only |"), "{md}");
         assert!(md.contains("| `add c -> other` | **not explained** |"), "{md}");
         assert!(!md.contains("add a -> other") && !md.contains("add d -> other"), "only misses are listed: {md}");
+    }
+
+    #[test]
+    fn an_outcome_prints_as_the_report_names_it() {
+        for l in [OutcomeLabel::Found, OutcomeLabel::Missed, OutcomeLabel::NotPlanted] {
+            assert_eq!(serde_json::to_value(l).unwrap(), json!(l.as_str()));
+        }
     }
 }
