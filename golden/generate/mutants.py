@@ -150,6 +150,20 @@ def build(b):
         lambda r: r[3].__setitem__("repetition_detection", {"max_pattern_size": 2, "min_pattern_size": 3, "min_count": 2}))
     mut("sp_repetition_detection_count1", "request/sp_repetition_detection", "repetition_detection enabled with min_count 1.",
         lambda r: r[3].__setitem__("repetition_detection", {"max_pattern_size": 4, "min_pattern_size": 1, "min_count": 1}))
+    # RepetitionDetectionParams.__post_init__'s two conditions at their edges:
+    # the sizes are judged whether or not detection is on, min_count only
+    # when it is.
+    for name, rd, what in [
+        ("min_above_disabled_max", (0, 1, 0), "min_pattern_size 1 above a max_pattern_size of 0 (detection off)"),
+        ("min_equals_max", (3, 3, 2), "min_pattern_size equal to max_pattern_size, min_count 2"),
+        ("negative_min", (2, -1, 2), "a negative min_pattern_size"),
+        ("negative_max", (-1, 0, 2), "a negative max_pattern_size"),
+        ("negative_count_disabled", (0, 0, -1), "min_count -1 with detection off"),
+        ("negative_count_enabled", (2, 1, -1), "min_count -1 with detection on"),
+    ]:
+        mut(f"sp_repetition_detection_{name}", "request/sp_repetition_detection", f"repetition_detection with {what}.",
+            lambda r, rd=rd: r[3].__setitem__("repetition_detection",
+                                              dict(zip(("max_pattern_size", "min_pattern_size", "min_count"), rd))))
     # accepted: wire values the typed decoder takes but __post_init__ normalises
     mut("sp_seed_minus_one", R, "seed -1 on the wire (accepted; __post_init__ turns it into None, the view keeps -1).", sp_set(seed=-1))
     mut("sp_thinking_budget_minus1", R, "thinking_token_budget -1 on the wire (accepted, normalised after decode).", sp_set(thinking_token_budget=-1))

@@ -629,26 +629,27 @@ pub fn lora_request(v: &StructValue) -> Result<(), Violation> {
     first_violation_in(v, LORA_REQUEST_RULES)
 }
 
-/// `RepetitionDetectionParams.__post_init__`.
+/// `RepetitionDetectionParams.__post_init__` (vllm/sampling_params.py,
+/// 0.32.0 to 0.34.0): the pattern sizes non-negative, and the minimum not
+/// above the maximum, whether detection is on or off (a `min_pattern_size`
+/// of 1 under a `max_pattern_size` of 0 is refused); `min_count` at least 2
+/// only when detection is on (`max_pattern_size > 0`), so any `min_count`,
+/// negative too, passes with detection off. The
+/// `mutant/sp_repetition_detection_*` goldens of those releases' decoder.
 pub fn repetition_detection_params(v: &StructValue) -> Result<(), Violation> {
     let int = |name: &str| v.get(name).map(FieldRef::of).and_then(FieldRef::int).unwrap_or(0);
     let (max, min, count) = (int("max_pattern_size"), int("min_pattern_size"), int("min_count"));
-    if max < 0 || min < 0 || count < 0 {
-        return Err(Violation::new("", "pattern sizes and min_count must be non-negative"));
+    if max < 0 || min < 0 || min > max {
+        return Err(Violation::new(
+            "",
+            format!(
+                "max_pattern_size and min_pattern_size must be non-negative, with min_pattern_size <= \
+                 max_pattern_size; got {min} and {max}"
+            ),
+        ));
     }
-    if max > 0 {
-        if count < 2 {
-            return Err(Violation::new(
-                "min_count",
-                format!("must be at least 2 when detection is enabled, got {count}"),
-            ));
-        }
-        if min > max {
-            return Err(Violation::new(
-                "min_pattern_size",
-                format!("must not exceed max_pattern_size ({max}), got {min}"),
-            ));
-        }
+    if max > 0 && count < 2 {
+        return Err(Violation::new("min_count", format!("must be at least 2 when detection is enabled, got {count}")));
     }
     Ok(())
 }
@@ -697,10 +698,39 @@ mod tests {
             sp(&[("stop", Value::Array(vec![Value::Str(String::new())])), ("detokenize", Value::Bool(false))]),
             sp(&[("stop", Value::Str("x".into())), ("detokenize", Value::Bool(false))]),
             sp(&[("min_tokens", Value::Int(3)), ("max_tokens", Value::Int(2))]),
+            // Two fields broken, the one held first (`stop`, field 10)
+            // ruled later in vLLM's order (after `max_tokens`'s rule).
+            sp(&[("stop", Value::Array(vec![Value::Str(String::new())])), ("max_tokens", Value::Int(0))]),
         ];
         for v in cases {
             assert_eq!(sampling_params(&v), first_violation(&v, SAMPLING_PARAMS_RULES), "{v:?}");
         }
+        let two = sp(&[("stop", Value::Array(vec![Value::Str(String::new())])), ("max_tokens", Value::Int(0))]);
+        assert_eq!(sampling_params(&two).unwrap_err().fields, ["max_tokens"], "vLLM's order, not the fields'");
+    }
+
+    #[test]
+    fn the_rule_tables_the_decoder_judges_by_are_indexed() {
+        // The decoder's per-request path: resolved once per struct, never
+        // the lookup by name.
+        assert!(RuleIndex::of(&vllm::SAMPLING_PARAMS).is_some());
+        assert!(RuleIndex::of(&vllm::LORA_REQUEST).is_some());
+    }
+
+    #[test]
+    fn every_rule_that_an_absent_fields_default_breaks_is_judged_not_only_the_first() {
+        // A LoRARequest table whose two rules both fail on their defaults
+        // (an id defaulting to 0 here): with the id held and valid, the
+        // absent path's default still fails.
+        let schema = &vllm::LORA_REQUEST;
+        let defaults = [Value::Str("a".into()), Value::Int(0), Value::Str(String::new())];
+        let ix = RuleIndex::new(schema, &defaults).expect("indexed");
+        assert_eq!(ix.default_fails.count_ones(), 2);
+        let mut v = StructValue::with_defaults(schema);
+        v.set("lora_name", Value::Str("a".into())).set("lora_int_id", Value::Int(5));
+        assert_eq!(ix.first_violation(&v, LORA_REQUEST_RULES).unwrap_err().fields, ["lora_path"]);
+        v.set("lora_path", Value::Str("/p".into()));
+        assert!(ix.first_violation(&v, LORA_REQUEST_RULES).is_ok());
     }
 
     #[test]

@@ -196,6 +196,38 @@ fn unknown_sampling_key_is_accepted_and_reported_as_drift() {
 }
 
 #[test]
+fn an_integer_temperature_is_judged_as_the_float_msgspec_makes_of_it() {
+    // msgspec reads an int into a `float` field as that float, and
+    // `_verify_args` then judges it: 3 is out of [0, 2], 1 is in.
+    let path = "EngineCoreRequest.sampling_params.temperature";
+    for (t, refused) in [(3, true), (1, false)] {
+        let mut sp = sampling_params_value(v033());
+        sp.set("temperature", Value::Int(t));
+        let req = request_value(v033(), "r", vec![1], sp, 0.5);
+        let got = decode(v033(), MessageKind::EngineCoreRequest, &unvalidated(&req));
+        match got {
+            Err(e) => assert!(refused && (e.class, e.path.as_str()) == (RejectClass::Validation, path), "{t}: {e:?}"),
+            Ok(_) => assert!(!refused, "temperature {t} accepted"),
+        }
+    }
+}
+
+#[test]
+fn a_stop_given_as_one_string_needs_detokenize_as_a_list_of_them_does() {
+    // `SamplingParams.__post_init__` makes a lone string a list of one,
+    // and `_verify_args` refuses stop strings without detokenize.
+    for stop in [Value::Str("x".into()), Value::Array(vec![Value::Str("x".into())])] {
+        let mut sp = sampling_params_value(v033());
+        sp.set("stop", stop.clone());
+        sp.set("detokenize", Value::Bool(false));
+        let e = engine_protocol::validate::sampling_params(&sp).expect_err("refused");
+        assert_eq!(e.fields, ["stop"], "{stop:?}");
+        sp.set("detokenize", Value::Bool(true));
+        assert!(engine_protocol::validate::sampling_params(&sp).is_ok(), "{stop:?}");
+    }
+}
+
+#[test]
 fn float32_temperature_is_accepted_and_widened_exactly() {
     // docs/wire-protocol.md §6.4: 0.8 as float32 decodes as 0.800000011920929.
     let payload = unhex("99 a17291 01 c0 de0001 ab74656d7065726174757265 ca3f4ccccd c0 cb3ff0000000000000 c0c0c0");

@@ -397,6 +397,16 @@ fn a_structured_json_constraint_that_is_neither_text_nor_object_is_malformed() {
     assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::Malformed, "structured_outputs.json"));
 }
 
+#[test]
+fn n_is_checked_alone_before_the_constraint_so_two_constraints_are_refused_before_greedy_n() {
+    // vLLM's server checks `n` before it builds the constraint, and the
+    // relation "n must be 1 under greedy sampling" only with the rest.
+    let c = ConstraintFields { regex: Some("a".into()), grammar: Some("b".into()), ..Default::default() };
+    let r = GenerateRequest { n: Some(2), temperature: Some(0.0), structured_outputs: Some(c), ..req(3) };
+    let e = translate(&r, &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
+    assert_eq!(e.class, TranslateErrorClass::Conflict, "two constraints, before greedy n: {e}");
+}
+
 /// The instruct-shaped model (golden/instruct/), whose generation config
 /// sets temperature 0.7, top_p 0.8, top_k 20 and repetition_penalty 1.05.
 fn instruct_tok() -> GatewayTokenizer {
