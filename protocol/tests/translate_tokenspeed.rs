@@ -15,7 +15,9 @@ use std::sync::OnceLock;
 use engine_protocol::translate::tokenspeed::{
     encode_request, translate, TokenSpeedEngineInfo, TokenSpeedOptions, TokenSpeedTranslated,
 };
-use engine_protocol::translate::{ConstraintFields, GatewayTokenizer, GenerateRequest, TranslateErrorClass};
+use engine_protocol::translate::{
+    ConstraintFields, GatewayTokenizer, GenerateRequest, StopSemantics, TranslateErrorClass,
+};
 use engine_protocol::validate::tokenspeed::{self as ts, EngineConfig, GREEDY_BELOW, TOP_K_ALL, TOP_K_KERNEL_LIMIT};
 use engine_protocol::{decode_message_with, release, Limits, MessageKind};
 use engine_protocol::{StructValue, Value};
@@ -189,6 +191,55 @@ fn logprobs_are_refused_when_the_engine_has_them_disabled() {
 }
 
 #[test]
+fn the_engine_config_of_an_engine_is_its_vocabulary_and_logprob_switch() {
+    let info = TokenSpeedEngineInfo { max_model_len: 64, vocab_size: Some(100), enable_output_logprobs: false };
+    assert_eq!(info.engine_config(), EngineConfig { vocab_size: Some(100), enable_output_logprobs: false });
+}
+
+#[test]
+fn a_data_parallel_rank_option_is_sent_as_the_requests_rank_and_none_by_default() {
+    let opts = TokenSpeedOptions { data_parallel_rank: Some(1), ..Default::default() };
+    let t = translate(&req(), &info(), tok(), &opts).expect("translates");
+    assert_eq!(t.typed.data_parallel_rank, Some(1));
+    let Value::Struct(r) = &t.request else { panic!("a struct") };
+    assert_eq!(r.get("data_parallel_rank"), Some(&Value::Int(1)));
+    assert_eq!(ok(&req()).typed.data_parallel_rank, None);
+}
+
+#[test]
+fn the_stop_detector_gets_the_requests_parameters_with_vllms_defaults_and_the_chosen_semantics() {
+    let t = ok(&req());
+    assert!(t.stop.skip_special_tokens && t.stop.spaces_between_special_tokens, "both default to true");
+    assert_eq!((t.stop.min_tokens, t.stop.semantics), (0, StopSemantics::Vllm));
+    let r = GenerateRequest {
+        min_tokens: Some(3),
+        skip_special_tokens: Some(false),
+        spaces_between_special_tokens: Some(false),
+        ..req()
+    };
+    let opts = TokenSpeedOptions { stop_semantics: StopSemantics::Smg, ..Default::default() };
+    let t = translate(&r, &info(), tok(), &opts).expect("translates");
+    assert!(!t.stop.skip_special_tokens && !t.stop.spaces_between_special_tokens);
+    assert_eq!((t.stop.min_tokens, t.stop.semantics), (3, StopSemantics::Smg));
+}
+
+#[test]
+fn prompt_logprobs_from_an_engine_without_output_logprobs_are_refused_for_the_engine_first() {
+    let off = TokenSpeedEngineInfo { enable_output_logprobs: false, ..info() };
+    let r = GenerateRequest { prompt_logprobs: Some(1), ..req() };
+    let e = translate(&r, &off, tok(), &Default::default()).unwrap_err();
+    assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::Unsupported, "prompt_logprobs"));
+    assert!(e.message.contains("--enable-output-logprobs"), "the engine's switch is the reason: {e}");
+}
+
+#[test]
+fn two_constraints_are_a_conflict_under_parity_options_too() {
+    let c = ConstraintFields { regex: Some("a".into()), grammar: Some("b".into()), ..Default::default() };
+    let (class, field) = refused(&so(c), &TokenSpeedOptions::tokenspeed_parity());
+    assert_eq!(class, TranslateErrorClass::Conflict, "{field}");
+}
+
+#[test]
 fn top_k_at_the_kernel_limit_is_refused_but_the_sentinel_passes() {
     let d = TokenSpeedOptions::default();
     let k = |v| GenerateRequest { top_k: Some(v), ..req() };
@@ -284,6 +335,10 @@ fn max_tokens_past_the_context_is_cut_with_a_warning_or_refused_by_option() {
     assert_eq!(t.warnings.len(), 1);
     let t = ok(&GenerateRequest { max_tokens: Some(61), ..req() });
     assert_eq!((t.max_new_tokens, t.warnings.len()), (61, 0));
+    // One that fits is sent as asked: 30 with a prompt of 3 (their product
+    // would reach past the context, their sum does not).
+    let t = ok(&GenerateRequest { max_tokens: Some(30), ..req() });
+    assert_eq!((t.max_new_tokens, t.warnings.len()), (30, 0));
     let strict = TokenSpeedOptions { reject_max_tokens_over_room: true, ..Default::default() };
     let r = GenerateRequest { max_tokens: Some(62), ..req() };
     assert_eq!(refused(&r, &strict), (TranslateErrorClass::TooLong, "max_tokens".into()));

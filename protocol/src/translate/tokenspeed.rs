@@ -277,7 +277,8 @@ pub fn translate(
         sampling_params: SamplingParams::from_struct(&V0_1_1, &sp).map_err(internal)?,
         return_logprob,
         logprob_start_len: i128::from((prompt - 1).max(0)),
-        top_logprobs_num: 0,
+        // `top_logprobs_num` stays at its default, 0: only the sampled
+        // token's logprob is carried (the socket's gate).
         stream: opts.stream,
         created_time: opts.created_time,
         data_parallel_rank: opts.data_parallel_rank.map(i128::from),
