@@ -170,6 +170,11 @@ pub struct ScoreboardArgs {
     /// the "Planted bugs" section; repeatable.
     #[arg(long = "planted")]
     pub planted: Vec<PathBuf>,
+    /// engine-protocol's mutation scores (`protocol/mutation/run.py score
+    /// --record`): the "Mutation score" section. Default: this checkout's
+    /// `protocol/mutation/scores.json`.
+    #[arg(long = "mutation")]
+    pub mutation: Option<PathBuf>,
     /// Every report of this directory (`golden/gateway/reports`), each
     /// section's in file-name order: `differential-*`, `releases-*`,
     /// `faults-*`, `planted-*` by their prefix, every other `*.json` a gateway report

@@ -11,9 +11,15 @@ protocol/mutation/equivalent.txt and left out of every run.
   run.py list [--module M]...         the mutants, per module; fails on a stale
                                        line of equivalent.txt (no such mutant)
   run.py run --out DIR [--shard K/N] [--module M]... [--sample N] [--jobs J]
-             [--in-place [--no-debuginfo]] [--skip-baseline]
-                                       run them (cargo-mutants from PATH)
-  run.py score DIR... [--min 90] [--markdown FILE]
+             [--in-place [--no-debuginfo]] [--skip-baseline] [--quick-first]
+             [--resume] [--again DIR]...
+                                       run them (cargo-mutants from PATH);
+                                       --quick-first: against the quick
+                                       tests first, then the ones they miss
+                                       against every test; --resume: go on
+                                       with a run cut short in DIR; --again:
+                                       only what runs in DIR did not judge
+  run.py score DIR... [--min 90] [--markdown FILE] [--record [FILE]]
                                        the score per module from runs' outcomes
                                        (shards merged); fails below --min in a
                                        module of GATED
@@ -23,7 +29,9 @@ caches it under ~/.cache/engine-conformance/tools/cargo-mutants).
 """
 
 import argparse
+import datetime
 import fnmatch
+import glob
 import json
 import os
 import re
@@ -62,13 +70,43 @@ GATED = [m for m in MODULES if m.startswith("translate/") or m == "validate"]
 SELF_COMPARING = os.path.join(ROOT, "conformance", "tests", "testee.rs")
 
 
-def test_args(path=SELF_COMPARING):
+# The quick pass (`run --quick-first`): every test but those of the slow
+# test targets, skipped by exact name read from their files (`compat`,
+# `hot_request`, `fuzz_seed_corpus`, `hot_outputs`, `robustness` and
+# `limits` are 52 of the 63 s of tests a surviving mutant costs).
+# cargo-mutants runs the test command once per package, so the targets
+# themselves cannot be named: each name would have to be a target of both
+# packages. A mutant the quick pass kills, every test kills; the ones it
+# misses run again against every test, so the score is the same as one
+# run against every test, at half the time.
+SLOW = ["conformance/tests/compat.rs"] + [
+    f"protocol/tests/{n}.rs" for n in ("hot_request", "fuzz_seed_corpus", "hot_outputs", "robustness", "limits")]
+
+
+def test_names(path):
+    """The tests of one file: `#[test]` functions and those of `proptest!` blocks."""
     with open(path, encoding="utf-8") as f:
-        names = re.findall(r"#\[test\]\s*fn (\w+)", f.read())
-    args = ["--lib", "--tests", "--", "--exact"]
-    for n in names:
-        args += ["--skip", n]
+        src = f.read()
+    names = re.findall(r"#\[test\]\s*(?:#\[[^\]]*\]\s*)*fn (\w+)", src)
+    for block in re.findall(r"proptest!\s*\{(.*?)\n\}", src, re.S):
+        names += re.findall(r"^\s*fn (\w+)\s*\(", block, re.M)
+    return sorted(set(names))
+
+
+def skips(paths):
+    args = ["--exact"]
+    for path in paths:
+        for n in test_names(path):
+            args += ["--skip", n]
     return args
+
+
+def test_args(path=SELF_COMPARING):
+    return ["--lib", "--tests", "--"] + skips([path])
+
+
+def quick_test_args():
+    return ["--lib", "--tests", "--"] + skips([SELF_COMPARING] + [os.path.join(ROOT, p) for p in SLOW])
 
 
 # Mutants are built without debug information: linking some thirty test
@@ -153,8 +191,38 @@ def cmd_list(args):
 
 def cmd_run(args):
     modules = args.module or list(MODULES)
+    if args.again:
+        # The runs it goes on from, and every mutant of the code now: the
+        # earlier runs' mutants of code since removed no longer count.
+        current = sorted({strip_position(m["name"]) for m in listed(modules)})
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "again.json"), "w", encoding="utf-8") as f:
+            json.dump({"again": [os.path.abspath(d) for d in args.again], "current": current}, f, indent=0)
+    if not args.quick_first:
+        return run_pass(args, modules, args.out, test_args(), [])
+    quick = os.path.join(args.out, "quick")
+    rc = run_pass(args, modules, quick, quick_test_args(), [], timeout=args.quick_timeout)
+    if rc not in (0, 2, 3):
+        # 2: some mutants missed, 3: some timed out (cargo-mutants' exit codes).
+        return rc
+    missed = [n for n, (_, summary) in read_outcomes(parts(quick)).items() if summary == "MissedMutant"]
+    print(f"{len(missed)} missed by the quick targets: again against every test", flush=True)
+    if not missed:
+        return rc
+    only = ["--re", "^(" + "|".join(re.escape(n) for n in missed) + ")$"]
+    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), only)
+
+
+def run_pass(args, modules, out, tests, only, timeout=None):
     # In file order: a run cut short has whole modules done.
-    cmd = ["cargo"] + base_args(modules) + ["-o", args.out, "--timeout", str(args.timeout), "--no-shuffle"]
+    os.makedirs(out, exist_ok=True)
+    done = resume(out) if args.resume else []
+    for name in judged_before(args.again):
+        file, _, rest = name.partition(": ")
+        only = only + ["--exclude-re", "^" + re.escape(file) + r":\d+:\d+: " + re.escape(rest) + "$"]
+    cmd = ["cargo"] + base_args(modules) + only + ["-o", out, "--timeout", str(timeout or args.timeout), "--no-shuffle"]
+    for name in done:
+        cmd += ["--exclude-re", "^" + re.escape(name) + "$"]
     if not args.in_place:
         cmd += ["-j", str(args.jobs)]
     for name in equivalents():
@@ -164,25 +232,109 @@ def cmd_run(args):
         # The checkout itself, its target directory reused (a throwaway
         # checkout only: an interrupted run leaves a mutated file).
         cmd += ["--in-place"]
-    if args.skip_baseline:
-        cmd += ["--baseline", "skip"]
+    # The baseline is run.py's own (below): cargo-mutants' runs the
+    # mutated package's tests only.
+    cmd += ["--baseline", "skip"]
     if args.shard:
         cmd += ["--shard", args.shard, "--sharding", "round-robin"]
     if args.sample:
         # A fixed sample: every N-th mutant of the list (round-robin shard 1/N).
         cmd += ["--shard", f"1/{args.sample}", "--sharding", "round-robin"]
-    cmd += ["--"] + test_args()
-    print(" ".join(cmd), flush=True)
+    cmd += ["--"] + tests
     env = dict(os.environ)
     if not args.in_place or args.no_debuginfo:
         env.update(ENV)
+    if not args.skip_baseline:
+        rc = subprocess.run(baseline_command(tests), cwd=ROOT, env=env).returncode
+        if rc != 0:
+            print(f"the unmutated tests fail (exit {rc}): no mutant can be judged", file=sys.stderr)
+            return 4
+    print(" ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
+def judged_before(dirs):
+    """The mutants (named without their position) earlier runs in `dirs`
+    caught, timed out or found unviable at every position they name: `run
+    --again DIR` leaves them out, so it runs what those runs missed, and
+    the mutants of code changed since (new names), after new tests."""
+    if not dirs:
+        return []
+    by_name = {}
+    for name, (_, summary) in outcomes(dirs).items():
+        by_name.setdefault(strip_position(name), set()).add(summary)
+    return sorted(n for n, s in by_name.items() if "MissedMutant" not in s)
+
+
+def resume(out):
+    """The mutants a pass cut short already judged (their outcomes kept):
+    its last output moves to `earlier-K/`, which `score` reads first."""
+    current = os.path.join(out, "mutants.out")
+    if os.path.exists(current):
+        k = len(glob.glob(os.path.join(out, "earlier-*"))) + 1
+        os.makedirs(os.path.join(out, f"earlier-{k}"))
+        os.rename(current, os.path.join(out, f"earlier-{k}", "mutants.out"))
+    done = list(read_outcomes(parts(out)))
+    print(f"resuming {out}: {len(done)} mutants already judged", flush=True)
+    return done
+
+
+def baseline_command(tests):
+    """The tests every mutant gets, run on the unmutated tree. A command
+    that fails by itself would count every mutant as caught, and
+    cargo-mutants' own baseline (27.1.0) runs the mutated package's tests
+    only, engine-protocol's, where each mutant runs both packages'."""
+    return ["cargo", "test", "--package", "conformance", "--package", "engine-protocol",
+            "--features", "translate"] + tests
+
+
+def parts(pass_dir):
+    """One pass's outcome files in order: those of the runs it was resumed
+    after (`earlier-1/`, ...), then its last."""
+    earlier = sorted(glob.glob(os.path.join(pass_dir, "earlier-*")), key=lambda e: int(e.rsplit("-", 1)[1]))
+    files = [os.path.join(e, "mutants.out", "outcomes.json") for e in earlier]
+    files.append(os.path.join(pass_dir, "mutants.out", "outcomes.json"))
+    return [f for f in files if os.path.exists(f)]
+
+
+def outcome_files(d):
+    """A run's outcome files, in the order they count: one pass, or a
+    --quick-first run's two (its second pass decides the mutants it reran)."""
+    return parts(d) or [f for sub in ("quick", "every-test") for f in parts(os.path.join(d, sub))]
+
+
 def outcomes(dirs):
-    out = {}
+    """{mutant name: (file, summary)} of the runs in `dirs`: shards merged,
+    then each `run --again` run (it says so in its `again.json`) deciding
+    anew every mutant it ran, whatever its position in the runs before
+    (the code may have moved), and dropping those of code removed since
+    (not in its `current` list); the mutants equivalent.txt lists now left
+    out."""
     for d in dirs:
-        path = os.path.join(d, "mutants.out", "outcomes.json")
+        if not outcome_files(d):
+            sys.exit(f"{d}: no mutants.out/outcomes.json (nor quick/ or every-test/ ones): not a run's output")
+    again = [d for d in dirs if os.path.exists(os.path.join(d, "again.json"))]
+    base = [d for d in dirs if d not in again]
+    out = read_outcomes([p for d in base for p in outcome_files(d)])
+    for d in again:
+        with open(os.path.join(d, "again.json"), encoding="utf-8") as f:
+            current = set(json.load(f).get("current", []))
+        # `current` lists the mutants of the modules that run mutated only.
+        its_modules = {module_of(n.split(":")[0]) for n in current}
+        later = read_outcomes(outcome_files(d))
+        rerun = {strip_position(n) for n in later}
+        out = {n: o for n, o in out.items()
+               if strip_position(n) not in rerun
+               and (module_of(o[0]) not in its_modules or strip_position(n) in current)}
+        out.update(later)
+    eq = equivalents()
+    return {n: o for n, o in out.items() if strip_position(n) not in eq}
+
+
+def read_outcomes(files):
+    """{mutant name: (file, summary)}, a later file deciding a mutant again."""
+    out = {}
+    for path in files:
         with open(path, encoding="utf-8") as f:
             for o in json.load(f)["outcomes"]:
                 s = o.get("scenario")
@@ -226,10 +378,51 @@ def cmd_score(args):
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(text)
+    if args.record:
+        record(args.record, rows, missed, args.measured or datetime.date.today().isoformat())
     if low:
         print(f"below {args.min} %: {', '.join(low)}")
         return 1
     return 0
+
+
+SCORES = os.path.join(ROOT, "protocol", "mutation", "scores.json")
+
+
+def record(path, rows, missed, measured):
+    """Writes the modules measured into the scores file (`gpu-runner
+    scoreboard` shows it): each such module's row replaced, the others kept
+    as they were measured, a module never measured listed without counts."""
+    old = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = {m["module"]: m for m in json.load(f)["modules"]}
+    modules = []
+    for mod in MODULES:
+        r = rows.get(mod)
+        if r is None:
+            modules.append(old.get(mod, {"module": mod, "measured": None}))
+            continue
+        modules.append({
+            "module": mod,
+            "measured": measured,
+            "caught": r["CaughtMutant"],
+            "missed": r["MissedMutant"],
+            "timeout": r["Timeout"],
+            "unviable": r["Unviable"],
+            "score": round(percent(r), 1),
+            "missed_mutants": [m for m in missed if module_of(m.split(":")[0]) == mod],
+        })
+    doc = {
+        "about": "engine-protocol's mutation score per module, as protocol/mutation/run.py score --record "
+                 "last measured each (docs/mutation.md)",
+        "gated": GATED,
+        "goal": 90.0,
+        "modules": modules,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def main():
@@ -243,15 +436,32 @@ def main():
     p.add_argument("--shard")
     p.add_argument("--sample", type=int)
     p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--timeout", type=int, default=300, help="seconds a mutant's tests may take (every test)")
+    p.add_argument("--quick-timeout", type=int, default=60,
+                   help="seconds a mutant's quick tests may take (they take about 15 unmutated, in debug)")
+    p.add_argument("--again", action="append", metavar="DIR",
+                   help="leave out the mutants runs in DIR judged (caught, timed out, unviable): after new tests, "
+                        "run what they missed and what changed since")
+    p.add_argument("--resume", action="store_true",
+                   help="go on with a run cut short: mutants already judged in OUT are not run again")
     p.add_argument("--in-place", action="store_true", help="mutate this checkout (CI's throwaway clone)")
-    p.add_argument("--skip-baseline", action="store_true", help="the tests already passed unmutated")
+    p.add_argument("--skip-baseline", action="store_true",
+                   help="the unmutated tests are not run first (they already passed, with these arguments)")
     p.add_argument("--no-debuginfo", action="store_true", help="in place too, build without debug information")
+    p.add_argument("--quick-first", action="store_true",
+                   help="the module's quick targets first, the mutants they miss again against every test")
     p = sub.add_parser("score")
     p.add_argument("dirs", nargs="+")
     p.add_argument("--min", type=float, default=90.0)
     p.add_argument("--markdown")
+    p.add_argument("--record", nargs="?", const=SCORES, metavar="FILE",
+                   help="write the modules measured into FILE (default protocol/mutation/scores.json, "
+                        "which gpu-runner scoreboard shows), keeping the others")
+    p.add_argument("--measured", help="the date the runs were made (default today)")
     args = ap.parse_args()
+    if args.cmd == "run" and args.resume and (args.shard or args.sample):
+        # cargo-mutants shards the list after exclusions: the shard would change.
+        ap.error("--resume runs a whole list again less what was judged: not with --shard or --sample")
     return {"list": cmd_list, "run": cmd_run, "score": cmd_score}[args.cmd](args)
 
 

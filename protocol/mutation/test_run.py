@@ -22,6 +22,131 @@ class RunPy(unittest.TestCase):
         # The real file: every test of it skipped.
         self.assertGreater(run.test_args().count("--skip"), 10)
 
+    def test_the_quick_pass_skips_the_slow_targets_tests_including_proptest_ones(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".rs", delete=False) as f:
+            f.write("#[test]\n#[ignore]\nfn ignored_one() {}\n\nproptest! {\n"
+                    "    #[test]\n    fn prop(x in 0u8..) {}\n\n    fn prop_two(x in 0u8..) {}\n}\nfn helper() {}\n")
+        self.assertEqual(run.test_names(f.name), ["ignored_one", "prop", "prop_two"])
+        os.unlink(f.name)
+        quick = run.quick_test_args()
+        self.assertEqual(quick[:3], ["--lib", "--tests", "--"])
+        self.assertIn("truncated_and_mutated_golden_messages_never_panic", quick)
+        self.assertTrue(set(run.test_args()) < set(quick), "the quick pass skips what every pass skips, and more")
+
+    def test_a_quick_first_runs_second_pass_decides_the_mutants_it_reran(self):
+        d = tempfile.mkdtemp()
+        f = "protocol/src/validate.rs"
+        for sub, outs in (("quick", [("m1", "MissedMutant"), ("m2", "CaughtMutant"), ("m3", "MissedMutant")]),
+                          ("every-test", [("m1", "CaughtMutant"), ("m3", "MissedMutant")])):
+            os.makedirs(os.path.join(d, sub, "mutants.out"))
+            with open(os.path.join(d, sub, "mutants.out", "outcomes.json"), "w") as out:
+                json.dump({"outcomes": [{"scenario": {"Mutant": {"name": n, "file": f}}, "summary": s}
+                                        for n, s in outs]}, out)
+        self.assertEqual(run.outcomes([d]), {"m1": (f, "CaughtMutant"), "m2": (f, "CaughtMutant"),
+                                             "m3": (f, "MissedMutant")})
+
+    def test_a_resumed_pass_keeps_what_was_judged_and_its_later_runs_decide_again(self):
+        d = tempfile.mkdtemp()
+        f = "protocol/src/validate.rs"
+
+        def write(sub, outs):
+            os.makedirs(os.path.join(d, sub, "mutants.out"), exist_ok=True)
+            with open(os.path.join(d, sub, "mutants.out", "outcomes.json"), "w") as out:
+                json.dump({"outcomes": [{"scenario": {"Mutant": {"name": n, "file": f}}, "summary": s}
+                                        for n, s in outs]}, out)
+        write("quick", [("m1", "CaughtMutant"), ("m2", "Timeout")])
+        quick = os.path.join(d, "quick")
+        self.assertEqual(sorted(run.resume(quick)), ["m1", "m2"])
+        self.assertFalse(os.path.exists(os.path.join(quick, "mutants.out")), "moved to earlier-1")
+        write("quick", [("m3", "MissedMutant")])
+        self.assertEqual(sorted(run.resume(quick)), ["m1", "m2", "m3"])
+        write("quick", [("m2", "CaughtMutant")])
+        self.assertEqual([os.path.relpath(p, quick) for p in run.parts(quick)],
+                         ["earlier-1/mutants.out/outcomes.json", "earlier-2/mutants.out/outcomes.json",
+                          "mutants.out/outcomes.json"])
+        self.assertEqual(run.outcomes([d]), {"m1": (f, "CaughtMutant"), "m2": (f, "CaughtMutant"),
+                                             "m3": (f, "MissedMutant")})
+
+    def test_a_run_again_leaves_out_what_was_judged_at_every_position_it_names(self):
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "mutants.out"))
+        f = "protocol/src/validate.rs"
+        outs = [(f"{f}:1:1: replace a", "CaughtMutant"), (f"{f}:2:1: replace b", "MissedMutant"),
+                (f"{f}:3:1: replace c", "CaughtMutant"), (f"{f}:9:1: replace c", "MissedMutant"),
+                (f"{f}:4:1: replace d", "Unviable"), (f"{f}:5:1: replace e", "Timeout")]
+        with open(os.path.join(d, "mutants.out", "outcomes.json"), "w") as out:
+            json.dump({"outcomes": [{"scenario": {"Mutant": {"name": n, "file": f}}, "summary": s}
+                                    for n, s in outs]}, out)
+        self.assertEqual(run.judged_before([d]), [f"{f}: replace a", f"{f}: replace d", f"{f}: replace e"])
+        self.assertEqual(run.judged_before(None), [])
+
+    def test_a_record_replaces_the_modules_measured_and_keeps_the_others(self):
+        path = os.path.join(tempfile.mkdtemp(), "scores.json")
+        f = "protocol/src/translate/finish.rs"
+        rows, missed = run.score_rows({f"{f}:1:1: a": (f, "CaughtMutant"), f"{f}:2:1: b": (f, "MissedMutant")})
+        run.record(path, rows, missed, "2026-12-06")
+        v = "protocol/src/validate.rs"
+        rows, missed = run.score_rows({f"{v}:1:1: c": (v, "CaughtMutant")})
+        run.record(path, rows, missed, "2026-12-07")
+        with open(path) as out:
+            doc = json.load(out)
+        by = {m["module"]: m for m in doc["modules"]}
+        self.assertEqual(list(by), list(run.MODULES), "every module, in the modules' order")
+        self.assertEqual((by["translate/finish"]["score"], by["translate/finish"]["measured"]), (50.0, "2026-12-06"))
+        self.assertEqual(by["translate/finish"]["missed_mutants"], [f"{f}:2:1: b"])
+        self.assertEqual((by["validate"]["score"], by["validate"]["measured"]), (100.0, "2026-12-07"))
+        self.assertEqual(by["decode"], {"module": "decode", "measured": None})
+
+    def test_a_run_again_decides_anew_what_it_ran_wherever_the_code_moved_it(self):
+        f = "protocol/src/validate.rs"
+
+        def run_dir(outs, again=None):
+            d = tempfile.mkdtemp()
+            os.makedirs(os.path.join(d, "mutants.out"))
+            with open(os.path.join(d, "mutants.out", "outcomes.json"), "w") as out:
+                json.dump({"outcomes": [{"scenario": {"Mutant": {"name": n, "file": f}}, "summary": s}
+                                        for n, s in outs]}, out)
+            if again:
+                with open(os.path.join(d, "again.json"), "w") as out:
+                    json.dump(again, out)
+            return d
+        first = run_dir([(f"{f}:1:1: replace a", "CaughtMutant"), (f"{f}:2:1: replace b", "MissedMutant"),
+                         (f"{f}:3:1: replace c", "MissedMutant")])
+        # New tests moved `b` to line 7 and killed it; `c` is still missed;
+        # `d`'s code was removed.
+        first_d = run_dir([(f"{f}:4:1: replace d", "MissedMutant")])
+        again = run_dir([(f"{f}:7:1: replace b", "CaughtMutant"), (f"{f}:8:1: replace c", "MissedMutant")],
+                        {"again": [first, first_d],
+                         "current": [f"{f}: replace a", f"{f}: replace b", f"{f}: replace c"]})
+        # A run of another module is not the again run's to judge.
+        other = "protocol/src/translate/finish.rs"
+        finish = tempfile.mkdtemp()
+        os.makedirs(os.path.join(finish, "mutants.out"))
+        with open(os.path.join(finish, "mutants.out", "outcomes.json"), "w") as out:
+            json.dump({"outcomes": [{"scenario": {"Mutant": {"name": f"{other}:1:1: replace z", "file": other}},
+                                     "summary": "CaughtMutant"}]}, out)
+        self.assertIn(f"{other}:1:1: replace z", run.outcomes([again, first, finish]))
+        self.assertEqual(run.outcomes([again, first, first_d]), {
+            f"{f}:1:1: replace a": (f, "CaughtMutant"),
+            f"{f}:7:1: replace b": (f, "CaughtMutant"),
+            f"{f}:8:1: replace c": (f, "MissedMutant"),
+        })
+
+    def test_a_mutant_listed_equivalent_since_the_run_is_left_out_of_its_score(self):
+        name, _ = next(iter(run.equivalents().items()))
+        file, _, rest = name.partition(": ")
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "mutants.out"))
+        with open(os.path.join(d, "mutants.out", "outcomes.json"), "w") as out:
+            json.dump({"outcomes": [{"scenario": {"Mutant": {"name": f"{file}:5:5: {rest}", "file": file}},
+                                     "summary": "MissedMutant"}]}, out)
+        self.assertEqual(run.outcomes([d]), {})
+
+    def test_a_directory_holding_no_run_is_refused_rather_than_scored_empty(self):
+        with self.assertRaises(SystemExit) as e:
+            run.outcomes([tempfile.mkdtemp()])
+        self.assertIn("no mutants.out/outcomes.json", str(e.exception))
+
     def test_a_mutant_is_named_without_its_line_and_column(self):
         n = "protocol/src/translate/stop.rs:231:30: replace <= with > in StopDetector::check"
         self.assertEqual(run.strip_position(n), "protocol/src/translate/stop.rs: replace <= with > in StopDetector::check")
@@ -72,6 +197,8 @@ class RunPy(unittest.TestCase):
             dirs = [d]
             min = 90.0
             markdown = None
+            record = None
+            measured = None
         self.assertEqual(run.cmd_score(A), 1)
         A.min = 50.0
         self.assertEqual(run.cmd_score(A), 0)

@@ -240,6 +240,24 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>, CliError> {
     gateway_scoring::scoreboard::json_files(dir).map_err(|source| CliError::Io { path: dir.to_path_buf(), source })
 }
 
+/// The "Mutation score" section, from `path` or this checkout's
+/// `protocol/mutation/scores.json` (named so in the section).
+fn mutation_section(path: Option<&Path>) -> Result<String, CliError> {
+    use gateway_scoring::scoreboard::mutation;
+    let default = Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocol/mutation/scores.json");
+    let (p, name) = match path {
+        Some(p) => (p.to_path_buf(), p.display().to_string()),
+        None => (default, "protocol/mutation/scores.json".to_string()),
+    };
+    let scores: mutation::MutationScores = serde_json::from_value(read_json(&p)?).map_err(|e| {
+        CliError::Usage(format!(
+            "{}: not a mutation scores file (protocol/mutation/run.py score --record): {e}",
+            p.display()
+        ))
+    })?;
+    Ok(mutation::markdown(&name, &scores))
+}
+
 /// `--reports-dir DIR`'s reports, sorted into the sections' arguments.
 fn reports_of_dir(dir: &Path, mut args: ScoreboardArgs) -> Result<ScoreboardArgs, CliError> {
     use gateway_scoring::scoreboard::ReportFile;
@@ -325,6 +343,7 @@ pub fn scoreboard(args: ScoreboardArgs) -> Result<i32, CliError> {
         let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         print!("{}", gateway_scoring::gateway::planted::report::markdown(&file, &r));
     }
+    print!("{}", mutation_section(args.mutation.as_deref())?);
     if !codec.is_empty() {
         print!("{}", gateway_scoring::scoreboard::codec_markdown(&codec));
     }

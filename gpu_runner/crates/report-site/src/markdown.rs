@@ -32,10 +32,8 @@ pub fn code(s: &str) -> String {
     }
 }
 
-/// Text for a table cell: no line breaks, `|` escaped.
-pub fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
+/// Text for a table cell: no line breaks, `|` escaped (the scoreboard's).
+pub use gateway_scoring::scoreboard::cell;
 
 /// A fenced code block with its language.
 pub fn block(lang: &str, s: &str) -> String {

@@ -202,6 +202,13 @@ impl FaultWire {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// `f` of the log as it stands, read in place (no copy of its lists):
+    /// a counter or two between messages.
+    pub fn read_log<R>(&self, f: impl FnOnce(&WireLog) -> R) -> R {
+        let log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&log)
+    }
+
     /// Stops forwarding and closes every socket.
     pub async fn stop(mut self) -> WireLog {
         let _ = self.stop.send(());

@@ -35,7 +35,7 @@ pub use report::{judge, report, BugRow, Explained, ExplainedError, Judged, Outco
 use super::differential::{compare, request_of, DiffProbe, ProbeVerdict};
 use super::lifecycle::{run_request, Session};
 use super::Observed;
-use crate::fault::{rewrite, Direction, FaultWire, FrameKind, Replacement, Rewrite, Schedule, WireFault};
+use crate::fault::{rewrite, Direction, FaultWire, FrameKind, Replacement, Rewrite, Schedule, WireFault, WireLog};
 
 /// How a bug is planted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,18 +347,20 @@ impl Rig<'_> {
             Plant::WithheldAbort => Schedule::single(Direction::ToEngine, FrameKind::Abort, None, WireFault::Drop),
             Plant::HttpText => Schedule::none(),
         };
+        // What shows the bug took: a message rewritten, or an ABORT dropped.
+        let counter = |log: &WireLog| match &bug.plant {
+            Plant::Wire { .. } => log.rewritten,
+            Plant::WithheldAbort => log.applied.len() as u64,
+            Plant::HttpText => 0,
+        };
         let mut planted = Vec::new();
         for &i in candidates.iter().take(tries) {
             self.wire.rearm(schedule.clone());
-            let before = self.wire.log();
+            let before = self.wire.read_log(counter);
             let verdict = self.send(&probes[i], bug.plant == Plant::HttpText).await;
-            let after = self.wire.log();
+            let after = self.wire.read_log(counter);
             self.wire.rearm(Schedule::none());
-            let took = match &bug.plant {
-                Plant::Wire { .. } => after.rewritten > before.rewritten,
-                Plant::WithheldAbort => after.applied.len() > before.applied.len(),
-                Plant::HttpText => true,
-            };
+            let took = bug.plant == Plant::HttpText || after > before;
             if !took {
                 continue;
             }

@@ -5,16 +5,20 @@
 //! json` reports (`{"passed", "failed", "skipped", "cases": [{"case",
 //! "group", "status": "pass"|"fail"|"skip", "detail"}]}`, named after their
 //! file), the engine releases from `gpu-runner release-sweep` reports
-//! ([`releases_markdown`]).
+//! ([`releases_markdown`]), engine-protocol's mutation score from
+//! `protocol/mutation/scores.json` ([`mutation`]).
+
+pub mod mutation;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-/// `s` as one Markdown table cell (pipes escaped, newlines as spaces).
-pub(crate) fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+/// `s` as one Markdown table cell: pipes escaped, line breaks as spaces
+/// (the scoreboard's and the report site's tables alike).
+pub fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
 fn num(v: &Json, k: &str) -> u64 {
@@ -94,7 +98,7 @@ pub fn markdown(reports: &[(String, Json)]) -> String {
     s.push_str(
         "How much the suite catches: docs/equivalences.md lists each behaviour the checks accept as equivalent \
          to vLLM's, with its live proof per sampling parameter that can change it; docs/mutation.md gives the \
-         mutation score of engine-protocol per module; docs/planted-bugs.md plants the bugs a gateway can \
+         mutation score of engine-protocol per module (the \"Mutation score\" section below); docs/planted-bugs.md plants the bugs a gateway can \
          make on the wire, one at a time, and counts those the differential finds (the \"Planted bugs\" \
          section below). The same results as linked pages, each finding a bug \
          report with its reproduction command: `gpu-runner report --html DIR` (docs/report-site.md).\n\n",
