@@ -124,6 +124,11 @@ def module_of(path):
     return None
 
 
+def module_of_mutant(name):
+    """The module of a mutant named `file:line:col: ...` or `file: ...`."""
+    return module_of(name.split(":")[0])
+
+
 def strip_position(name):
     """`file:12:5: replace ...` -> `file: replace ...` (lines move; the rest names the mutant)."""
     return re.sub(r"^([^:]+):\d+:\d+: ", r"\1: ", name)
@@ -165,7 +170,7 @@ def listed(modules):
 def stale_lines(eq, mutant_names, modules):
     """The lines of equivalent.txt, in `modules`, that name no mutant of the list."""
     names = {strip_position(n) for n in mutant_names}
-    return [e for e in eq if e not in names and module_of(e.split(":")[0]) in modules]
+    return [e for e in eq if e not in names and module_of_mutant(e) in modules]
 
 
 def cmd_list(args):
@@ -198,36 +203,43 @@ def cmd_run(args):
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "again.json"), "w", encoding="utf-8") as f:
             json.dump({"again": [os.path.abspath(d) for d in args.again], "current": current}, f, indent=0)
+    # Mutants judged by the runs `--again` goes on from, at any position.
+    judged = [anywhere(n) for n in judged_before(args.again)]
     if not args.quick_first:
-        return run_pass(args, modules, args.out, test_args(), [])
+        return run_pass(args, modules, args.out, test_args(), judged)
     quick = os.path.join(args.out, "quick")
-    rc = run_pass(args, modules, quick, quick_test_args(), [], timeout=args.quick_timeout)
+    rc = run_pass(args, modules, quick, quick_test_args(), judged, timeout=args.quick_timeout)
     if rc not in (0, 2, 3):
         # 2: some mutants missed, 3: some timed out (cargo-mutants' exit codes).
         return rc
     missed = [n for n, (_, summary) in read_outcomes(parts(quick)).items() if summary == "MissedMutant"]
-    print(f"{len(missed)} missed by the quick targets: again against every test", flush=True)
+    print(f"{len(missed)} missed by the quick tests: again against every test", flush=True)
     if not missed:
         return rc
     only = ["--re", "^(" + "|".join(re.escape(n) for n in missed) + ")$"]
-    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), only)
+    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), judged, only=only)
 
 
-def run_pass(args, modules, out, tests, only, timeout=None):
+def anywhere(name):
+    """The regex of mutant `name` (as written without its position) at any line and column."""
+    file, _, rest = name.partition(": ")
+    return "^" + re.escape(file) + r":\d+:\d+: " + re.escape(rest) + "$"
+
+
+def run_pass(args, modules, out, tests, excluded, only=(), timeout=None):
+    """One cargo-mutants run into `out`: `excluded` are regexes of mutants
+    left out, `only` its `--re` selection."""
     # In file order: a run cut short has whole modules done.
     os.makedirs(out, exist_ok=True)
-    done = resume(out) if args.resume else []
-    for name in judged_before(args.again):
-        file, _, rest = name.partition(": ")
-        only = only + ["--exclude-re", "^" + re.escape(file) + r":\d+:\d+: " + re.escape(rest) + "$"]
-    cmd = ["cargo"] + base_args(modules) + only + ["-o", out, "--timeout", str(timeout or args.timeout), "--no-shuffle"]
-    for name in done:
-        cmd += ["--exclude-re", "^" + re.escape(name) + "$"]
+    excluded = excluded + [anywhere(n) for n in equivalents()]
+    if args.resume:
+        excluded += ["^" + re.escape(n) + "$" for n in resume(out)]
+    cmd = ["cargo"] + base_args(modules) + list(only)
+    cmd += ["-o", out, "--timeout", str(timeout or args.timeout), "--no-shuffle"]
+    for regex in excluded:
+        cmd += ["--exclude-re", regex]
     if not args.in_place:
         cmd += ["-j", str(args.jobs)]
-    for name in equivalents():
-        file, _, rest = name.partition(": ")
-        cmd += ["--exclude-re", "^" + re.escape(file) + r":\d+:\d+: " + re.escape(rest) + "$"]
     if args.in_place:
         # The checkout itself, its target directory reused (a throwaway
         # checkout only: an interrupted run leaves a mutated file).
@@ -320,7 +332,7 @@ def outcomes(dirs):
         with open(os.path.join(d, "again.json"), encoding="utf-8") as f:
             current = set(json.load(f).get("current", []))
         # `current` lists the mutants of the modules that run mutated only.
-        its_modules = {module_of(n.split(":")[0]) for n in current}
+        its_modules = {module_of_mutant(n) for n in current}
         later = read_outcomes(outcome_files(d))
         rerun = {strip_position(n) for n in later}
         out = {n: o for n, o in out.items()
@@ -411,7 +423,7 @@ def record(path, rows, missed, measured):
             "timeout": r["Timeout"],
             "unviable": r["Unviable"],
             "score": round(percent(r), 1),
-            "missed_mutants": [m for m in missed if module_of(m.split(":")[0]) == mod],
+            "missed_mutants": [m for m in missed if module_of_mutant(m) == mod],
         })
     doc = {
         "about": "engine-protocol's mutation score per module, as protocol/mutation/run.py score --record "
@@ -449,7 +461,7 @@ def main():
                    help="the unmutated tests are not run first (they already passed, with these arguments)")
     p.add_argument("--no-debuginfo", action="store_true", help="in place too, build without debug information")
     p.add_argument("--quick-first", action="store_true",
-                   help="the module's quick targets first, the mutants they miss again against every test")
+                   help="every test but the slow targets' first, the mutants they miss again against every test")
     p = sub.add_parser("score")
     p.add_argument("dirs", nargs="+")
     p.add_argument("--min", type=float, default=90.0)
