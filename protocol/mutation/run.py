@@ -19,7 +19,8 @@ protocol/mutation/equivalent.txt and left out of every run.
                                        against every test; --resume: go on
                                        with a run cut short in DIR; --again:
                                        only what runs in DIR did not judge
-  run.py score DIR... [--min 90] [--markdown FILE] [--record [FILE]]
+  run.py score DIR... [--min 90] [--markdown FILE] [--record [FILE]
+                [--measured DAY] [--sample N]]
                                        the score per module from runs' outcomes
                                        (shards merged); fails below --min in a
                                        module of GATED
@@ -35,6 +36,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -203,8 +205,9 @@ def cmd_run(args):
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "again.json"), "w", encoding="utf-8") as f:
             json.dump({"again": [os.path.abspath(d) for d in args.again], "current": current}, f, indent=0)
-    # Mutants judged by the runs `--again` goes on from, at any position.
-    judged = [anywhere(n) for n in judged_before(args.again)]
+    # Mutants judged by the runs `--again` goes on from, named without
+    # their position.
+    judged = judged_before(args.again)
     if not args.quick_first:
         return run_pass(args, modules, args.out, test_args(), judged)
     quick = os.path.join(args.out, "quick")
@@ -212,32 +215,63 @@ def cmd_run(args):
     if rc not in (0, 2, 3):
         # 2: some mutants missed, 3: some timed out (cargo-mutants' exit codes).
         return rc
-    missed = [n for n, (_, summary) in read_outcomes(parts(quick)).items() if summary == "MissedMutant"]
+    missed = {n for n, (_, summary) in read_outcomes(parts(quick)).items() if summary == "MissedMutant"}
     print(f"{len(missed)} missed by the quick tests: again against every test", flush=True)
     if not missed:
         return rc
-    only = ["--re", "^(" + "|".join(re.escape(n) for n in missed) + ")$"]
-    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), judged, only=only)
+    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), judged, only=missed)
 
 
-def anywhere(name):
-    """The regex of mutant `name` (as written without its position) at any line and column."""
-    file, _, rest = name.partition(": ")
-    return "^" + re.escape(file) + r":\d+:\d+: " + re.escape(rest) + "$"
+def skipped(current, judged, done=(), only=None):
+    """The mutants of `current` (exact names, as listed now) a pass leaves
+    out: those `judged` names (without position: judged by earlier runs, or
+    listed equivalent) at any position, those `done` (exact names: a pass
+    resumed), and, when `only` is given, every one it does not name."""
+    judged, done = set(judged), set(done)
+    return [n for n in current
+            if strip_position(n) in judged or n in done or (only is not None and n not in only)]
 
 
-def run_pass(args, modules, out, tests, excluded, only=(), timeout=None):
-    """One cargo-mutants run into `out`: `excluded` are regexes of mutants
-    left out, `only` its `--re` selection."""
+def shard_args(args, only=None):
+    """cargo-mutants' split of the list for `--shard K/N` or `--sample N`
+    (every N-th mutant: round-robin shard 1/N). None for a second pass
+    (`only`): the mutants its first pass missed are all run, being already
+    of the shard or the sample, where cargo-mutants would split what is
+    left after the exclusions again."""
+    if only is not None:
+        return []
+    if args.shard:
+        return ["--shard", args.shard, "--sharding", "round-robin"]
+    if args.sample:
+        return ["--shard", f"1/{args.sample}", "--sharding", "round-robin"]
+    return []
+
+
+def run_pass(args, modules, out, tests, judged, only=None, timeout=None):
+    """One cargo-mutants run into `out`: the mutants `judged` (named
+    without position) and the listed equivalents left out, and when `only`
+    is given (exact names) every other one.
+
+    cargo-mutants 27.1.0 applies `--re` and `--exclude-re` to every mutant
+    but those deleting a field of a struct expression, which always run.
+    Its `--iterate` leaves out, by exact name, each mutant named in
+    `mutants.out/previously_caught.txt` of the output directory: the names
+    to leave out are written there, from the list of the code now."""
     # In file order: a run cut short has whole modules done.
     os.makedirs(out, exist_ok=True)
-    excluded = excluded + [anywhere(n) for n in equivalents()]
-    if args.resume:
-        excluded += ["^" + re.escape(n) + "$" for n in resume(out)]
-    cmd = ["cargo"] + base_args(modules) + list(only)
-    cmd += ["-o", out, "--timeout", str(timeout or args.timeout), "--no-shuffle"]
-    for regex in excluded:
-        cmd += ["--exclude-re", regex]
+    done = resume(out) if args.resume else []
+    current = os.path.join(out, "mutants.out")
+    if os.path.exists(current):
+        # An earlier run's caught.txt would be read as judged: set aside, as
+        # cargo-mutants itself does.
+        shutil.rmtree(current + ".old", ignore_errors=True)
+        os.rename(current, current + ".old")
+    skip = skipped([m["name"] for m in listed(modules)], set(judged) | set(equivalents()), done, only)
+    os.makedirs(current)
+    with open(os.path.join(current, "previously_caught.txt"), "w", encoding="utf-8") as f:
+        f.writelines(n + "\n" for n in skip)
+    cmd = ["cargo"] + base_args(modules)
+    cmd += ["-o", out, "--timeout", str(timeout or args.timeout), "--no-shuffle", "--iterate"]
     if not args.in_place:
         cmd += ["-j", str(args.jobs)]
     if args.in_place:
@@ -247,11 +281,7 @@ def run_pass(args, modules, out, tests, excluded, only=(), timeout=None):
     # The baseline is run.py's own (below): cargo-mutants' runs the
     # mutated package's tests only.
     cmd += ["--baseline", "skip"]
-    if args.shard:
-        cmd += ["--shard", args.shard, "--sharding", "round-robin"]
-    if args.sample:
-        # A fixed sample: every N-th mutant of the list (round-robin shard 1/N).
-        cmd += ["--shard", f"1/{args.sample}", "--sharding", "round-robin"]
+    cmd += shard_args(args, only)
     cmd += ["--"] + tests
     env = dict(os.environ)
     if not args.in_place or args.no_debuginfo:
@@ -261,6 +291,7 @@ def run_pass(args, modules, out, tests, excluded, only=(), timeout=None):
         if rc != 0:
             print(f"the unmutated tests fail (exit {rc}): no mutant can be judged", file=sys.stderr)
             return 4
+    print(f"{len(skip)} mutants left out (judged, equivalent or not asked for)", flush=True)
     print(" ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
@@ -391,7 +422,7 @@ def cmd_score(args):
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(text)
     if args.record:
-        record(args.record, rows, missed, args.measured or datetime.date.today().isoformat())
+        record(args.record, rows, missed, args.measured or datetime.date.today().isoformat(), args.sample)
     if low:
         print(f"below {args.min} %: {', '.join(low)}")
         return 1
@@ -401,10 +432,12 @@ def cmd_score(args):
 SCORES = os.path.join(ROOT, "protocol", "mutation", "scores.json")
 
 
-def record(path, rows, missed, measured):
+def record(path, rows, missed, measured, sample=None):
     """Writes the modules measured into the scores file (`gpu-runner
     scoreboard` shows it): each such module's row replaced, the others kept
-    as they were measured, a module never measured listed without counts."""
+    as they were measured, a module never measured listed without counts.
+    `sample` N: the runs measured a fixed sample, one mutant in N (`run
+    --sample N`), which the row says."""
     old = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -425,6 +458,8 @@ def record(path, rows, missed, measured):
             "score": round(percent(r), 1),
             "missed_mutants": [m for m in missed if module_of_mutant(m) == mod],
         })
+        if sample:
+            modules[-1]["sample"] = sample
     doc = {
         "about": "engine-protocol's mutation score per module, as protocol/mutation/run.py score --record "
                  "last measured each (docs/mutation.md)",
@@ -470,6 +505,8 @@ def main():
                    help="write the modules measured into FILE (default protocol/mutation/scores.json, "
                         "which gpu-runner scoreboard shows), keeping the others")
     p.add_argument("--measured", help="the date the runs were made (default today)")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="with --record: the runs were `run --sample N` (one mutant in N), as the row says")
     args = ap.parse_args()
     if args.cmd == "run" and args.resume and (args.shard or args.sample):
         # cargo-mutants shards the list after exclusions: the shard would change.

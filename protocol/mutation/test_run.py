@@ -80,6 +80,32 @@ class RunPy(unittest.TestCase):
         self.assertEqual(run.judged_before([d]), [f"{f}: replace a", f"{f}: replace d", f"{f}: replace e"])
         self.assertEqual(run.judged_before(None), [])
 
+    def test_a_pass_leaves_out_by_exact_name_what_was_judged_done_or_not_asked_for(self):
+        f = "protocol/src/translate/request/build.rs"
+        current = [f"{f}:84:9: delete field n from struct SamplingParams expression in build",
+                   f"{f}:75:36: replace < with <= in build", f"{f}:80:34: replace > with >= in build",
+                   f"{f}:90:1: replace a", f"{f}:91:1: replace b"]
+        # Judged before, named without position: left out at the line the code has now.
+        judged = [f"{f}: delete field n from struct SamplingParams expression in build", f"{f}: replace gone"]
+        self.assertEqual(run.skipped(current, judged),
+                         [f"{f}:84:9: delete field n from struct SamplingParams expression in build"])
+        # A resumed pass: what it judged, by exact name.
+        self.assertEqual(run.skipped(current, [], done=[f"{f}:90:1: replace a", f"{f}:1:1: replace a"]),
+                         [f"{f}:90:1: replace a"])
+        # A second pass: every mutant but the ones it is asked to run again.
+        self.assertEqual(run.skipped(current, [], only={f"{f}:75:36: replace < with <= in build"}),
+                         [n for n in current if n != f"{f}:75:36: replace < with <= in build"])
+
+    def test_a_second_pass_runs_every_mutant_its_shard_or_sample_missed_without_splitting_them_again(self):
+        import argparse
+        shard = argparse.Namespace(shard="3/12", sample=None)
+        sample = argparse.Namespace(shard=None, sample=2)
+        self.assertEqual(run.shard_args(shard), ["--shard", "3/12", "--sharding", "round-robin"])
+        self.assertEqual(run.shard_args(sample), ["--shard", "1/2", "--sharding", "round-robin"])
+        self.assertEqual(run.shard_args(argparse.Namespace(shard=None, sample=None)), [])
+        self.assertEqual(run.shard_args(shard, only={"m"}), [])
+        self.assertEqual(run.shard_args(sample, only={"m"}), [])
+
     def test_a_record_replaces_the_modules_measured_and_keeps_the_others(self):
         path = os.path.join(tempfile.mkdtemp(), "scores.json")
         f = "protocol/src/translate/finish.rs"
@@ -96,6 +122,13 @@ class RunPy(unittest.TestCase):
         self.assertEqual(by["translate/finish"]["missed_mutants"], [f"{f}:2:1: b"])
         self.assertEqual((by["validate"]["score"], by["validate"]["measured"]), (100.0, "2026-12-07"))
         self.assertEqual(by["decode"], {"module": "decode", "measured": None})
+        self.assertNotIn("sample", by["validate"])
+        d = "protocol/src/decode/mod.rs"
+        rows, missed = run.score_rows({f"{d}:1:1: e": (d, "CaughtMutant")})
+        run.record(path, rows, missed, "2026-12-07", sample=2)
+        with open(path) as out:
+            by = {m["module"]: m for m in json.load(out)["modules"]}
+        self.assertEqual((by["decode"]["score"], by["decode"]["sample"]), (100.0, 2), "a sample says so")
 
     def test_a_run_again_decides_anew_what_it_ran_wherever_the_code_moved_it(self):
         f = "protocol/src/validate.rs"
