@@ -64,6 +64,19 @@ fn a_refusal_of_another_class_fails_the_case() {
 }
 
 #[test]
+fn a_refusal_for_nesting_is_about_the_json_document_the_request_constrains_by() {
+    // vLLM's message names no parameter: the request's constraint is the one.
+    let rel = "0.34.0/translation/so_structural_tag_nesting_over_limit.json";
+    assert_eq!(check(&original(rel)), Verdict::Pass);
+    assert_eq!(check(&original("0.34.0/translation/so_json_nesting_over_limit.json")), Verdict::Pass);
+    let case = mutated("0.34.0/translation/so_regex_nul.json", |j| {
+        j["expected"]["error"]["message"] =
+            json!("The JSON schema is nested too deeply: objects and arrays may nest at most 64 levels");
+    });
+    assert!(fails(&case).contains("outside the classified vocabulary"), "a regex is no JSON document");
+}
+
+#[test]
 fn a_vllm_message_outside_the_vocabulary_fails_the_case() {
     let case = mutated("0.33.0/translation/temperature_negative.json", |j| {
         j["expected"]["error"]["message"] = json!("Something nobody classified happened.");

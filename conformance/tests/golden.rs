@@ -47,6 +47,10 @@ fn main() {
             },
         }));
     }
+    trials.push(Trial::test("vllm_parity_names_each_child_as_vllms_parent_request_names_it", {
+        let cases = cases.clone();
+        move || children_named_as_vllm_names_them(&cases)
+    }));
     for case in cases {
         let name = case.report_id();
         let allowed = list.entries.iter().find(|e| e.case == name).map(|e| e.reason.clone());
@@ -58,4 +62,51 @@ fn main() {
         }));
     }
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// A translation case's `engine_request.request_id` is volatile (a server
+/// appends random characters to it), but the generator records it with
+/// that randomisation off: the id vLLM's `ParentRequest` gives child `i`
+/// of the case's request id, which `TranslateOptions::vllm_parity` must
+/// give too. Every case of more than one child is compared.
+fn children_named_as_vllm_names_them(cases: &[engine_testkit::corpus::Case]) -> Result<(), Failed> {
+    use conformance::kinds::translation::{options_for, run};
+    use engine_testkit::corpus::Body;
+    let mut compared = 0;
+    for case in cases.iter().filter(|c| c.kind == "translation") {
+        let Body::Other { input, expected } = &case.body else { continue };
+        let Some(want) = expected.get("requests").and_then(|r| r.as_array()).filter(|r| r.len() > 1) else {
+            continue;
+        };
+        // Older corpora record the sampling parameters only.
+        let Some(want) = want.iter().map(|r| r["engine_request"]["request_id"].as_str()).collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        let t = match run(case, input, &options_for(input)) {
+            Ok(Ok(t)) => t,
+            other => return Err(Failed::from(format!("{}: not translated: {other:?}", case.report_id()))),
+        };
+        // The id the gateway tracks, the typed request's and the one on the wire.
+        for ours in [
+            t.requests.iter().map(|r| Some(r.request_id.as_str())).collect::<Vec<_>>(),
+            t.requests.iter().map(|r| Some(r.typed.request_id.as_str())).collect(),
+            t.requests
+                .iter()
+                .map(|r| match &r.request {
+                    engine_protocol::Value::Struct(s) => s.str_field("request_id"),
+                    _ => None,
+                })
+                .collect(),
+        ] {
+            if ours != want.iter().copied().map(Some).collect::<Vec<_>>() {
+                return Err(Failed::from(format!("{}: children {ours:?}, vLLM's {want:?}", case.report_id())));
+            }
+        }
+        compared += 1;
+    }
+    if compared == 0 {
+        return Err(Failed::from("no translation case of several children records its engine requests"));
+    }
+    Ok(())
 }

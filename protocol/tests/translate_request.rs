@@ -156,6 +156,26 @@ fn prompt_without_room_is_an_error() {
 }
 
 #[test]
+fn an_error_reads_as_its_field_its_message_and_its_class() {
+    let r = GenerateRequest { temperature: Some(-1.0), ..req(3) };
+    let e = translate(&r, &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
+    assert_eq!(e.field, "temperature");
+    assert_eq!(e.to_string(), format!("temperature: {} (invalid_value)", e.message));
+}
+
+#[test]
+fn the_arrival_time_the_gateway_sets_is_on_every_child_typed_and_on_the_wire() {
+    let opts = TranslateOptions { arrival_time: 1_700_000_000.25, ..Default::default() };
+    let r = GenerateRequest { n: Some(2), ..req(3) };
+    let t = translate(&r, &engine(64), tok(), &opts).unwrap();
+    for child in &t.requests {
+        assert_eq!(child.typed.arrival_time, 1_700_000_000.25);
+        let Value::Struct(s) = &child.request else { panic!("a struct") };
+        assert_eq!(s.float_field("arrival_time"), Some(1_700_000_000.25));
+    }
+}
+
+#[test]
 fn max_tokens_over_room_is_reported_or_rejected() {
     let r = GenerateRequest { max_tokens: Some(100), ..req(3) };
     let t = go(&r);
@@ -164,6 +184,10 @@ fn max_tokens_over_room_is_reported_or_rejected() {
     let strict = TranslateOptions { reject_max_tokens_over_room: true, ..Default::default() };
     let e = translate(&r, &engine(64), tok(), &strict).unwrap_err();
     assert_eq!((e.field.as_str(), e.class), ("max_tokens", TranslateErrorClass::TooLong));
+    // The whole room is not over it.
+    let r = GenerateRequest { max_tokens: Some(61), ..req(3) };
+    assert_eq!(go(&r).warnings, Vec::<String>::new());
+    assert_eq!(translate(&r, &engine(64), tok(), &strict).unwrap().max_tokens, 61);
 }
 
 #[test]
@@ -385,6 +409,45 @@ fn translation_builds_the_typed_request_its_value_form_mirrors() {
 }
 
 #[test]
+fn only_n_is_judged_before_the_constraint_so_two_constraints_are_refused_before_a_negative_temperature() {
+    // vLLM's server builds the constraint (exactly one) before
+    // `SamplingParams` judges its other fields.
+    let c = ConstraintFields { regex: Some("a".into()), grammar: Some("b".into()), ..Default::default() };
+    let r = GenerateRequest { temperature: Some(-1.0), structured_outputs: Some(c), ..req(3) };
+    let e = translate(&r, &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
+    assert_eq!(e.class, TranslateErrorClass::Conflict, "{e}");
+    // Without the constraint, the temperature is what is refused.
+    let e =
+        translate(&GenerateRequest { structured_outputs: None, ..r }, &engine(64), tok(), &TranslateOptions::default())
+            .unwrap_err();
+    assert_eq!((e.class, e.field.as_str()), (TranslateErrorClass::InvalidValue, "temperature"));
+}
+
+#[test]
+fn a_rule_on_a_field_the_engines_release_lacks_is_not_run_as_the_engine_never_sees_the_field() {
+    use engine_protocol::translate::request::{check_sampling_rules, sampling_draft};
+    // `stream_interval` came with 0.27.0; its rule (at least 1) is judged
+    // where the release has the field, and only there.
+    let draft = engine_protocol::typed::SamplingParams { stream_interval: Some(0), ..sampling_draft(&req(3)) };
+    let e = check_sampling_rules(&draft, release(Dialect::Vllm, "0.34.0").unwrap(), None).unwrap_err();
+    assert_eq!(e.field, "stream_interval", "{e}");
+    assert_eq!(check_sampling_rules(&draft, release(Dialect::Vllm, "0.26.0").unwrap(), None), Ok(()));
+}
+
+#[test]
+fn the_sampling_rules_a_translation_judges_by_are_the_engines_releases() {
+    use engine_protocol::translate::request::{check_sampling_rules, sampling_draft};
+    // vLLM 0.23.0 only asks a non-negative temperature (its own decoder's
+    // `mutant/sp_temperature_*` goldens); later releases ask [0, 2]. The
+    // translation judges by the table the release's decoder uses, so a
+    // release with rules of its own needs no code here.
+    let draft = sampling_draft(&GenerateRequest { temperature: Some(3.0), ..req(3) });
+    assert_eq!(check_sampling_rules(&draft, release(Dialect::Vllm, "0.23.0").unwrap(), None), Ok(()));
+    let e = check_sampling_rules(&draft, release(Dialect::Vllm, "0.34.0").unwrap(), None).unwrap_err();
+    assert_eq!(e.field, "temperature", "{e}");
+}
+
+#[test]
 fn a_structured_json_constraint_that_is_neither_text_nor_object_is_malformed() {
     let c = ConstraintFields { json: Some(json!(5)), ..Default::default() };
     let e = translate(
@@ -468,13 +531,18 @@ fn a_data_parallel_rank_is_sent_on_every_child_and_refused_outside_the_engines()
     let e = translate(&negative, &engine(64), tok(), &TranslateOptions::default()).unwrap_err();
     assert_eq!(e.field, "data_parallel_rank", "{e}");
     // No size known: any rank from 0 up goes out.
-    assert!(translate(
-        &GenerateRequest { data_parallel_rank: Some(7), ..r },
-        &engine(64),
-        tok(),
-        &TranslateOptions::default()
-    )
-    .is_ok());
+    for rank in [0, 7] {
+        let t = translate(
+            &GenerateRequest { data_parallel_rank: Some(rank), ..r.clone() },
+            &engine(64),
+            tok(),
+            &TranslateOptions::default(),
+        );
+        assert!(t.is_ok(), "rank {rank}: {t:?}");
+    }
+    // The first engine of one.
+    let t = translate(&GenerateRequest { data_parallel_rank: Some(0), ..r }, &engine(64), tok(), &past);
+    assert!(t.is_ok(), "{t:?}");
 }
 
 #[test]

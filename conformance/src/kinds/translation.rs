@@ -167,10 +167,24 @@ pub type ErrorKey = (TranslateErrorClass, Vec<String>);
 /// frontend raises `ValueError`s whose only structure is the message. Our
 /// side of the comparison is typed ([`error_key`] reads
 /// [`TranslateError::class`] and its parameters, never its message).
-pub fn classify_vllm_error(message: &str) -> Option<ErrorKey> {
+///
+/// `request` is the request refused (the case's `input.request`): one
+/// message names no parameter, vLLM's "The JSON schema is nested too
+/// deeply" (`check_json_nesting`, vllm/sampling_params.py 0.32.0 to
+/// 0.34.0), which it raises for `structured_outputs.json` and
+/// `structured_outputs.structural_tag` alike, after refusing a request
+/// with more than one constraint: it is about whichever of the two the
+/// request sets.
+pub fn classify_vllm_error(message: &str, request: &Json) -> Option<ErrorKey> {
     use TranslateErrorClass::*;
     let one = |class, p: &str| Some((class, vec![p.to_string()]));
     let m = message.trim();
+    if m.starts_with("The JSON schema is nested too deeply") {
+        let so = request.get("structured_outputs")?;
+        let set = |k: &str| so.get(k).is_some_and(|v| !v.is_null());
+        let field = ["json", "structural_tag"].into_iter().find(|k| set(k))?;
+        return one(InvalidValue, &format!("structured_outputs.{field}"));
+    }
     if m.contains("maximum context length") || m.contains("longer than the maximum model length") {
         // "your prompt contains N input tokens ... even without any output
         // tokens" and "The decoder prompt (length N) plus ..." are about the
@@ -262,7 +276,7 @@ pub fn show_key(k: &ErrorKey) -> String {
 
 pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), KindError> {
     match (expected.get("error"), run(case, input, &options_for(input))?) {
-        (Some(want), Err(e)) => same_refusal(want, e),
+        (Some(want), Err(e)) => same_refusal(want, input.get("request").unwrap_or(&Json::Null), e),
         (Some(e), Ok(_)) => Err(KindError::ExpectedRefusal { want: e.clone() }),
         (None, Err(e)) => Err(KindError::Refused(Box::new(e))),
         (None, Ok(t)) => same_requests(case, expected, &t),
@@ -271,10 +285,10 @@ pub fn check(case: &Case, input: &Json, expected: &Json) -> Result<(), KindError
 
 /// vLLM's refusal `want` (`expected.error`) and ours, `e`: the same class
 /// naming the same parameters.
-fn same_refusal(want: &Json, e: TranslateError) -> Result<(), KindError> {
+fn same_refusal(want: &Json, request: &Json, e: TranslateError) -> Result<(), KindError> {
     let message =
         want.get("message").and_then(Json::as_str).ok_or_else(|| KindError::missing("expected.error.message"))?;
-    let want = classify_vllm_error(message).ok_or_else(|| KindError::Unclassified {
+    let want = classify_vllm_error(message, request).ok_or_else(|| KindError::Unclassified {
         engine: "vLLM",
         kind: None,
         message: message.to_string(),

@@ -566,11 +566,11 @@ class Gen:
         from vllm.v1.engine.input_processor import InputProcessor
 
         procs = {}
-        for mml, max_lp in [(64, 20), (64, -1)]:
+        for mml, max_lp, backend in [(64, 20, "xgrammar"), (64, -1, "xgrammar"), (64, 20, "guidance")]:
             ea = EngineArgs(model=TINY, max_model_len=mml, dtype="float32", load_format="dummy", enforce_eager=True,
-                            max_logprobs=max_lp, structured_outputs_config={"backend": "xgrammar"})
+                            max_logprobs=max_lp, structured_outputs_config={"backend": backend})
             cfg = self.engine_config(ea, UsageContext.OPENAI_API_SERVER)
-            procs[(mml, max_lp)] = InputProcessor(cfg)
+            procs[(mml, max_lp) if backend == "xgrammar" else (mml, max_lp, backend)] = InputProcessor(cfg)
         return procs
 
     def run_translation(self, proc, req: dict):
@@ -692,6 +692,24 @@ class Gen:
         P3 = enc("Hello world.")
         L = len(P3)
         tag = json.dumps({"type": "structural_tag", "format": {"type": "const_string", "value": "ok"}})
+
+        def schema_nested(depth):
+            """A JSON schema whose objects nest `depth` levels deep: each
+            property level is two (the schema and its `properties`)."""
+            s = {"type": "object", "properties": {}} if depth % 2 == 0 else {"type": "integer"}
+            for _ in range((depth - 1) // 2):
+                s = {"type": "object", "properties": {"a": s}}
+            return s
+
+        def tag_nested(depth):
+            """A structural tag whose JSON schema format nests `depth` levels deep."""
+            return json.dumps({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": schema_nested(depth - 2)}})
+
+        def lists_nested(depth):
+            v = 0
+            for _ in range(depth):
+                v = [v]
+            return v
         cases = [
             ("max_tokens_default", "max_tokens unset becomes max_model_len - prompt_len.", {}),
             ("max_tokens_explicit", "An explicit max_tokens is kept.", {"max_tokens": 8}),
@@ -722,6 +740,7 @@ class Gen:
             ("repetition_penalty_zero", "repetition_penalty 0 is rejected.", {"repetition_penalty": 0.0}),
             ("min_tokens_over_max", "min_tokens larger than max_tokens is rejected.", {"max_tokens": 3, "min_tokens": 5}),
             ("min_tokens_over_room", "max_tokens unset and min_tokens larger than the room is rejected.", {"min_tokens": 100}),
+            ("min_tokens_equal_room", "max_tokens unset and min_tokens equal to the room is accepted.", {"min_tokens": 64 - L}),
             ("seed_minus_one", "seed -1 means no seed.", {"seed": -1}),
             ("logprobs_5", "logprobs 5.", {"logprobs": 5, "max_tokens": 4}),
             ("logprobs_0", "logprobs 0.", {"logprobs": 0, "max_tokens": 4}),
@@ -740,6 +759,10 @@ class Gen:
             ("allowed_token_ids", "allowed_token_ids.", {"allowed_token_ids": [5, 6, 7], "max_tokens": 4}),
             ("allowed_token_ids_empty", "An empty allowed_token_ids list is rejected.", {"allowed_token_ids": []}),
             ("allowed_token_ids_out_of_vocab", "allowed_token_ids outside the vocabulary are rejected.", {"allowed_token_ids": [5, 999]}),
+            ("allowed_token_ids_zero", "Token id 0 is inside the vocabulary: allowed, a logit_bias key and a stop token id alike.", {"allowed_token_ids": [0, 5], "logit_bias": {"0": 2.0}, "stop_token_ids": [0], "max_tokens": 4}),
+            ("logit_bias_negative_id", "A negative logit_bias key is out of the vocabulary.", {"logit_bias": {"-1": 1.0}, "max_tokens": 4}),
+            ("allowed_token_ids_negative", "A negative allowed token id is out of the vocabulary.", {"allowed_token_ids": [-1, 5], "max_tokens": 4}),
+            ("stop_token_ids_negative", "A negative stop token id.", {"stop_token_ids": [-1], "max_tokens": 4}),
             ("stop_token_ids_out_of_vocab", "stop_token_ids outside the vocabulary.", {"stop_token_ids": [5, 999], "max_tokens": 4}),
             ("so_json_schema", "A JSON schema constraint (object): _backend set to the server's backend.", {"structured_outputs": {"json": {"type": "object", "properties": {"a": {"type": "integer"}}}}, "max_tokens": 4}),
             ("so_json_schema_text", "A JSON schema given as text.", {"structured_outputs": {"json": "{\"type\": \"string\"}"}, "max_tokens": 4}),
@@ -749,14 +772,23 @@ class Gen:
             ("so_choice", "A choice constraint.", {"structured_outputs": {"choice": ["yes", "no"]}, "max_tokens": 4}),
             ("so_choice_escapes", "Choices with quotes, newlines, tabs and backslashes: xgrammar validation rewrites them into an escaped EBNF grammar.", {"structured_outputs": {"choice": ["a\"b", "line\nbreak", "tab\t", "back\\slash", "ctl\u0001"]}, "max_tokens": 4}),
             ("so_choice_empty", "An empty choice list is rejected.", {"structured_outputs": {"choice": []}}),
+            ("so_choice_spaces", "Choices holding spaces and DEL: a space is printable and stays as it is in the EBNF grammar.", {"structured_outputs": {"choice": ["yes please", " no ", "del\u007f"]}, "max_tokens": 4}),
             ("so_grammar", "An EBNF grammar constraint.", {"structured_outputs": {"grammar": "root ::= \"a\" | \"b\""}, "max_tokens": 4}),
             ("so_grammar_blank", "A blank grammar is rejected.", {"structured_outputs": {"grammar": " "}}),
             ("so_json_object", "json_object true.", {"structured_outputs": {"json_object": True}, "max_tokens": 4}),
             ("so_json_object_false", "json_object false is rejected by vLLM's frontend.", {"structured_outputs": {"json_object": False}}),
             ("so_structural_tag", "A structural tag constraint.", {"structured_outputs": {"structural_tag": tag}, "max_tokens": 4}),
             ("so_two_constraints", "Two constraints are rejected.", {"structured_outputs": {"regex": "a", "choice": ["a"]}}),
+            ("so_json_nesting_at_limit", "A JSON schema (an object) whose containers nest 64 levels deep, the most vLLM takes.", {"structured_outputs": {"json": schema_nested(64)}, "max_tokens": 4}),
+            ("so_json_nesting_over_limit", "A JSON schema (an object) nested 65 levels deep is refused.", {"structured_outputs": {"json": schema_nested(65)}}),
+            ("so_json_text_nesting_over_limit", "A JSON schema as text nested 65 levels deep is refused.", {"structured_outputs": {"json": json.dumps(schema_nested(65))}}),
+            ("so_json_text_nesting_past_serde_json", "A JSON schema as text nested 201 levels deep (past serde_json's recursion limit of 128, within Python's) is refused for its nesting.", {"structured_outputs": {"json": json.dumps(schema_nested(201))}}),
+            ("so_json_list_nesting_over_limit", "Lists count as containers: a schema whose enum value nests 64 lists (65 levels with the schema) is refused.", {"structured_outputs": {"json": {"enum": [lists_nested(63)]}}}),
+            ("so_structural_tag_nesting_at_limit", "A structural tag nested 80 levels deep (64 plus 16 for its wrapper), the most vLLM takes.", {"structured_outputs": {"structural_tag": tag_nested(80)}, "max_tokens": 4}),
+            ("so_structural_tag_nesting_over_limit", "A structural tag nested 81 levels deep is refused.", {"structured_outputs": {"structural_tag": tag_nested(81)}}),
             ("so_no_constraint", "structured_outputs without any constraint is rejected.", {"structured_outputs": {}}),
             ("include_stop_skip_special", "include_stop_str_in_output and skip_special_tokens=false are carried for the detector.", {"stop": ["x"], "include_stop_str_in_output": True, "skip_special_tokens": False, "max_tokens": 4}),
+            ("include_stop_multi_char", "Stop strings of several characters kept in the output (include_stop_str_in_output): no text is held back for them (output_text_buffer_length 0, where leaving them out holds back the longest one's length minus one).", {"stop": ["Hello world", "."], "include_stop_str_in_output": True, "max_tokens": 4}),
         ]
         for name, doc, req in cases:
             req = dict(req)
@@ -773,6 +805,15 @@ class Gen:
             inp = {"tokenizer": "tiny", "max_model_len": 64, "max_logprobs": -1, "structured_outputs_backend": "xgrammar",
                    "vocab_size": 512, "request": req}
             self.add("translation", name, "translation", doc, inp, self.run_translation(procs[(64, -1)], req))
+        # A server whose structured-outputs backend is guidance: only
+        # xgrammar's validation rewrites a choice list into a grammar.
+        for name, doc, req in [
+            ("so_choice_guidance", "A choice constraint on a guidance server is sent as the choice list (no grammar rewrite), with _backend guidance.", {"structured_outputs": {"choice": ["yes", "no"]}, "max_tokens": 4}),
+        ]:
+            req = dict(req, prompt_token_ids=P3)
+            inp = {"tokenizer": "tiny", "max_model_len": 64, "max_logprobs": 20, "structured_outputs_backend": "guidance",
+                   "vocab_size": 512, "request": req}
+            self.add("translation", name, "translation", doc, inp, self.run_translation(procs[(64, 20, "guidance")], req))
 
         self.build_translation_defaults()
 

@@ -12,8 +12,8 @@ use super::{err, EngineRequest, GenerateRequest, TranslateError, TranslateOption
 use crate::schema::ReleaseSchema;
 use crate::translate::tokenizer::GatewayTokenizer;
 use crate::typed::{
-    EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopIds, StopStrings, StructuredOutputsParams,
-    TokenIds, WIRE_INT_MAX, WIRE_INT_MIN,
+    EngineCoreRequest, IntList, RequestOutputKind, SamplingParams, StopIds, StructuredOutputsParams, TokenIds,
+    WIRE_INT_MAX, WIRE_INT_MIN,
 };
 use crate::validate;
 
@@ -64,7 +64,10 @@ pub fn eos_and_stops(req: &GenerateRequest, tok: &GatewayTokenizer, opts: &Trans
 /// Step: the `SamplingParams` every child shares, from the checked draft,
 /// the resolved `max_tokens`, the stops and the constraint (vLLM's
 /// `__post_init__` derivations and its input processor's resolutions
-/// included; the seed is set per child by [`fan_out`]).
+/// included). The draft's stop strings go out as they are (vLLM's input
+/// processor sends them on the wire too: the engine does not read them,
+/// the frontend's detector does), and its seed, none: [`fan_out`] sets it
+/// per child.
 pub fn build_sampling_params(
     req: &GenerateRequest,
     draft: &SamplingParams,
@@ -75,9 +78,10 @@ pub fn build_sampling_params(
     let greedy = draft.temperature < validate::SAMPLING_EPS;
     let structured_outputs = structured.cloned();
     // Stop strings that are not part of the output hold back as many
-    // characters as the longest one minus one (`__post_init__`).
+    // characters as the longest one minus one (`__post_init__`; an empty
+    // stop string was refused by the rules).
     let output_text_buffer_length = match req.stop.iter().map(|s| s.chars().count()).max() {
-        Some(longest) if longest > 1 && !req.include_stop_str_in_output => longest as i64 - 1,
+        Some(longest) if !req.include_stop_str_in_output => longest as i64 - 1,
         _ => 0,
     };
     Ok(SamplingParams {
@@ -86,11 +90,7 @@ pub fn build_sampling_params(
         top_p: if greedy { 1.0 } else { draft.top_p },
         top_k: if greedy { 0 } else { draft.top_k },
         min_p: if greedy { 0.0 } else { draft.min_p },
-        seed: None,
         max_tokens: Some(i128::from(max_tokens)),
-        // vLLM's input processor sends the stop strings on the wire too
-        // (the engine does not read them; the frontend's detector does).
-        stop: Some(StopStrings::Many(req.stop.clone())),
         stop_token_ids: Some(IntList::from(stops.stop_token_ids.clone())),
         ignore_eos: req.ignore_eos,
         skip_reading_prefix_cache: Some(req.prompt_logprobs.is_some()),

@@ -33,8 +33,8 @@ fn or_default(v: f64, d: f64) -> f64 {
 /// it; `max_tokens` as given, nil when absent), before any rule runs.
 pub fn sampling_draft(req: &GenerateRequest) -> SamplingParams {
     let mut temperature = req.temperature.unwrap_or(1.0);
-    if 0.0 < temperature && temperature < MAX_TEMP {
-        temperature = MAX_TEMP;
+    if temperature > 0.0 {
+        temperature = temperature.max(MAX_TEMP);
     }
     SamplingParams {
         n: req.n.map_or(1, i128::from),
@@ -63,9 +63,10 @@ pub(super) fn request_value(rel: &'static ReleaseSchema, r: &EngineCoreRequest) 
     })
 }
 
-/// Step: the rules of [`validate::SAMPLING_PARAMS_RULES`] (vLLM's
-/// `__post_init__` / `_verify_args`, the table the decoder judges by) on
-/// the draft, by the decoder's own interpreter
+/// Step: the sampling rules of `rel` (vLLM's `__post_init__` /
+/// `_verify_args` of that release, the table its decoder judges by:
+/// [`validate::rules_for`] of its `SamplingParams` table, so 0.22 and 0.23
+/// keep their looser rules) on the draft, by the decoder's own interpreter
 /// ([`validate::first_violation`], on the typed struct); `only` limits
 /// them to one field's own rules (no relations). A rule on a field `rel`'s
 /// table lacks is not run, as on the engine.
@@ -76,7 +77,8 @@ pub fn check_sampling_rules(
 ) -> Result<(), TranslateError> {
     let table = rel.sampling_params;
     let known = |name: &str| table.index_of(name).is_some();
-    let rules: Vec<validate::Rule> = validate::SAMPLING_PARAMS_RULES
+    let release_rules = table.validate.and_then(validate::rules_for).unwrap_or_default();
+    let rules: Vec<validate::Rule> = release_rules
         .iter()
         .copied()
         .filter(|r| only.is_none_or(|f| r.field == f && !r.check.is_relation()))
