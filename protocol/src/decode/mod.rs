@@ -170,17 +170,7 @@ pub(crate) fn decode_payload_in(
         ));
     }
     let input_bytes: usize = frames.iter().map(|f| f.len()).sum();
-    let mut d = Decoder {
-        r: Reader::new(payload),
-        frames,
-        drift: Vec::new(),
-        depth: 0,
-        limits,
-        scratch: Vec::new(),
-        prealloc_budget: payload.len(),
-        tensor_budget: input_bytes,
-        tokenspeed,
-    };
+    let mut d = Decoder::new(payload, frames, limits, 0, input_bytes, tokenspeed);
     let value = d.value(ty).map_err(|e| (*e).under(root))?;
     if !d.r.is_empty() {
         let at = d.r.position();
@@ -224,17 +214,7 @@ pub(crate) fn decode_sub(
     limits: &Limits,
 ) -> Result<SubValue, Error> {
     let payload = frames.first().and_then(|p| p.get(start..)).unwrap_or_default();
-    let mut d = Decoder {
-        r: Reader::new(payload),
-        frames,
-        drift: Vec::new(),
-        depth,
-        limits,
-        scratch: Vec::new(),
-        prealloc_budget: payload.len(),
-        tensor_budget,
-        tokenspeed: false,
-    };
+    let mut d = Decoder::new(payload, frames, limits, depth, tensor_budget, false);
     let value = d.value(ty).map_err(|e| *e)?;
     Ok(SubValue { value, end: start + d.r.position(), tensor_budget: d.tensor_budget, drift: !d.drift.is_empty() })
 }
@@ -268,6 +248,32 @@ struct Decoder<'a, 'l> {
     tensor_budget: usize,
     /// TokenSpeed's tensor rules (see [`decode_payload_in`]).
     tokenspeed: bool,
+}
+
+impl<'a, 'l> Decoder<'a, 'l> {
+    /// A decoder of `payload` (the message's, or the part of it a value
+    /// starts at) with `depth` levels already open above it and
+    /// `tensor_budget` tensor bytes left.
+    fn new(
+        payload: &'a [u8],
+        frames: &'a [&'a [u8]],
+        limits: &'l Limits,
+        depth: usize,
+        tensor_budget: usize,
+        tokenspeed: bool,
+    ) -> Self {
+        Decoder {
+            r: Reader::new(payload),
+            frames,
+            drift: Vec::new(),
+            depth,
+            limits,
+            scratch: Vec::new(),
+            prealloc_budget: payload.len(),
+            tensor_budget,
+            tokenspeed,
+        }
+    }
 }
 
 /// One step of a path.
@@ -639,5 +645,93 @@ pub mod work {
     /// Sets this thread's count to zero.
     pub fn reset() {
         STEPS.with(|s| s.set(0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::vllm::{LATE_INTERACTION_PARAMS, SAMPLING_PARAMS};
+
+    fn decoder<'a>(payload: &'a [u8], frames: &'a [&'a [u8]], limits: &'a Limits) -> Decoder<'a, 'a> {
+        Decoder::new(payload, frames, limits, 0, payload.len(), false)
+    }
+
+    static POSITIONAL: Ty = Ty::Struct(&LATE_INTERACTION_PARAMS);
+    static MAP: Ty = Ty::Struct(&SAMPLING_PARAMS);
+
+    #[test]
+    fn a_struct_is_named_by_its_wire_form_in_type_errors() {
+        assert_eq!(kind_name(&POSITIONAL), "array");
+        assert_eq!(kind_name(&MAP), "object");
+    }
+
+    #[test]
+    fn a_union_member_takes_exactly_the_tokens_of_its_kind() {
+        let fits = |ty: &Ty, t: Token| token_fits(ty, &t);
+        assert!(fits(&Ty::Bool, Token::Bool(true)) && !fits(&Ty::Bool, Token::Int(1)));
+        assert!(fits(&Ty::Float, Token::F64(0.5)) && fits(&Ty::Float, Token::F32(0.5)));
+        assert!(!fits(&Ty::Float, Token::Str(b"0.5")));
+        assert!(fits(&Ty::Bytes, Token::Bin(b"x")) && !fits(&Ty::Bytes, Token::Str(b"x")));
+        static OPT_INT: Ty = Ty::Optional(&Ty::Int);
+        assert!(fits(&OPT_INT, Token::Nil) && fits(&OPT_INT, Token::Int(3)));
+        assert!(!fits(&OPT_INT, Token::Str(b"3")));
+        assert!(fits(&POSITIONAL, Token::Array(2)) && !fits(&POSITIONAL, Token::Map(2)));
+        assert!(fits(&MAP, Token::Map(2)) && !fits(&MAP, Token::Array(2)));
+    }
+
+    #[test]
+    fn preallocation_is_bounded_by_the_payload_over_the_whole_message() {
+        let payload = [0u8; 10];
+        let limits = Limits::default();
+        let mut d = decoder(&payload, &[], &limits);
+        assert_eq!(d.prealloc(4), 4);
+        assert_eq!(d.prealloc(10), 6, "what is left of the ten");
+        assert_eq!(d.prealloc(3), 0);
+    }
+
+    #[test]
+    fn a_utility_result_gives_its_level_back_when_decoded() {
+        // [nil, 1]: vLLM's `[type_info, value]`.
+        let payload = [0x92, 0xc0, 0x01];
+        let limits = Limits::default();
+        let mut d = decoder(&payload, &[], &limits);
+        let v = d.value(&Ty::UtilityResult).unwrap();
+        assert_eq!(v, Value::Array(vec![Value::Nil, Value::Int(1)]));
+        assert_eq!(d.depth, 0);
+    }
+
+    fn deduplicated(mut v: Value) -> (Value, u64) {
+        work::reset();
+        dedup_set(&mut v);
+        (v, work::steps())
+    }
+
+    fn strs(xs: &[&str]) -> Value {
+        Value::Array(xs.iter().map(|s| Value::Str((*s).into())).collect())
+    }
+
+    #[test]
+    fn a_set_keeps_the_first_of_each_element_in_wire_order_with_linear_work_for_strings_and_ints() {
+        // set[str] and set[int] are hashed: one step an element.
+        assert_eq!(deduplicated(strs(&["b", "a", "b", "c", "a"])), (strs(&["b", "a", "c"]), 5));
+        assert_eq!(deduplicated(Value::IntArray(vec![3, 1, 3, 2])), (Value::IntArray(vec![3, 1, 2]), 4));
+        // Anything else is compared with what was kept: 1 + 2 + 3 steps.
+        let mixed = Value::Array(vec![Value::Int(1), Value::Str("a".into()), Value::Int(1)]);
+        assert_eq!(deduplicated(mixed), (Value::Array(vec![Value::Int(1), Value::Str("a".into())]), 6));
+        // One element or none: nothing to do.
+        assert_eq!(deduplicated(strs(&["a"])), (strs(&["a"]), 0));
+        assert_eq!(deduplicated(Value::Array(vec![Value::Int(1)])), (Value::Array(vec![Value::Int(1)]), 0));
+        assert_eq!(deduplicated(Value::IntArray(vec![7])), (Value::IntArray(vec![7]), 0));
+    }
+
+    #[test]
+    fn work_counts_add_up_until_reset() {
+        work::reset();
+        work::add(2);
+        work::add(3);
+        assert_eq!(work::steps(), 5);
+        work::reset();
+        assert_eq!(work::steps(), 0);
     }
 }

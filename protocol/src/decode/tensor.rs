@@ -319,3 +319,38 @@ pub fn check_tensor_shape(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{check_tensor_shape, resolve_shape};
+    use crate::error::RejectClass;
+    use crate::schema::TensorKind;
+
+    #[test]
+    fn the_one_unknown_dimension_is_what_the_buffer_leaves_for_it() {
+        assert_eq!(resolve_shape(&[-1, 2], 6), Some(vec![3, 2]));
+        assert_eq!(resolve_shape(&[3, -1], 6), Some(vec![3, 2]));
+        assert_eq!(resolve_shape(&[4, -1], 6), None, "6 is no multiple of 4");
+        assert_eq!(resolve_shape(&[2, 3], 6), Some(vec![2, 3]));
+    }
+
+    #[test]
+    fn numpy_takes_one_unknown_dimension_and_refuses_two() {
+        // 6 float32 elements.
+        assert_eq!(check_tensor_shape(TensorKind::Numpy, &[2, 3], 24, 4), Ok(()));
+        assert_eq!(check_tensor_shape(TensorKind::Numpy, &[-1, 3], 24, 4), Ok(()));
+        let e = check_tensor_shape(TensorKind::Numpy, &[-1, -1], 24, 4).unwrap_err();
+        assert_eq!((e.0, e.1), (RejectClass::Validation, "[1]"));
+        let e = check_tensor_shape(TensorKind::Numpy, &[4, 3], 24, 4).unwrap_err();
+        assert_eq!((e.0, e.1), (RejectClass::Frames, "[2]"));
+    }
+
+    #[test]
+    fn torch_takes_an_empty_buffer_only_with_a_zero_dimension_and_none_to_infer() {
+        assert_eq!(check_tensor_shape(TensorKind::Torch, &[0, 3], 0, 4), Ok(()));
+        for shape in [&[0, -1][..], &[2, 3]] {
+            let e = check_tensor_shape(TensorKind::Torch, shape, 0, 4).unwrap_err();
+            assert_eq!((e.0, e.1), (RejectClass::Validation, "[1]"), "{shape:?}");
+        }
+    }
+}

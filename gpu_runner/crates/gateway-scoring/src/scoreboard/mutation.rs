@@ -4,8 +4,9 @@
 //!
 //! The file: `{"gated": [module...], "goal": 90.0, "modules": [{"module",
 //! "measured": date | null, "caught", "missed", "timeout", "unviable",
-//! "score", "missed_mutants": [name...]}]}`; a module never measured has
-//! `measured: null` and no counts.
+//! "score", "missed_mutants": [name...], "sample": N (optional: one
+//! mutant in N measured)}]}`; a module never measured has `measured: null`
+//! and no counts.
 
 use std::fmt::Write as _;
 
@@ -44,6 +45,10 @@ pub struct ModuleScore {
     /// The surviving mutants, as cargo-mutants names them.
     #[serde(default)]
     pub missed_mutants: Vec<String>,
+    /// `N`: a fixed sample was measured, one mutant in N (`run.py run
+    /// --sample N`); `None`: every mutant.
+    #[serde(default)]
+    pub sample: Option<u32>,
 }
 
 /// The section, for the scores file named `file`.
@@ -72,7 +77,7 @@ pub fn markdown(file: &str, scores: &MutationScores) -> String {
         let below = scores.gated.contains(&m.module) && m.score < scores.goal;
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} | {:.1} %{} | {} |",
+            "| `{}` | {} | {} | {} | {} | {:.1} %{}{} | {} |",
             cell(&m.module),
             m.caught,
             m.missed,
@@ -80,6 +85,7 @@ pub fn markdown(file: &str, scores: &MutationScores) -> String {
             m.unviable,
             m.score,
             if below { " (below the goal)" } else { "" },
+            m.sample.map_or_else(String::new, |n| format!(" (a sample: one mutant in {n})")),
             cell(day)
         );
     }
@@ -110,6 +116,8 @@ mod tests {
                  "unviable": 1, "score": 80.0, "missed_mutants": ["protocol/src/validate.rs:1:1: replace a"]},
                 {"module": "decode", "measured": "2026-12-07", "caught": 5, "missed": 5, "timeout": 0,
                  "unviable": 0, "score": 50.0, "missed_mutants": []},
+                {"module": "translate/request", "measured": "2026-12-07", "caught": 9, "missed": 1, "timeout": 0,
+                 "unviable": 0, "score": 90.0, "missed_mutants": [], "sample": 2},
                 {"module": "translate/stop", "measured": null}
             ]
         }));
@@ -117,6 +125,7 @@ mod tests {
         assert!(md.contains("| `validate` | 8 | 2 | 0 | 1 | 80.0 % (below the goal) | 2026-12-07 |"), "{md}");
         assert!(md.contains("| `decode` | 5 | 5 | 0 | 0 | 50.0 % | 2026-12-07 |"), "not gated: {md}");
         assert!(md.contains("| `translate/stop` | | | | | not measured yet | |"), "{md}");
+        assert!(md.contains("| 90.0 % (a sample: one mutant in 2) | 2026-12-07 |"), "{md}");
         assert!(md.contains("- `protocol/src/validate.rs:1:1: replace a`"), "{md}");
     }
 
