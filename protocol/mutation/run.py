@@ -198,20 +198,22 @@ def cmd_list(args):
 
 def cmd_run(args):
     modules = args.module or list(MODULES)
+    # The mutants of the code now (both passes mutate the same code).
+    current = [m["name"] for m in listed(modules)]
     if args.again:
         # The runs it goes on from, and every mutant of the code now: the
         # earlier runs' mutants of code since removed no longer count.
-        current = sorted({strip_position(m["name"]) for m in listed(modules)})
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "again.json"), "w", encoding="utf-8") as f:
-            json.dump({"again": [os.path.abspath(d) for d in args.again], "current": current}, f, indent=0)
-    # Mutants judged by the runs `--again` goes on from, named without
-    # their position.
-    judged = judged_before(args.again)
+            json.dump({"again": [os.path.abspath(d) for d in args.again],
+                       "current": sorted({strip_position(n) for n in current})}, f, indent=0)
+    # Left out of every pass, named without their position: the mutants
+    # judged by the runs `--again` goes on from, and the listed equivalents.
+    judged = set(judged_before(args.again)) | set(equivalents())
     if not args.quick_first:
-        return run_pass(args, modules, args.out, test_args(), judged)
+        return run_pass(args, modules, args.out, test_args(), current, judged)
     quick = os.path.join(args.out, "quick")
-    rc = run_pass(args, modules, quick, quick_test_args(), judged, timeout=args.quick_timeout)
+    rc = run_pass(args, modules, quick, quick_test_args(), current, judged, timeout=args.quick_timeout)
     if rc not in (0, 2, 3):
         # 2: some mutants missed, 3: some timed out (cargo-mutants' exit codes).
         return rc
@@ -219,7 +221,7 @@ def cmd_run(args):
     print(f"{len(missed)} missed by the quick tests: again against every test", flush=True)
     if not missed:
         return rc
-    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), judged, only=missed)
+    return run_pass(args, modules, os.path.join(args.out, "every-test"), test_args(), current, judged, only=missed)
 
 
 def skipped(current, judged, done=(), only=None):
@@ -247,10 +249,10 @@ def shard_args(args, only=None):
     return []
 
 
-def run_pass(args, modules, out, tests, judged, only=None, timeout=None):
-    """One cargo-mutants run into `out`: the mutants `judged` (named
-    without position) and the listed equivalents left out, and when `only`
-    is given (exact names) every other one.
+def run_pass(args, modules, out, tests, current, judged, only=None, timeout=None):
+    """One cargo-mutants run into `out` over the mutants `current` (exact
+    names, as listed now): those `judged` (named without position) left
+    out, and when `only` is given (exact names) every other one.
 
     cargo-mutants 27.1.0 applies `--re` and `--exclude-re` to every mutant
     but those deleting a field of a struct expression, which always run.
@@ -266,7 +268,7 @@ def run_pass(args, modules, out, tests, judged, only=None, timeout=None):
         # cargo-mutants itself does.
         shutil.rmtree(current + ".old", ignore_errors=True)
         os.rename(current, current + ".old")
-    skip = skipped([m["name"] for m in listed(modules)], set(judged) | set(equivalents()), done, only)
+    skip = skipped(current, judged, done, only)
     os.makedirs(current)
     with open(os.path.join(current, "previously_caught.txt"), "w", encoding="utf-8") as f:
         f.writelines(n + "\n" for n in skip)

@@ -660,7 +660,9 @@ pub fn sampling_params(v: &StructValue) -> Result<(), Violation> {
     first_violation_in(v, SAMPLING_PARAMS_RULES)
 }
 
+mod json_nesting;
 pub mod tokenspeed;
+pub use json_nesting::{json_text_past_depth, json_value_nests_deeper_than};
 
 #[cfg(test)]
 mod tests {

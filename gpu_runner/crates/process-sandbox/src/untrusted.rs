@@ -62,32 +62,13 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, Refused> {
 }
 
 /// Refuses JSON text nested deeper than `limit` (arrays and objects;
-/// brackets inside strings do not count).
+/// brackets inside strings do not count), at the byte that passes it
+/// ([`engine_protocol::validate::json_text_past_depth`]).
 pub fn check_json_depth(text: &str, limit: usize) -> Result<(), Refused> {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (at, b) in text.bytes().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return Err(Refused::TooDeep { limit, at });
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+    match engine_protocol::validate::json_text_past_depth(text, limit) {
+        Some(at) => Err(Refused::TooDeep { limit, at }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `name` when it can be one path component, else why not.

@@ -13,67 +13,15 @@ use crate::validate::{self, ConstraintCount};
 const MAX_JSON_NESTING: usize = 64;
 const STRUCTURAL_TAG_WRAPPER_NESTING: usize = 16;
 
-/// Whether containers (objects, arrays) nest deeper than `limit` in `v`:
-/// a chain of `limit + 1` of them. vLLM walks the tree level by level,
-/// `limit` levels at most (`_exceeds_json_nesting`, vllm/sampling_params.py
-/// 0.32.0 to 0.34.0); so does this, without recursion.
-fn value_nests_deeper_than(v: &serde_json::Value, limit: usize) -> bool {
-    let container = |c: &&serde_json::Value| c.is_object() || c.is_array();
-    let mut level: Vec<&serde_json::Value> = vec![v];
-    for _ in 0..limit {
-        level = level
-            .into_iter()
-            .flat_map(|node| -> Box<dyn Iterator<Item = &serde_json::Value> + '_> {
-                match node {
-                    serde_json::Value::Object(m) => Box::new(m.values()),
-                    serde_json::Value::Array(xs) => Box::new(xs.iter()),
-                    _ => Box::new(std::iter::empty()),
-                }
-            })
-            .filter(container)
-            .collect();
-        if level.is_empty() {
-            return false;
-        }
-    }
-    true
-}
-
-/// The deepest nesting of `{`/`[` in a JSON text, strings skipped: for a
-/// valid text, the depth of its containers. Read without parsing, as
-/// vLLM's `json.loads` takes texts far deeper than serde_json's recursion
-/// limit (128) and the depth is all that is asked. A text that is not
-/// JSON is refused either way: here when it nests too deeply, by vLLM's
-/// backend (as malformed) otherwise.
-fn text_nesting(text: &str) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for b in text.bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
+/// vLLM's `check_json_nesting` on a constraint given as text or as a
+/// value (a text is measured on the text: it is refused for its nesting
+/// even past serde_json's recursion limit, as vLLM refuses it; one that is
+/// not JSON and nests too deeply is refused here, by vLLM's backend as
+/// malformed otherwise).
 fn nesting_too_deep(spec: &serde_json::Value, limit: usize) -> bool {
     match spec {
-        serde_json::Value::String(s) => text_nesting(s) > limit,
-        other => value_nests_deeper_than(other, limit),
+        serde_json::Value::String(s) => validate::json_text_past_depth(s, limit).is_some(),
+        other => validate::json_value_nests_deeper_than(other, limit),
     }
 }
 
@@ -203,29 +151,4 @@ pub fn choice_as_grammar(choices: &[String]) -> String {
     };
     let alts: Vec<String> = choices.iter().map(|c| format!("\"{}\"", esc(c))).collect();
     format!("root ::= {}", alts.join(" | "))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{text_nesting, value_nests_deeper_than};
-    use serde_json::json;
-
-    #[test]
-    fn a_texts_nesting_counts_its_containers_and_not_the_brackets_inside_its_strings() {
-        assert_eq!(text_nesting(r#"{"a": [1, {"b": "[[[{"}], "c": {}}"#), 3);
-        assert_eq!(text_nesting(r#"{"a": "x\"[[[", "b": "\\", "c": [[]]}"#), 3);
-        assert_eq!(text_nesting(r#""[[[""#), 0);
-        assert_eq!(text_nesting(""), 0);
-        assert_eq!(text_nesting("]]]["), 1, "a closing bracket too many is not a negative depth");
-    }
-
-    #[test]
-    fn a_value_nests_deeper_than_a_limit_when_a_chain_of_more_containers_runs_through_it() {
-        let v = json!({"a": [{"b": 1}], "c": 2});
-        assert!(value_nests_deeper_than(&v, 2));
-        assert!(!value_nests_deeper_than(&v, 3));
-        assert!(value_nests_deeper_than(&json!([[[]]]), 2));
-        assert!(!value_nests_deeper_than(&json!([[[]]]), 3));
-        assert!(!value_nests_deeper_than(&json!("[[[[]]]]"), 1), "text inside a value is not parsed");
-    }
 }
